@@ -1,0 +1,140 @@
+/* One arena per graph: bump allocation from chunks, released all at once.
+ * Every byte the library allocates goes through ap_xrealloc, the hook tests
+ * use to make allocations fail. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+static void *default_realloc(void *ptr, size_t size, void *user) {
+  (void)user;
+  if (size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, size);
+}
+
+static ap_realloc_fn alloc_fn = default_realloc;
+static void *alloc_user;
+
+void ap_set_allocator(ap_realloc_fn fn, void *user) {
+  alloc_fn = fn ? fn : default_realloc;
+  alloc_user = fn ? user : NULL;
+}
+
+void *ap_xrealloc(void *ptr, size_t size) { return alloc_fn(ptr, size ? size : 1, alloc_user); }
+void ap_xfree(void *ptr) {
+  if (ptr)
+    alloc_fn(ptr, 0, alloc_user);
+}
+
+typedef struct chunk {
+  struct chunk *next;
+  size_t size, used; /* bytes of data[] */
+  _Alignas(16) unsigned char data[];
+} chunk;
+
+struct ap_arena {
+  chunk *head;
+};
+
+enum { CHUNK_MIN = 64 * 1024 };
+
+ap_arena *ap_arena_new(void) {
+  ap_arena *a = ap_xrealloc(NULL, sizeof *a);
+  if (a)
+    a->head = NULL;
+  return a;
+}
+
+void ap_arena_free(ap_arena *a) {
+  if (!a)
+    return;
+  for (chunk *c = a->head, *next; c; c = next) {
+    next = c->next;
+    ap_xfree(c);
+  }
+  ap_xfree(a);
+}
+
+void *ap_arena_alloc(ap_arena *a, size_t size) {
+  size = (size + 15) & ~(size_t)15;
+  if (size == 0)
+    size = 16;
+  chunk *c = a->head;
+  if (!c || c->size - c->used < size) {
+    size_t want = size > CHUNK_MIN ? size : CHUNK_MIN;
+    if (want > SIZE_MAX - sizeof(chunk))
+      return NULL;
+    c = ap_xrealloc(NULL, sizeof(chunk) + want);
+    if (!c)
+      return NULL;
+    c->size = want;
+    c->used = 0;
+    /* A large block gets a chunk of its own behind the current one, so the
+     * remaining space of the current chunk is not wasted. */
+    if (a->head && want == size && a->head->size - a->head->used >= 256) {
+      c->next = a->head->next;
+      a->head->next = c;
+    } else {
+      c->next = a->head;
+      a->head = c;
+    }
+  }
+  void *p = c->data + c->used;
+  c->used += size;
+  memset(p, 0, size);
+  return p;
+}
+
+void *ap_arena_array(ap_arena *a, size_t n, size_t elem) {
+  if (elem && n > SIZE_MAX / elem)
+    return NULL;
+  return ap_arena_alloc(a, n * elem);
+}
+
+char *ap_arena_strndup(ap_arena *a, const char *s, size_t n) {
+  char *p = ap_arena_alloc(a, n + 1);
+  if (p && n)
+    memcpy(p, s, n);
+  return p;
+}
+
+char *ap_arena_strdup(ap_arena *a, const char *s) { return ap_arena_strndup(a, s, strlen(s)); }
+
+char *ap_arena_printf(ap_arena *a, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return NULL;
+  char *p = ap_arena_alloc(a, (size_t)n + 1);
+  if (!p)
+    return NULL;
+  va_start(ap, fmt);
+  vsnprintf(p, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return p;
+}
+
+bool ap_arena_grow(ap_arena *a, void **arr, int *cap, int need, size_t elem) {
+  if (need <= *cap)
+    return true;
+  int ncap = *cap ? *cap : 8;
+  while (ncap < need) {
+    if (ncap > (1 << 29))
+      return false;
+    ncap *= 2;
+  }
+  void *p = ap_arena_array(a, (size_t)ncap, elem);
+  if (!p)
+    return false;
+  if (*cap)
+    memcpy(p, *arr, (size_t)*cap * elem);
+  *arr = p;
+  *cap = ncap;
+  return true;
+}

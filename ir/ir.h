@@ -1,0 +1,276 @@
+/* The tensor IR: the internal header of the ir/ layer, sectioned by source
+ * file. Values and nodes are small integer ids into arrays owned by the
+ * graph; all memory comes from the graph's arena and is released at once by
+ * ap_graph_free. Protobuf types never appear here. */
+#ifndef ACCPAR_IR_H
+#define ACCPAR_IR_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "accpar/accpar.h"
+
+enum { AP_MAX_RANK = 8 };
+
+/* ---- arena.c ------------------------------------------------------------ */
+
+typedef struct ap_arena ap_arena;
+
+void *ap_xrealloc(void *ptr, size_t size); /* the allocation hook; NULL on failure */
+void ap_xfree(void *ptr);
+ap_arena *ap_arena_new(void);
+void ap_arena_free(ap_arena *a);
+void *ap_arena_alloc(ap_arena *a, size_t size);    /* zeroed, 16-byte aligned; NULL on failure */
+void *ap_arena_array(ap_arena *a, size_t n, size_t elem); /* overflow-checked */
+char *ap_arena_strdup(ap_arena *a, const char *s);
+char *ap_arena_strndup(ap_arena *a, const char *s, size_t n);
+char *ap_arena_printf(ap_arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Grows *arr (of *cap elements) to hold at least need; old storage stays in
+ * the arena. Returns false when out of memory. */
+bool ap_arena_grow(ap_arena *a, void **arr, int *cap, int need, size_t elem);
+
+/* ---- diag.c ------------------------------------------------------------- */
+
+/* Records the first user error: "FILE: node 'NODE' (OP): MESSAGE". node and
+ * op may be NULL when the error is about the file as a whole. Returns s so
+ * callers can write `return ap_error(...)`. Later errors do not overwrite. */
+ap_status ap_error(ap_diag *d, ap_status s, const char *file, const char *node,
+                   const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* A broken invariant: prints file:line and aborts. Never for user input. */
+_Noreturn void ap_die_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define ap_die(...) ap_die_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- dtype.c ------------------------------------------------------------ */
+
+/* Element types, numbered as ONNX TensorProto.DataType. */
+typedef enum ap_dtype {
+  AP_DT_UNDEFINED = 0,
+  AP_DT_FLOAT = 1,
+  AP_DT_UINT8 = 2,
+  AP_DT_INT8 = 3,
+  AP_DT_UINT16 = 4,
+  AP_DT_INT16 = 5,
+  AP_DT_INT32 = 6,
+  AP_DT_INT64 = 7,
+  AP_DT_STRING = 8,
+  AP_DT_BOOL = 9,
+  AP_DT_FLOAT16 = 10,
+  AP_DT_DOUBLE = 11,
+  AP_DT_UINT32 = 12,
+  AP_DT_UINT64 = 13,
+  AP_DT_COMPLEX64 = 14,
+  AP_DT_COMPLEX128 = 15,
+  AP_DT_BFLOAT16 = 16,
+  AP_DT_LAST_KNOWN = 23 /* FLOAT8*, UINT4/INT4, FLOAT4E2M1: recognised by name only */
+} ap_dtype;
+
+size_t ap_dtype_size(ap_dtype t);       /* bytes per element; 0 for STRING/unknown */
+const char *ap_dtype_name(ap_dtype t);  /* "float32", "int64"... */
+bool ap_dtype_is_float(ap_dtype t);
+bool ap_dtype_is_int(ap_dtype t);       /* signed or unsigned integer, not bool */
+
+/* A dense tensor: attribute values, initializers, folded constants. */
+typedef struct ap_tensor {
+  ap_dtype dtype;
+  int rank;
+  int64_t dims[AP_MAX_RANK];
+  int64_t numel;  /* product of dims; 1 for a scalar */
+  void *data;     /* numel elements in host order; for STRING, numel char* (NUL-terminated) */
+} ap_tensor;
+
+/* Element i of a numeric tensor, converted. */
+double ap_tensor_get_f64(const ap_tensor *t, int64_t i);
+int64_t ap_tensor_get_i64(const ap_tensor *t, int64_t i);
+void ap_tensor_set_f64(ap_tensor *t, int64_t i, double v);
+/* numel for rank/dims, or -1 on overflow or a negative dim. */
+int64_t ap_numel(int rank, const int64_t *dims);
+
+/* ---- ops.c -------------------------------------------------------------- */
+
+typedef enum ap_op {
+#define OP(id, name, min_in, max_in, min_out, max_out, kind) AP_OP_##id,
+#include "ir/ops.def"
+#undef OP
+  AP_OP_COUNT,
+  AP_OP_UNKNOWN = AP_OP_COUNT /* an operator accpar does not support */
+} ap_op;
+
+typedef enum ap_op_kind {
+  AP_OPK_LAYER,
+  AP_OPK_EWISE,
+  AP_OPK_POOL,
+  AP_OPK_NORM,
+  AP_OPK_REDUCE,
+  AP_OPK_MOVE,
+  AP_OPK_CONST
+} ap_op_kind;
+
+typedef struct ap_op_info {
+  const char *name; /* the ONNX operator type */
+  int min_in, max_in, min_out, max_out; /* max -1: variadic */
+  ap_op_kind kind;
+} ap_op_info;
+
+extern const ap_op_info ap_op_table[AP_OP_COUNT];
+ap_op ap_op_lookup(const char *domain, const char *type); /* AP_OP_UNKNOWN if unsupported */
+
+/* ---- graph.c ------------------------------------------------------------ */
+
+typedef enum ap_value_kind {
+  AP_VAL_INPUT,   /* a graph input with no initializer: data fed at run time */
+  AP_VAL_WEIGHT,  /* an initializer: a constant that training may update */
+  AP_VAL_CONST,   /* a constant made by folding or bound by --inputs */
+  AP_VAL_NODE     /* produced by a node */
+} ap_value_kind;
+
+typedef struct ap_value {
+  const char *name;
+  ap_value_kind kind;
+  ap_dtype dtype;               /* AP_DT_UNDEFINED until known */
+  int rank;                     /* -1 until known */
+  int64_t dims[AP_MAX_RANK];    /* -1 for a size not known yet */
+  const char *sym[AP_MAX_RANK]; /* dim_param naming a symbolic size, or NULL */
+  void *data;                   /* constant contents (as ap_tensor.data), or NULL */
+  int producer;                 /* node id, or -1 */
+  bool is_graph_input;          /* listed in graph.input */
+  bool is_graph_output;         /* listed in graph.output */
+  const char *non_tensor;       /* "sequence", "optional"...: a type accpar refuses */
+} ap_value;
+
+typedef enum ap_attr_type { /* numbered as ONNX AttributeProto.AttributeType */
+  AP_ATTR_UNDEFINED = 0,
+  AP_ATTR_FLOAT = 1,
+  AP_ATTR_INT = 2,
+  AP_ATTR_STRING = 3,
+  AP_ATTR_TENSOR = 4,
+  AP_ATTR_GRAPH = 5,
+  AP_ATTR_FLOATS = 6,
+  AP_ATTR_INTS = 7,
+  AP_ATTR_STRINGS = 8,
+  AP_ATTR_TENSORS = 9
+} ap_attr_type;
+
+typedef struct ap_attr {
+  const char *name;
+  ap_attr_type type;
+  int64_t i;             /* INT */
+  float f;               /* FLOAT */
+  const char *s;         /* STRING: NUL-terminated copy (bytes after a NUL are kept in s_len) */
+  size_t s_len;          /* STRING: length in bytes */
+  int n;                 /* element count of FLOATS/INTS/STRINGS/TENSORS */
+  int64_t *ints;         /* INTS */
+  float *floats;         /* FLOATS */
+  const char **strings;  /* STRINGS */
+  ap_tensor *t;          /* TENSOR, or the n tensors of TENSORS */
+} ap_attr;
+
+typedef struct ap_node {
+  const char *name;    /* unique; the frontend names unnamed nodes "OpType_K" */
+  ap_op op;            /* AP_OP_UNKNOWN for an unsupported operator */
+  const char *op_type; /* as written in the model */
+  const char *domain;  /* "" for the default ONNX domain */
+  int n_in, n_out, n_attr;
+  int *in;             /* value ids; -1 for an omitted optional input */
+  int *out;            /* value ids; -1 for an omitted optional output */
+  ap_attr *attr;
+  bool dead;           /* removed by a pass; dropped by ap_graph_compact */
+  uint8_t *types;      /* set by the partition pass: per level 1=I, 2=II, 3=III */
+  int n_types;         /* levels planned; 0 for weightless or unplanned nodes */
+} ap_node;
+
+typedef struct ap_opset {
+  const char *domain; /* "" or "ai.onnx" for the default domain */
+  int64_t version;
+} ap_opset;
+
+struct ap_graph {
+  ap_arena *arena;
+  const char *path;        /* the file it came from, for diagnostics */
+  const char *name;
+  int64_t ir_version;
+  const char *producer_name;
+  const char *producer_version;
+  int64_t opset;           /* version of the default domain's opset */
+  ap_opset *opsets;
+  int n_opsets;
+  ap_value *values;
+  int n_values, cap_values;
+  ap_node *nodes;          /* in topological order once verified */
+  int n_nodes, cap_nodes;
+  int *inputs;             /* graph.input, initializers included, in file order */
+  int n_inputs, cap_inputs;
+  int *outputs;
+  int n_outputs, cap_outputs;
+  int *name_index;         /* open-addressing hash: value name -> id + 1 */
+  int name_index_cap;
+};
+
+ap_graph *ap_graph_new(const char *path);
+/* The value named name, or -1. */
+int ap_graph_find(const ap_graph *g, const char *name);
+/* Adds a value named name (copied); -1 if out of memory. The caller checks
+ * for duplicates with ap_graph_find first. */
+int ap_graph_add_value(ap_graph *g, const char *name, ap_value_kind kind);
+/* Adds a node; in/out arrays are allocated (filled with -1) for the caller to
+ * set. Returns the node id, or -1 if out of memory. */
+int ap_graph_add_node(ap_graph *g, const char *name, const char *domain,
+                      const char *op_type, int n_in, int n_out, int n_attr);
+bool ap_graph_add_input(ap_graph *g, int v);
+bool ap_graph_add_output(ap_graph *g, int v);
+/* Drops dead nodes and values no node, input or output refers to, and
+ * renumbers; recomputes producers. false if out of memory. */
+bool ap_graph_compact(ap_graph *g);
+/* Sets producer for every value from the node list. */
+void ap_graph_link(ap_graph *g);
+
+/* Attribute access by name: NULL / the default when absent. */
+const ap_attr *ap_attr_find(const ap_node *n, const char *name);
+int64_t ap_attr_int(const ap_node *n, const char *name, int64_t dflt);
+float ap_attr_float(const ap_node *n, const char *name, float dflt);
+const char *ap_attr_string(const ap_node *n, const char *name, const char *dflt);
+/* The ints of an INTS attribute and their count, or NULL with *count = 0. */
+const int64_t *ap_attr_ints(const ap_node *n, const char *name, int *count);
+
+/* A value's view as a tensor (shape, dtype, data), for constants. */
+ap_tensor ap_value_tensor(const ap_value *v);
+bool ap_value_shape_known(const ap_value *v);
+/* Makes v a constant holding t (copied into the arena); false if out of memory. */
+bool ap_value_set_constant(ap_graph *g, int v, const ap_tensor *t);
+/* The input i of node n as a value, or NULL when absent/omitted. */
+ap_value *ap_node_in(ap_graph *g, const ap_node *n, int i);
+ap_value *ap_node_out(ap_graph *g, const ap_node *n, int i);
+
+/* ---- verify.c ----------------------------------------------------------- */
+
+/* Structure: unique names, every input defined, arities from ops.def, no
+ * cycles; sorts nodes topologically. Lists every unsupported operator type
+ * with the nodes using it in one message. */
+ap_status ap_verify(ap_graph *g, ap_diag *d);
+
+/* ---- shape.c ------------------------------------------------------------ */
+
+/* Infers dtype and shape of every node output, in node order, with the ONNX
+ * semantics of the graph's opset. Needs constant inputs where ONNX does
+ * (Reshape's shape, Slice's starts...). */
+ap_status ap_infer_shapes(ap_graph *g, ap_diag *d);
+
+/* ---- fold.c ------------------------------------------------------------- */
+
+/* Evaluates nodes whose inputs are all constants (Constant, ConstantOfShape,
+ * Shape/Gather/Unsqueeze/Concat chains, Identity, inference Dropout...),
+ * turning their outputs into constants and marking them dead. */
+ap_status ap_fold_constants(ap_graph *g, ap_diag *d);
+
+/* ---- bind.c ------------------------------------------------------------- */
+/* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */
+
+/* ---- dump.c ------------------------------------------------------------- */
+/* ap_dump_text and ap_dump_json: see accpar.h. */
+
+#endif

@@ -1,0 +1,197 @@
+/* The verifier: the structural checks every later pass relies on. It runs
+ * before and after the shape passes, and sorts nodes topologically. */
+#include <string.h>
+
+#include "ir/ir.h"
+
+/* One message listing every unsupported operator type and the nodes using
+ * it, so a user sees the whole problem at once. */
+static ap_status report_unsupported(ap_graph *g, ap_diag *d) {
+  char msg[AP_DIAG_MAX];
+  size_t len = 0;
+  int types = 0;
+  bool *listed = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *listed);
+  if (!listed)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  msg[0] = '\0';
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ap_node *n = &g->nodes[i];
+    if (n->dead || n->op != AP_OP_UNKNOWN || listed[i])
+      continue;
+    int nodes = 0;
+    for (int j = i; j < g->n_nodes; j++) {
+      const ap_node *m = &g->nodes[j];
+      if (m->dead || m->op != AP_OP_UNKNOWN || listed[j] ||
+          strcmp(m->op_type, n->op_type) != 0 || strcmp(m->domain, n->domain) != 0)
+        continue;
+      listed[j] = true;
+      if (len < sizeof msg) {
+        int w = snprintf(msg + len, sizeof msg - len, "%s%s%s%s%s '%s'",
+                         nodes ? "," : types ? "; " : "", nodes ? "" : *n->domain ? n->domain : "",
+                         nodes ? "" : *n->domain ? "::" : "", nodes ? "" : n->op_type,
+                         nodes ? "" : " (nodes", m->name);
+        len += w > 0 ? (size_t)w : 0;
+      }
+      nodes++;
+    }
+    if (len < sizeof msg) {
+      int w = snprintf(msg + len, sizeof msg - len, ")");
+      len += w > 0 ? (size_t)w : 0;
+    }
+    types++;
+  }
+  if (!types)
+    return AP_OK;
+  return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                  "unsupported operator%s: %s", types > 1 ? "s" : "", msg);
+}
+
+static ap_status check_node(ap_graph *g, const ap_node *n, ap_diag *d) {
+  const ap_op_info *info = &ap_op_table[n->op];
+  if (n->n_in < info->min_in || (info->max_in >= 0 && n->n_in > info->max_in))
+    return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                    "has %d inputs, expected %d to %d", n->n_in, info->min_in, info->max_in);
+  if (n->n_out < info->min_out || (info->max_out >= 0 && n->n_out > info->max_out))
+    return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                    "has %d outputs, expected %d to %d", n->n_out, info->min_out,
+                    info->max_out);
+  /* Variadic operators take every input; the others require their first
+   * min_in inputs. */
+  int required = info->max_in < 0 ? n->n_in : info->min_in;
+  for (int i = 0; i < required; i++)
+    if (n->in[i] < 0)
+      return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                      "required input %d is missing", i);
+  if (n->n_out > 0 && n->out[0] < 0)
+    return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                    "its first output has no name");
+  for (int i = 0; i < n->n_in; i++) {
+    if (n->in[i] < 0)
+      continue;
+    const ap_value *v = &g->values[n->in[i]];
+    if (v->non_tensor)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                      "input '%s' is a %s; only tensors are supported", v->name, v->non_tensor);
+  }
+  return AP_OK;
+}
+
+/* Kahn's algorithm over live nodes; values without a producer (inputs,
+ * weights, constants) are ready from the start. */
+static ap_status sort_nodes(ap_graph *g, ap_diag *d) {
+  int n = g->n_nodes;
+  int *pending = ap_arena_array(g->arena, (size_t)n + 1, sizeof *pending);
+  int *order = ap_arena_array(g->arena, (size_t)n + 1, sizeof *order);
+  int *ready_count = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *ready_count);
+  int *first_use = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *first_use);
+  int *next_use = NULL;
+  int n_uses = 0;
+  if (!pending || !order || !ready_count || !first_use)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int i = 0; i < n; i++)
+    n_uses += g->nodes[i].n_in;
+  int *use_node = ap_arena_array(g->arena, (size_t)n_uses + 1, sizeof *use_node);
+  next_use = ap_arena_array(g->arena, (size_t)n_uses + 1, sizeof *next_use);
+  if (!use_node || !next_use)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; v < g->n_values; v++)
+    first_use[v] = -1;
+  /* Use lists: every (value, consuming node) edge whose value is produced. */
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    const ap_node *node = &g->nodes[i];
+    for (int j = 0; j < node->n_in; j++) {
+      int v = node->in[j];
+      if (v < 0 || g->values[v].producer < 0)
+        continue;
+      pending[i]++;
+      use_node[k] = i;
+      next_use[k] = first_use[v];
+      first_use[v] = k++;
+    }
+  }
+  int head = 0, tail = 0;
+  for (int i = 0; i < n; i++)
+    if (pending[i] == 0)
+      order[tail++] = i;
+  while (head < tail) {
+    const ap_node *node = &g->nodes[order[head++]];
+    for (int j = 0; j < node->n_out; j++) {
+      int v = node->out[j];
+      if (v < 0)
+        continue;
+      for (int u = first_use[v]; u >= 0; u = next_use[u])
+        if (--pending[use_node[u]] == 0)
+          order[tail++] = use_node[u];
+    }
+  }
+  if (tail < n) {
+    for (int i = 0; i < n; i++)
+      if (pending[i] > 0)
+        return ap_error(d, AP_ERR_INVALID, g->path, g->nodes[i].name, g->nodes[i].op_type,
+                        "is part of a cycle");
+  }
+  ap_node *sorted = ap_arena_array(g->arena, (size_t)n + 1, sizeof *sorted);
+  if (!sorted)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int i = 0; i < n; i++)
+    sorted[i] = g->nodes[order[i]];
+  memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
+  ap_graph_link(g);
+  return AP_OK;
+}
+
+ap_status ap_verify(ap_graph *g, ap_diag *d) {
+  if (!ap_graph_compact(g))
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  ap_status s = report_unsupported(g, d);
+  if (s != AP_OK)
+    return s;
+  /* Each value has one definition: a node, or the graph (input/weight/const). */
+  int *producer = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *producer);
+  if (!producer)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; v < g->n_values; v++)
+    producer[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ap_node *n = &g->nodes[i];
+    if ((s = check_node(g, n, d)) != AP_OK)
+      return s;
+    for (int j = 0; j < n->n_out; j++) {
+      int v = n->out[j];
+      if (v < 0)
+        continue;
+      const ap_value *val = &g->values[v];
+      if (producer[v] >= 0)
+        return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                        "output '%s' is also produced by node '%s'", val->name,
+                        g->nodes[producer[v]].name);
+      if (val->kind != AP_VAL_NODE)
+        return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                        "output '%s' is also a graph input or initializer", val->name);
+      producer[v] = i;
+    }
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    const ap_value *val = &g->values[v];
+    if (val->kind == AP_VAL_NODE && producer[v] < 0)
+      return ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL,
+                      "value '%s' is used but never produced", val->name);
+    if (val->rank > AP_MAX_RANK)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                      "value '%s' has rank %d; at most %d is supported", val->name, val->rank,
+                      AP_MAX_RANK);
+    for (int i = 0; i < val->rank; i++)
+      if (val->dims[i] < -1)
+        return ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL,
+                        "value '%s' has a negative dimension %lld", val->name,
+                        (long long)val->dims[i]);
+  }
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->values[g->outputs[i]].non_tensor)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                      "graph output '%s' is a %s; only tensors are supported",
+                      g->values[g->outputs[i]].name, g->values[g->outputs[i]].non_tensor);
+  ap_graph_link(g);
+  return sort_nodes(g, d);
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Sets up, builds with warnings as errors and runs the whole test suite, then
+# runs it once more under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Usage: scripts/test.sh [--no-sanitize]
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+cmake -S "$root" -B "$root/build" -DACCPAR_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$root/build" -j "$jobs"
+(cd "$root/build" && ctest --output-on-failure -j "$jobs")
+
+if [ "${1:-}" != "--no-sanitize" ]; then
+  cmake -S "$root" -B "$root/build-asan" -DACCPAR_WERROR=ON -DACCPAR_SANITIZE=ON \
+        -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  cmake --build "$root/build-asan" -j "$jobs"
+  (cd "$root/build-asan" &&
+   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+   ctest --output-on-failure -j "$jobs")
+fi

@@ -1,0 +1,96 @@
+/* accparc dump MODEL.onnx [--batch N] [--inputs DIR] [--format text|json]
+ *                         [--dump-after PASS]
+ * Loads a model, binds what the options bind, runs the pipeline and prints
+ * the IR. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+static const char usage_text[] =
+    "usage: accparc dump MODEL.onnx [--batch N] [--inputs DIR] [--format text|json]\n"
+    "                               [--dump-after PASS]\n"
+    "  --batch N        bind the batch dimension (dim 0 of the first fed input)\n"
+    "  --inputs DIR     bind graph inputs to DIR/input_N.pb as constants\n"
+    "  --format F       text (default) or json\n"
+    "  --dump-after P   also print the IR after pass P (verify, fold, shapes, check)\n";
+
+typedef struct dump_job {
+  ap_graph *g;
+  bool json;
+  const char *after_text; /* what --dump-after printed, shown before the final IR */
+  size_t after_len;
+} dump_job;
+
+static ap_status emit(void *ctx, FILE *out) {
+  dump_job *job = ctx;
+  if (job->after_len)
+    fwrite(job->after_text, 1, job->after_len, out);
+  return job->json ? ap_dump_json(job->g, out) : ap_dump_text(job->g, out);
+}
+
+int cmd_dump(int argc, char **argv) {
+  const char *model = NULL, *inputs = NULL, *format = "text", *dump_after = NULL;
+  int64_t batch = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(usage_text, stdout);
+      return 0;
+    }
+    bool has_value = i + 1 < argc;
+    if (strcmp(a, "--batch") == 0 && has_value) {
+      if (cli_parse_int64("dump", a, argv[++i], &batch))
+        return 2;
+    } else if (strcmp(a, "--inputs") == 0 && has_value) {
+      inputs = argv[++i];
+    } else if (strcmp(a, "--format") == 0 && has_value) {
+      format = argv[++i];
+    } else if (strcmp(a, "--dump-after") == 0 && has_value) {
+      dump_after = argv[++i];
+    } else if (a[0] == '-' && a[1]) {
+      return cli_usage_error("dump", "unknown option or missing value: %s\n%s", a, usage_text);
+    } else if (!model) {
+      model = a;
+    } else {
+      return cli_usage_error("dump", "more than one model given: %s\n%s", a, usage_text);
+    }
+  }
+  if (!model)
+    return cli_usage_error("dump", "no model given\n%s", usage_text);
+  if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)
+    return cli_usage_error("dump", "--format must be text or json, got '%s'", format);
+
+  ap_diag d = {0};
+  ap_graph *g = NULL;
+  if (ap_load_onnx(model, &g, &d) != AP_OK)
+    return cli_fail(&d);
+  int rc = 0;
+  /* Intermediate dumps are held back with the rest, so a failing run prints
+   * only its error. */
+  char *after_text = NULL;
+  size_t after_len = 0;
+  FILE *after = dump_after ? open_memstream(&after_text, &after_len) : NULL;
+  ap_pipeline_opts opts = {.dump_after = dump_after, .dump_to = after};
+  if (dump_after && !after) {
+    rc = 1;
+    fprintf(stderr, "accparc: error: out of memory\n");
+  } else if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
+             (inputs && ap_bind_inputs_dir(g, inputs, &d) != AP_OK) ||
+             ap_run_pipeline(g, &opts, &d) != AP_OK) {
+    rc = cli_fail(&d);
+  } else {
+    if (after)
+      fflush(after);
+    dump_job job = {g, strcmp(format, "json") == 0, after_text, after_len};
+    rc = cli_emit(stdout, emit, &job, &d);
+  }
+  if (after)
+    fclose(after);
+  free(after_text);
+  ap_graph_free(g);
+  return rc;
+}

@@ -1,0 +1,22 @@
+/* The driver's subcommands, one file each; accparc.c only dispatches. Each
+ * takes argv starting at the command name and returns the exit status: 0,
+ * 1 for an error in the input, 2 for a usage error. */
+#ifndef ACCPAR_COMMANDS_H
+#define ACCPAR_COMMANDS_H
+
+#include <stdint.h>
+
+#include "accpar/accpar.h"
+
+int cmd_dump(int argc, char **argv);
+
+/* Shared by the subcommands (tools/cli.c). */
+int cli_fail(const ap_diag *d);                         /* prints the diag; returns 1 or 2 */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));              /* prints; returns 2 */
+int cli_parse_int64(const char *cmd, const char *flag, const char *text, int64_t *out);
+/* Runs fn(ctx, stream) into memory and copies the result to out only when fn
+ * succeeds, so a failure never leaves half a report behind. */
+int cli_emit(FILE *out, ap_status (*fn)(void *ctx, FILE *stream), void *ctx, ap_diag *d);
+
+#endif

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Golden-file test of the driver: NAME.cmd holds accparc's arguments on one
 # line (@SHARED@ stands for the shared/ folder, @BUILD@ for the build
-# folder). NAME.out is the expected stdout of a successful run; NAME.err the
+# folder, @SOURCE@ for the repository). NAME.out is the expected stdout of a successful run; NAME.err the
 # expected stderr of a failing one, which must also print nothing on stdout.
 set -u
 accparc=$1 cmd=$2 shared=$3 build=$4
 dir=$(dirname "$cmd") name=$(basename "$cmd" .cmd)
-args=$(sed -e "s|@SHARED@|$shared|g" -e "s|@BUILD@|$build|g" "$cmd")
+source=$(cd "$dir/../.." && pwd)
+args=$(sed -e "s|@SHARED@|$shared|g" -e "s|@BUILD@|$build|g" -e "s|@SOURCE@|$source|g" "$cmd")
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck disable=SC2086 # the .cmd line is split into arguments on purpose
@@ -15,10 +16,10 @@ rc=$?
 if [ -f "$dir/$name.err" ]; then
   [ "$rc" -ne 0 ] || { echo "$name: expected a failure, exit status was 0"; exit 1; }
   [ ! -s "$tmp/out" ] || { echo "$name: a failing run wrote to stdout:"; head -5 "$tmp/out"; exit 1; }
-  sed -e "s|$shared|@SHARED@|g" -e "s|$build|@BUILD@|g" "$tmp/err" >"$tmp/err.norm"
+  sed -e "s|$shared|@SHARED@|g" -e "s|$build|@BUILD@|g" -e "s|$source|@SOURCE@|g" "$tmp/err" >"$tmp/err.norm"
   diff -u "$dir/$name.err" "$tmp/err.norm"
 else
   [ "$rc" -eq 0 ] || { echo "$name: exit status $rc"; cat "$tmp/err"; exit 1; }
-  sed -e "s|$shared|@SHARED@|g" -e "s|$build|@BUILD@|g" "$tmp/out" >"$tmp/out.norm"
+  sed -e "s|$shared|@SHARED@|g" -e "s|$build|@BUILD@|g" -e "s|$source|@SOURCE@|g" "$tmp/out" >"$tmp/out.norm"
   diff -u "$dir/$name.out" "$tmp/out.norm"
 fi

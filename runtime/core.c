@@ -1,0 +1,264 @@
+/* The transport-independent part of a rank: counting, phase timers, errors,
+ * and the dispatch from aprt_run to a transport. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport.h"
+
+const char *aprt_status_name(aprt_status s) {
+  switch (s) {
+  case APRT_OK: return "ok";
+  case APRT_ERR_IO: return "io";
+  case APRT_ERR_FORMAT: return "format";
+  case APRT_ERR_MISMATCH: return "mismatch";
+  case APRT_ERR_TIMEOUT: return "timeout";
+  case APRT_ERR_PEER: return "peer failed";
+  case APRT_ERR_USAGE: return "usage";
+  case APRT_ERR_NOMEM: return "out of memory";
+  case APRT_ERR_TRANSPORT: return "transport";
+  }
+  return "?";
+}
+
+static const char *const phase_names[] = {
+#define APRT_PHASE_NAME(id, name) name,
+    APRT_PHASES(APRT_PHASE_NAME)
+#undef APRT_PHASE_NAME
+};
+_Static_assert(sizeof phase_names / sizeof phase_names[0] == APRT_PHASE_COUNT,
+               "one name per phase");
+
+const char *aprt_phase_name(aprt_phase p) {
+  return (unsigned)p < APRT_PHASE_COUNT ? phase_names[p] : "?";
+}
+
+double aprt_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double aprt_timeout_default(double requested) {
+  if (requested > 0)
+    return requested;
+  const char *env = getenv("ACCPAR_TIMEOUT_S");
+  if (env && *env) {
+    char *end;
+    double v = strtod(env, &end);
+    if (*end == '\0' && v > 0)
+      return v;
+  }
+  return 60.0;
+}
+
+void aprt_comm_init(aprt_comm *c, int rank, int size, const aprt_transport *tp,
+                    void *tp_state, double timeout_s) {
+  memset(c, 0, sizeof *c);
+  c->rank = rank;
+  c->size = size;
+  c->tp = tp;
+  c->tp_state = tp_state;
+  c->timeout_s = timeout_s;
+  c->phase_t0 = aprt_now_s();
+}
+
+int aprt_rank(const aprt_comm *c) { return c->tp->rank(c); }
+int aprt_size(const aprt_comm *c) { return c->tp->size(c); }
+const char *aprt_transport_name(const aprt_comm *c) { return c->tp->name; }
+void *aprt_user(const aprt_comm *c) { return c->user; }
+uint64_t aprt_bytes_sent(const aprt_comm *c) { return c->bytes_sent; }
+uint64_t aprt_messages_sent(const aprt_comm *c) { return c->messages_sent; }
+const char *aprt_errmsg(const aprt_comm *c) { return c->errmsg; }
+
+static int current_phase(const aprt_comm *c) {
+  return c->phase_depth ? c->phase_stack[c->phase_depth - 1] : APRT_PHASE_OTHER;
+}
+
+static void phase_switch(aprt_comm *c) {
+  double now = aprt_now_s();
+  c->phase_s[current_phase(c)] += now - c->phase_t0;
+  c->phase_t0 = now;
+}
+
+void aprt_phase_begin(aprt_comm *c, aprt_phase p) {
+  phase_switch(c);
+  /* Deeper nesting than generated code uses keeps timing the innermost
+   * recorded phase rather than failing the run over a timer. */
+  if (c->phase_depth < APRT_PHASE_DEPTH)
+    c->phase_stack[c->phase_depth] = (unsigned)p < APRT_PHASE_COUNT ? (int)p : APRT_PHASE_OTHER;
+  c->phase_depth++;
+}
+
+void aprt_phase_end(aprt_comm *c) {
+  if (c->phase_depth == 0)
+    return;
+  if (c->phase_depth <= APRT_PHASE_DEPTH)
+    phase_switch(c);
+  c->phase_depth--;
+}
+
+void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out) {
+  phase_switch(c);
+  memset(out, 0, sizeof *out);
+  out->bytes_sent = c->bytes_sent;
+  out->messages_sent = c->messages_sent;
+  memcpy(out->phase_s, c->phase_s, sizeof out->phase_s);
+}
+
+aprt_status aprt_fail(aprt_comm *c, aprt_status s, const char *fmt, ...) {
+  if (c->status == APRT_OK) {
+    c->status = s;
+    int n = snprintf(c->errmsg, sizeof c->errmsg, "rank %d: ", c->rank);
+    if (n < 0)
+      n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg + n, sizeof c->errmsg - (size_t)n, fmt, ap);
+    va_end(ap);
+    for (char *p = c->errmsg; *p; p++)
+      if (*p == '\n' || *p == '\r')
+        *p = ' ';
+  }
+  c->tp->fail(c);
+  return s;
+}
+
+void aprt_errorf(aprt_error *err, const char *fmt, ...) {
+  if (!err)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+  va_end(ap);
+  for (char *p = err->msg; *p; p++)
+    if (*p == '\n' || *p == '\r')
+      *p = ' ';
+}
+
+static aprt_status check_peer(aprt_comm *c, int peer, int tag, const char *what) {
+  if (c->status != APRT_OK)
+    return c->status;
+  if (peer < 0 || peer >= c->size)
+    return aprt_fail(c, APRT_ERR_USAGE, "%s: peer %d is not a rank of %d", what, peer,
+                     c->size);
+  if (tag < 0 || tag > APRT_TAG_STATS)
+    return aprt_fail(c, APRT_ERR_USAGE, "%s: tag %d outside 0..%d", what, tag, APRT_TAG_MAX);
+  return APRT_OK;
+}
+
+aprt_status aprt_send_ctl(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes) {
+  aprt_status s = check_peer(c, peer, tag, "send");
+  return s ? s : c->tp->send(c, peer, tag, buf, bytes);
+}
+
+aprt_status aprt_recv_ctl(aprt_comm *c, int peer, int tag, void *buf, size_t bytes) {
+  aprt_status s = check_peer(c, peer, tag, "recv");
+  return s ? s : c->tp->recv(c, peer, tag, buf, bytes);
+}
+
+aprt_status aprt_send(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes) {
+  if (tag > APRT_TAG_MAX)
+    return aprt_fail(c, APRT_ERR_USAGE, "send: tag %d outside 0..%d", tag, APRT_TAG_MAX);
+  aprt_phase_begin(c, APRT_PHASE_COMM);
+  aprt_status s = aprt_send_ctl(c, peer, tag, buf, bytes);
+  aprt_phase_end(c);
+  if (s == APRT_OK && peer != c->rank) {
+    c->bytes_sent += bytes;
+    c->messages_sent++;
+  }
+  return s;
+}
+
+aprt_status aprt_recv(aprt_comm *c, int peer, int tag, void *buf, size_t bytes) {
+  if (tag > APRT_TAG_MAX)
+    return aprt_fail(c, APRT_ERR_USAGE, "recv: tag %d outside 0..%d", tag, APRT_TAG_MAX);
+  aprt_phase_begin(c, APRT_PHASE_COMM);
+  aprt_status s = aprt_recv_ctl(c, peer, tag, buf, bytes);
+  aprt_phase_end(c);
+  return s;
+}
+
+aprt_status aprt_barrier(aprt_comm *c) {
+  if (c->status != APRT_OK)
+    return c->status;
+  aprt_phase_begin(c, APRT_PHASE_COMM);
+  aprt_status s = c->tp->barrier(c);
+  aprt_phase_end(c);
+  return s;
+}
+
+aprt_status aprt_first_error(aprt_comm *const *comms, int n, aprt_error *err) {
+  /* A rank that failed on its own explains the run better than the peers
+   * that merely saw it fail or timed out waiting for it. */
+  static const aprt_status secondary[] = {APRT_ERR_PEER, APRT_ERR_TIMEOUT};
+  for (int pass = 0; pass < 3; pass++)
+    for (int r = 0; r < n; r++) {
+      aprt_status s = comms[r]->status;
+      if (s == APRT_OK)
+        continue;
+      bool is_secondary = s == secondary[0] || s == secondary[1];
+      if ((pass == 0 && is_secondary) || (pass == 1 && s != APRT_ERR_TIMEOUT))
+        continue;
+      aprt_errorf(err, "%s", comms[r]->errmsg);
+      return s;
+    }
+  return APRT_OK;
+}
+
+int aprt_have_mpi(void) {
+#ifdef APRT_HAVE_MPI
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+aprt_status aprt_run_ctx_run(const aprt_run_opts *opts, int size, aprt_rank_fn fn,
+                             void *arg, aprt_run_ctx *ctx, aprt_rank_stats *stats,
+                             aprt_error *err) {
+  if (size < 1) {
+    aprt_errorf(err, "run: %d ranks; need at least 1", size);
+    return APRT_ERR_USAGE;
+  }
+  if (opts->transport == APRT_MPI) {
+#ifdef APRT_HAVE_MPI
+    return aprt_run_mpi(opts, size, fn, arg, ctx, stats, err);
+#else
+    aprt_errorf(err, "transport mpi: this program was linked with accpar_rt, which has no "
+                     "MPI transport (link accpar_rt_mpi)");
+    return APRT_ERR_USAGE;
+#endif
+  }
+  return aprt_run_threads(opts, size, fn, arg, ctx, stats, err);
+}
+
+aprt_status aprt_run(const aprt_run_opts *opts, int size, aprt_rank_fn fn, void *arg,
+                     aprt_rank_stats *stats, aprt_error *err) {
+  aprt_run_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  pthread_mutex_init(&ctx.output_mu, NULL);
+  ctx.args.steps = 1;
+  ctx.quiet = 1;
+  aprt_status s = aprt_run_ctx_run(opts, size, fn, arg, &ctx, stats, err);
+  pthread_mutex_destroy(&ctx.output_mu);
+  return s;
+}
+
+/* SplitMix64's finaliser over a mix of the three coordinates: cheap, and
+ * every bit of each input reaches every output bit. */
+uint64_t aprt_rand_u64(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15u ^ (stream + 0x632BE59BD9B4E019u) * 0xBF58476D1CE4E5B9u;
+  z += index * 0x94D049BB133111EBu + 0x9E3779B97F4A7C15u;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+  return z ^ (z >> 31);
+}
+
+float aprt_rand_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  /* 24 random bits: exactly representable, so the value is in [-1, 1). */
+  uint64_t bits = aprt_rand_u64(seed, stream, index) >> 40;
+  return (float)bits * (2.0f / 16777216.0f) - 1.0f;
+}

@@ -1,0 +1,464 @@
+/* The main of a generated executable (DESIGN.md, "Command line"):
+ *   OUTDIR/model [--transport threads|mpi] [--steps N] [--lr X] [--seed S]
+ *                [--inputs DIR] [--outputs DIR] [--report FILE.json]
+ * It reads (or, for training without --inputs, synthesises) the whole input
+ * tensors, runs the program on every rank, and writes outputs, losses and
+ * the report. Every error is one line on stderr and a non-zero status. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "transport.h"
+
+/* An output box a non-zero MPI rank holds until the run ends. */
+typedef struct pending_box {
+  struct pending_box *next;
+  int index;
+  aprt_box box;
+  unsigned char data[];
+} pending_box;
+
+/* Header of an output box sent to rank 0 under MPI. */
+typedef struct box_header {
+  int32_t index;
+  aprt_box box;
+} box_header;
+
+/* Per process under MPI: only this rank's boxes. */
+static pending_box *pending_head;
+
+const aprt_args *aprt_get_args(const aprt_comm *c) { return &c->ctx->args; }
+
+const aprt_tensor *aprt_input(const aprt_comm *c, int index) {
+  const aprt_run_ctx *ctx = c->ctx;
+  if (!ctx->prog || index < 0 || index >= ctx->prog->n_inputs)
+    return NULL;
+  return &ctx->inputs[index];
+}
+
+static bool box_inside(const aprt_box *b, const aprt_tensor *t) {
+  /* A dense box inside t: checked through its first and last element. */
+  if (b->ndim != t->ndim)
+    return false;
+  int64_t first = b->offset, last = b->offset;
+  for (int d = 0; d < b->ndim; d++) {
+    if (b->size[d] < 0 || b->size[d] > t->dims[d])
+      return false;
+    if (b->size[d] > 0)
+      last += (b->size[d] - 1) * b->stride[d];
+  }
+  return aprt_box_volume(b) == 0 || (first >= 0 && last < aprt_tensor_volume(t));
+}
+
+aprt_status aprt_output_box(aprt_comm *c, int index, const aprt_box *box, const void *local) {
+  aprt_run_ctx *ctx = c->ctx;
+  if (c->status)
+    return c->status;
+  if (!ctx->prog || index < 0 || index >= ctx->prog->n_outputs)
+    return aprt_fail(c, APRT_ERR_USAGE, "output %d: the program has no such output", index);
+  const aprt_tensor_spec *spec = &ctx->prog->outputs[index];
+  aprt_tensor shape = {spec->dtype, spec->ndim, {0}, NULL};
+  memcpy(shape.dims, spec->dims, sizeof shape.dims);
+  if (!box_inside(box, &shape))
+    return aprt_fail(c, APRT_ERR_USAGE, "output %d '%s': box outside the tensor", index,
+                     spec->name);
+  size_t es = aprt_dtype_size(spec->dtype);
+  if (ctx->args.transport == APRT_MPI && c->rank != 0) {
+    size_t bytes = (size_t)aprt_box_volume(box) * es;
+    pending_box *p = malloc(sizeof *p + bytes);
+    if (!p)
+      return aprt_fail(c, APRT_ERR_NOMEM, "output %d: out of memory", index);
+    p->index = index;
+    p->box = *box;
+    memcpy(p->data, local, bytes);
+    p->next = pending_head;
+    pending_head = p;
+    return APRT_OK;
+  }
+  pthread_mutex_lock(&ctx->output_mu);
+  aprt_box_unpack(ctx->outputs[index].data, box, local, es);
+  ctx->output_written[index] = true;
+  pthread_mutex_unlock(&ctx->output_mu);
+  return APRT_OK;
+}
+
+aprt_status aprt_step_loss(aprt_comm *c, int step, double partial_loss) {
+  aprt_run_ctx *ctx = c->ctx;
+  if (c->status)
+    return c->status;
+  if (c->rank != 0)
+    return aprt_send_ctl(c, 0, APRT_TAG_LOSS, &partial_loss, sizeof partial_loss);
+  double total = partial_loss;
+  for (int r = 1; r < c->size; r++) {
+    double part;
+    aprt_status s = aprt_recv_ctl(c, r, APRT_TAG_LOSS, &part, sizeof part);
+    if (s)
+      return s;
+    total += part;
+  }
+  if (ctx->losses && step >= 0 && step < ctx->args.steps) {
+    ctx->losses[step] = total;
+    if (step + 1 > ctx->nlosses)
+      ctx->nlosses = step + 1;
+  }
+  if (!ctx->quiet) {
+    printf("step %d loss %.6f\n", step + 1, total);
+    fflush(stdout);
+  }
+  return APRT_OK;
+}
+
+/* Under MPI, sends this rank's output boxes to rank 0 (which receives every
+ * rank's in rank order): a count, then per box a header and its data. */
+static aprt_status gather_outputs(aprt_comm *c) {
+  aprt_run_ctx *ctx = c->ctx;
+  const aprt_program *prog = ctx->prog;
+  aprt_status s = APRT_OK;
+  if (c->rank != 0) {
+    int64_t count = 0;
+    for (pending_box *p = pending_head; p; p = p->next)
+      count++;
+    s = aprt_send_ctl(c, 0, APRT_TAG_OUTPUT, &count, sizeof count);
+    for (pending_box *p = pending_head; p && !s; p = p->next) {
+      box_header h = {p->index, p->box};
+      size_t bytes = (size_t)aprt_box_volume(&p->box) *
+                     aprt_dtype_size(prog->outputs[p->index].dtype);
+      s = aprt_send_ctl(c, 0, APRT_TAG_OUTPUT, &h, sizeof h);
+      if (!s)
+        s = aprt_send_ctl(c, 0, APRT_TAG_OUTPUT, p->data, bytes);
+    }
+    return s;
+  }
+  for (int r = 1; r < c->size && !s; r++) {
+    int64_t count;
+    s = aprt_recv_ctl(c, r, APRT_TAG_OUTPUT, &count, sizeof count);
+    for (int64_t k = 0; k < count && !s; k++) {
+      box_header h;
+      s = aprt_recv_ctl(c, r, APRT_TAG_OUTPUT, &h, sizeof h);
+      if (s)
+        break;
+      if (h.index < 0 || h.index >= prog->n_outputs)
+        return aprt_fail(c, APRT_ERR_TRANSPORT, "rank %d sent output %d", r, (int)h.index);
+      size_t es = aprt_dtype_size(prog->outputs[h.index].dtype);
+      size_t bytes = (size_t)aprt_box_volume(&h.box) * es;
+      unsigned char *tmp = malloc(bytes ? bytes : 1);
+      if (!tmp)
+        return aprt_fail(c, APRT_ERR_NOMEM, "output from rank %d: out of memory", r);
+      s = aprt_recv_ctl(c, r, APRT_TAG_OUTPUT, tmp, bytes);
+      if (!s) {
+        aprt_box_unpack(ctx->outputs[h.index].data, &h.box, tmp, es);
+        ctx->output_written[h.index] = true;
+      }
+      free(tmp);
+    }
+  }
+  return s;
+}
+
+static int rank_main(aprt_comm *c, void *arg) {
+  const aprt_program *prog = arg;
+  int s = prog->run(c, NULL);
+  if (s == APRT_OK && c->status == APRT_OK && c->ctx->args.transport == APRT_MPI &&
+      prog->n_outputs > 0)
+    s = gather_outputs(c);
+  return s;
+}
+
+/* ---- the command line --------------------------------------------------------- */
+
+static void usage(FILE *f, const char *argv0) {
+  fprintf(f,
+          "usage: %s [--transport threads|mpi] [--steps N] [--lr X] [--seed S]\n"
+          "          [--inputs DIR] [--outputs DIR] [--report FILE.json]\n",
+          argv0);
+}
+
+static int parse_args(int argc, char **argv, const char *name, aprt_args *a) {
+  memset(a, 0, sizeof *a);
+  a->transport = APRT_THREADS;
+  a->steps = 1;
+  a->lr = 0.01f;
+  a->seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *opt = argv[i];
+    if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
+      usage(stdout, argv[0]);
+      return -1;
+    }
+    static const char *const with_value[] = {"--transport", "--steps",   "--lr",    "--seed",
+                                             "--inputs",    "--outputs", "--report"};
+    int which = -1;
+    for (int k = 0; k < (int)(sizeof with_value / sizeof with_value[0]); k++)
+      if (!strcmp(opt, with_value[k]))
+        which = k;
+    if (which < 0) {
+      fprintf(stderr, "%s: unknown option '%s'\n", name, opt);
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s: %s needs a value\n", name, opt);
+      return 2;
+    }
+    const char *v = argv[++i];
+    char *end = NULL;
+    errno = 0;
+    switch (which) {
+    case 0:
+      if (!strcmp(v, "threads"))
+        a->transport = APRT_THREADS;
+      else if (!strcmp(v, "mpi"))
+        a->transport = APRT_MPI;
+      else {
+        fprintf(stderr, "%s: --transport: '%s' is not threads or mpi\n", name, v);
+        return 2;
+      }
+      break;
+    case 1: {
+      long n = strtol(v, &end, 10);
+      if (errno || *end || end == v || n < 1 || n > 100000000) {
+        fprintf(stderr, "%s: --steps: '%s' is not a positive integer\n", name, v);
+        return 2;
+      }
+      a->steps = (int)n;
+      break;
+    }
+    case 2: {
+      float lr = strtof(v, &end);
+      if (errno || *end || end == v || !isfinite(lr)) {
+        fprintf(stderr, "%s: --lr: '%s' is not a finite number\n", name, v);
+        return 2;
+      }
+      a->lr = lr;
+      break;
+    }
+    case 3: {
+      unsigned long long s = strtoull(v, &end, 10);
+      if (errno || *end || end == v || v[0] == '-') {
+        fprintf(stderr, "%s: --seed: '%s' is not a non-negative integer\n", name, v);
+        return 2;
+      }
+      a->seed = s;
+      break;
+    }
+    case 4: a->inputs_dir = v; break;
+    case 5: a->outputs_dir = v; break;
+    case 6: a->report_path = v; break;
+    }
+  }
+  return 0;
+}
+
+/* ---- inputs and outputs ----------------------------------------------------------- */
+
+static char *path_join(const char *dir, const char *stem, int index) {
+  size_t len = strlen(dir) + strlen(stem) + 32;
+  char *p = malloc(len);
+  if (p)
+    snprintf(p, len, "%s/%s_%d.pb", dir, stem, index);
+  return p;
+}
+
+static aprt_status load_inputs(const aprt_program *prog, const aprt_args *a,
+                               aprt_tensor *inputs, aprt_error *err) {
+  if (!a->inputs_dir && !prog->train && prog->n_inputs > 0) {
+    aprt_errorf(err, "inference needs --inputs DIR holding input_0.pb..input_%d.pb",
+                prog->n_inputs - 1);
+    return APRT_ERR_USAGE;
+  }
+  for (int i = 0; i < prog->n_inputs; i++) {
+    const aprt_tensor_spec *spec = &prog->inputs[i];
+    aprt_tensor *t = &inputs[i];
+    if (a->inputs_dir) {
+      char *path = path_join(a->inputs_dir, "input", i);
+      if (!path) {
+        aprt_errorf(err, "out of memory");
+        return APRT_ERR_NOMEM;
+      }
+      aprt_status s = aprt_tensor_read_expect(path, spec->dtype, spec->ndim, spec->dims, t, err);
+      if (!s && spec->dtype == APRT_INT64 && spec->classes > 0) {
+        const int64_t *v = t->data;
+        for (int64_t k = 0; k < aprt_tensor_volume(t); k++)
+          if (v[k] < 0 || v[k] >= spec->classes) {
+            aprt_errorf(err, "%s: element %lld of '%s' is %lld; labels must be in [0, %lld)",
+                        path, (long long)k, spec->name, (long long)v[k],
+                        (long long)spec->classes);
+            s = APRT_ERR_MISMATCH;
+            break;
+          }
+      }
+      free(path);
+      if (s)
+        return s;
+      continue;
+    }
+    /* Training without data: values from the seed, the same whatever the
+     * transport or the number of devices. */
+    memset(t, 0, sizeof *t);
+    t->dtype = spec->dtype;
+    t->ndim = spec->ndim;
+    memcpy(t->dims, spec->dims, sizeof t->dims);
+    int64_t n = aprt_tensor_volume(t);
+    t->data = malloc(n ? (size_t)n * aprt_dtype_size(t->dtype) : 1);
+    if (!t->data) {
+      aprt_errorf(err, "input %d '%s': out of memory", i, spec->name);
+      return APRT_ERR_NOMEM;
+    }
+    for (int64_t k = 0; k < n; k++) {
+      if (t->dtype == APRT_FLOAT)
+        ((float *)t->data)[k] = aprt_rand_uniform(a->seed, 1000u + (uint64_t)i, (uint64_t)k);
+      else
+        ((int64_t *)t->data)[k] =
+            spec->classes > 0
+                ? (int64_t)(aprt_rand_u64(a->seed, 1000u + (uint64_t)i, (uint64_t)k) %
+                            (uint64_t)spec->classes)
+                : 0;
+    }
+  }
+  return APRT_OK;
+}
+
+static aprt_status alloc_outputs(const aprt_program *prog, aprt_run_ctx *ctx, aprt_error *err) {
+  for (int i = 0; i < prog->n_outputs; i++) {
+    const aprt_tensor_spec *spec = &prog->outputs[i];
+    aprt_tensor *t = &ctx->outputs[i];
+    t->dtype = spec->dtype;
+    t->ndim = spec->ndim;
+    memcpy(t->dims, spec->dims, sizeof t->dims);
+    int64_t n = aprt_tensor_volume(t);
+    t->data = calloc(n ? (size_t)n : 1, aprt_dtype_size(t->dtype));
+    if (!t->data) {
+      aprt_errorf(err, "output %d '%s': out of memory", i, spec->name);
+      return APRT_ERR_NOMEM;
+    }
+  }
+  return APRT_OK;
+}
+
+static aprt_status write_outputs(const aprt_program *prog, const aprt_run_ctx *ctx,
+                                 aprt_error *err) {
+  for (int i = 0; i < prog->n_outputs; i++)
+    if (!ctx->output_written[i]) {
+      aprt_errorf(err, "output %d '%s' was not written by any device", i,
+                  prog->outputs[i].name);
+      return APRT_ERR_USAGE;
+    }
+  for (int i = 0; i < prog->n_outputs; i++) {
+    char *path = path_join(ctx->args.outputs_dir, "output", i);
+    if (!path) {
+      aprt_errorf(err, "out of memory");
+      return APRT_ERR_NOMEM;
+    }
+    aprt_status s = aprt_tensor_write(path, prog->outputs[i].name, &ctx->outputs[i], err);
+    free(path);
+    if (s)
+      return s;
+  }
+  return APRT_OK;
+}
+
+/* Everything after argument parsing; returns the exit status. */
+static int run_program(const aprt_program *prog, aprt_run_ctx *ctx, const char *name,
+                       int is_root) {
+  aprt_error err = {{0}};
+  int n_in = prog->n_inputs, n_out = prog->n_outputs, ndev = prog->ndev;
+  ctx->inputs = calloc((size_t)(n_in ? n_in : 1), sizeof *ctx->inputs);
+  ctx->outputs = calloc((size_t)(n_out ? n_out : 1), sizeof *ctx->outputs);
+  ctx->output_written = calloc((size_t)(n_out ? n_out : 1), sizeof *ctx->output_written);
+  ctx->losses = calloc((size_t)ctx->args.steps, sizeof *ctx->losses);
+  aprt_rank_stats *stats = calloc((size_t)ndev, sizeof *stats);
+  aprt_status s = APRT_OK;
+  if (!ctx->inputs || !ctx->outputs || !ctx->output_written || !ctx->losses || !stats) {
+    aprt_errorf(&err, "out of memory");
+    s = APRT_ERR_NOMEM;
+  }
+  struct stat st;
+  /* Checked before the run, so a long training run is not lost to a typo. */
+  if (!s && ctx->args.outputs_dir &&
+      (stat(ctx->args.outputs_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+    aprt_errorf(&err, "--outputs %s: not an existing directory", ctx->args.outputs_dir);
+    s = APRT_ERR_USAGE;
+  }
+  if (!s)
+    s = load_inputs(prog, &ctx->args, ctx->inputs, &err);
+  if (!s)
+    s = alloc_outputs(prog, ctx, &err);
+  /* Under MPI every rank reads the inputs and would print the same line;
+   * only rank 0 reports errors found before the run. */
+  bool print = is_root;
+  if (!s) {
+    aprt_run_opts opts = {ctx->args.transport, 0, NULL};
+    s = aprt_run_ctx_run(&opts, ndev, rank_main, (void *)(uintptr_t)prog, ctx, stats, &err);
+    print = true;
+  }
+  if (!s && is_root && ctx->args.outputs_dir)
+    s = write_outputs(prog, ctx, &err);
+  if (!s && is_root && ctx->args.report_path)
+    s = aprt_report_write(ctx->args.report_path, prog,
+                          ctx->args.transport == APRT_MPI ? "mpi" : "threads", ctx->args.steps,
+                          ctx->losses, ctx->nlosses, stats, &err);
+  if (s && print)
+    fprintf(stderr, "%s: %s\n", name, err.msg);
+  for (int i = 0; ctx->inputs && i < n_in; i++)
+    aprt_tensor_free(&ctx->inputs[i]);
+  for (int i = 0; ctx->outputs && i < n_out; i++)
+    aprt_tensor_free(&ctx->outputs[i]);
+  free(ctx->inputs);
+  free(ctx->outputs);
+  free(ctx->output_written);
+  free(ctx->losses);
+  free(stats);
+  while (pending_head) {
+    pending_box *next = pending_head->next;
+    free(pending_head);
+    pending_head = next;
+  }
+  return s ? 1 : 0;
+}
+
+int aprt_main(int argc, char **argv, const aprt_program *prog) {
+  const char *name = prog->name && *prog->name ? prog->name : argv[0];
+  aprt_run_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.prog = prog;
+  pthread_mutex_init(&ctx.output_mu, NULL);
+  int parsed = parse_args(argc, argv, name, &ctx.args);
+  if (parsed < 0)
+    return 0;
+  if (parsed > 0) {
+    usage(stderr, argv[0]);
+    return parsed;
+  }
+  if (ctx.args.transport != APRT_MPI)
+    return run_program(prog, &ctx, name, 1);
+#ifdef APRT_HAVE_MPI
+  aprt_error err = {{0}};
+  if (aprt_mpi_init(&argc, &argv, &err)) {
+    fprintf(stderr, "%s: %s\n", name, err.msg);
+    return 1;
+  }
+  if (aprt_mpi_world_size() != prog->ndev) {
+    if (aprt_mpi_world_rank() == 0)
+      fprintf(stderr, "%s: compiled for %d devices, but MPI started %d ranks (mpirun -np %d)\n",
+              name, prog->ndev, aprt_mpi_world_size(), prog->ndev);
+    aprt_mpi_finalize();
+    return 1;
+  }
+  int status = run_program(prog, &ctx, name, aprt_mpi_world_rank() == 0);
+  if (status) {
+    /* A failed rank cannot finalise with peers that still wait for it:
+     * aborting ends every rank now, with this rank's line already printed. */
+    aprt_mpi_abort(status);
+  }
+  aprt_mpi_finalize();
+  return status;
+#else
+  fprintf(stderr, "%s: transport mpi: this program was linked with accpar_rt, which has no MPI "
+                  "transport (link accpar_rt_mpi)\n", name);
+  return 1;
+#endif
+}

@@ -1,0 +1,107 @@
+/* The --report JSON of an executable: per device, the bytes it sent and the
+ * bytes the plan predicted, and its time per phase; the loss of every step.
+ * Written to a temporary file renamed into place, so a failed run never
+ * leaves a half-written report. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport.h"
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+  fputc('"', f);
+}
+
+static void json_number(FILE *f, double v, int digits) {
+  if (isfinite(v))
+    fprintf(f, "%.*g", digits, v);
+  else
+    fputs("null", f); /* JSON has no NaN: a diverged loss stays visible as null */
+}
+
+static void write_body(FILE *f, const aprt_program *prog, const char *transport, int steps,
+                       const double *losses, int nlosses, const aprt_rank_stats *stats) {
+  int ndev = prog->ndev;
+  fputs("{\n  \"program\": ", f);
+  json_string(f, prog->name ? prog->name : "");
+  fputs(",\n  \"transport\": ", f);
+  json_string(f, transport);
+  fprintf(f, ",\n  \"mode\": \"%s\"", prog->train ? "train" : "infer");
+  fprintf(f, ",\n  \"devices\": %d", ndev);
+  fputs(",\n  \"device_names\": [", f);
+  for (int d = 0; d < ndev; d++) {
+    fputs(d ? ", " : "", f);
+    json_string(f, prog->device_names ? prog->device_names[d] : "");
+  }
+  fprintf(f, "],\n  \"steps\": %d", steps);
+  fputs(",\n  \"losses\": [", f);
+  for (int i = 0; i < nlosses; i++) {
+    fputs(i ? ", " : "", f);
+    json_number(f, losses[i], 9);
+  }
+  fputs("],\n  \"bytes_sent\": [", f);
+  for (int d = 0; d < ndev; d++)
+    fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)stats[d].bytes_sent);
+  fputs("],\n  \"predicted_bytes\": [", f);
+  for (int d = 0; d < ndev; d++) {
+    uint64_t fixed = prog->predicted_fixed_bytes ? prog->predicted_fixed_bytes[d] : 0;
+    uint64_t step = prog->predicted_step_bytes ? prog->predicted_step_bytes[d] : 0;
+    fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)(fixed + step * (uint64_t)steps));
+  }
+  fputs("],\n  \"messages_sent\": [", f);
+  for (int d = 0; d < ndev; d++)
+    fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)stats[d].messages_sent);
+  fputs("],\n  \"phase_time_s\": {", f);
+  for (int p = 0; p < APRT_PHASE_COUNT; p++) {
+    fprintf(f, "%s\n    ", p ? "," : "");
+    json_string(f, aprt_phase_name((aprt_phase)p));
+    fputs(": [", f);
+    for (int d = 0; d < ndev; d++) {
+      fputs(d ? ", " : "", f);
+      json_number(f, stats[d].phase_s[p], 6);
+    }
+    fputc(']', f);
+  }
+  fputs("\n  }\n}\n", f);
+}
+
+aprt_status aprt_report_write(const char *path, const aprt_program *prog,
+                              const char *transport, int steps, const double *losses,
+                              int nlosses, const aprt_rank_stats *stats, aprt_error *err) {
+  size_t tmp_len = strlen(path) + 8;
+  char *tmp = malloc(tmp_len);
+  if (!tmp) {
+    aprt_errorf(err, "%s: out of memory", path);
+    return APRT_ERR_NOMEM;
+  }
+  snprintf(tmp, tmp_len, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    aprt_errorf(err, "%s: cannot create: %s", path, strerror(errno));
+    free(tmp);
+    return APRT_ERR_IO;
+  }
+  write_body(f, prog, transport, steps, losses, nlosses, stats);
+  int bad = ferror(f);
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    aprt_errorf(err, "%s: cannot write: %s", path, strerror(errno));
+    remove(tmp);
+    free(tmp);
+    return APRT_ERR_IO;
+  }
+  free(tmp);
+  return APRT_OK;
+}

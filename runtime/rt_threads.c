@@ -1,0 +1,331 @@
+/* The threads transport: every rank a thread of this process. A send copies
+ * the payload into a message queued on the receiver's mailbox; a receive
+ * waits on its own mailbox's condition variable. Waits use CLOCK_MONOTONIC
+ * deadlines, and a rank that fails or returns wakes every waiter, so a
+ * missing peer becomes an error within the timeout (at once if it is known
+ * to be gone). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport.h"
+
+typedef struct msg {
+  struct msg *next;
+  int src, tag;
+  size_t bytes;
+  unsigned char data[]; /* the payload copy */
+} msg;
+
+typedef struct mailbox {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  msg *head, *tail; /* FIFO; receives take the first match */
+} mailbox;
+
+typedef struct world {
+  int size;
+  double timeout_s;
+  mailbox *boxes;          /* one per rank */
+  atomic_int *gone;        /* per rank: 1 failed, 2 returned */
+  pthread_mutex_t bar_mu;  /* the barrier */
+  pthread_cond_t bar_cv;
+  int bar_arrived;
+  unsigned bar_generation;
+  int *bar_here;           /* per rank: arrived in the current generation */
+} world;
+
+typedef struct rank_arg {
+  world *w;
+  aprt_comm comm;
+  aprt_rank_fn fn;
+  void *arg;
+  aprt_rank_stats stats; /* taken when the rank returns */
+} rank_arg;
+
+static int th_rank(const aprt_comm *c) { return c->rank; }
+static int th_size(const aprt_comm *c) { return c->size; }
+
+static void deadline_after(struct timespec *ts, double seconds) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  double whole = (double)(time_t)seconds;
+  ts->tv_sec += (time_t)seconds;
+  ts->tv_nsec += (long)((seconds - whole) * 1e9);
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+static void wake_all(world *w) {
+  for (int r = 0; r < w->size; r++) {
+    pthread_mutex_lock(&w->boxes[r].mu);
+    pthread_cond_broadcast(&w->boxes[r].cv);
+    pthread_mutex_unlock(&w->boxes[r].mu);
+  }
+  pthread_mutex_lock(&w->bar_mu);
+  pthread_cond_broadcast(&w->bar_cv);
+  pthread_mutex_unlock(&w->bar_mu);
+}
+
+static void mark_gone(world *w, int rank, int how) {
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&w->gone[rank], &expected, how))
+    wake_all(w);
+}
+
+static void th_fail(aprt_comm *c) { mark_gone(c->tp_state, c->rank, 1); }
+
+static aprt_status th_send(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes) {
+  world *w = c->tp_state;
+  msg *m = malloc(sizeof *m + bytes);
+  if (!m)
+    return aprt_fail(c, APRT_ERR_NOMEM, "send to rank %d: %zu bytes: out of memory", peer,
+                     bytes);
+  m->next = NULL;
+  m->src = c->rank;
+  m->tag = tag;
+  m->bytes = bytes;
+  if (bytes)
+    memcpy(m->data, buf, bytes);
+  mailbox *mb = &w->boxes[peer];
+  pthread_mutex_lock(&mb->mu);
+  if (mb->tail)
+    mb->tail->next = m;
+  else
+    mb->head = m;
+  mb->tail = m;
+  pthread_cond_broadcast(&mb->cv);
+  pthread_mutex_unlock(&mb->mu);
+  return APRT_OK;
+}
+
+static aprt_status th_recv(aprt_comm *c, int peer, int tag, void *buf, size_t bytes) {
+  world *w = c->tp_state;
+  mailbox *mb = &w->boxes[c->rank];
+  struct timespec deadline;
+  deadline_after(&deadline, c->timeout_s);
+  pthread_mutex_lock(&mb->mu);
+  for (;;) {
+    msg **link = &mb->head, *prev = NULL;
+    while (*link && !((*link)->src == peer && (*link)->tag == tag)) {
+      prev = *link;
+      link = &(*link)->next;
+    }
+    msg *m = *link;
+    if (m) {
+      *link = m->next;
+      if (mb->tail == m)
+        mb->tail = prev;
+      pthread_mutex_unlock(&mb->mu);
+      aprt_status s = APRT_OK;
+      if (m->bytes != bytes)
+        s = aprt_fail(c, APRT_ERR_MISMATCH,
+                      "recv from rank %d tag %d: message has %zu bytes, expected %zu", peer,
+                      tag, m->bytes, bytes);
+      else if (bytes)
+        memcpy(buf, m->data, bytes);
+      free(m);
+      return s;
+    }
+    /* Checked only after the queue: what a peer sent before it failed is
+     * still delivered. */
+    int gone = atomic_load(&w->gone[peer]);
+    if (gone && peer != c->rank) {
+      pthread_mutex_unlock(&mb->mu);
+      return aprt_fail(c, APRT_ERR_PEER, "recv from rank %d tag %d: rank %d %s", peer, tag,
+                       peer, gone == 1 ? "failed" : "returned without sending it");
+    }
+    if (pthread_cond_timedwait(&mb->cv, &mb->mu, &deadline) == ETIMEDOUT) {
+      pthread_mutex_unlock(&mb->mu);
+      return aprt_fail(c, APRT_ERR_TIMEOUT,
+                       "recv from rank %d tag %d: nothing arrived within %g s", peer, tag,
+                       c->timeout_s);
+    }
+  }
+}
+
+static aprt_status th_barrier(aprt_comm *c) {
+  world *w = c->tp_state;
+  struct timespec deadline;
+  deadline_after(&deadline, c->timeout_s);
+  pthread_mutex_lock(&w->bar_mu);
+  unsigned generation = w->bar_generation;
+  w->bar_here[c->rank] = 1;
+  if (++w->bar_arrived == w->size) {
+    w->bar_arrived = 0;
+    memset(w->bar_here, 0, (size_t)w->size * sizeof *w->bar_here);
+    w->bar_generation++;
+    pthread_cond_broadcast(&w->bar_cv);
+    pthread_mutex_unlock(&w->bar_mu);
+    return APRT_OK;
+  }
+  bool timed_out = false;
+  for (;;) {
+    if (w->bar_generation != generation) {
+      pthread_mutex_unlock(&w->bar_mu);
+      return APRT_OK;
+    }
+    /* Who is missing is decided now, not before the wait: ranks may have
+     * arrived while we slept. A rank known to be gone is named first. */
+    int missing = -1, gone = 0;
+    for (int r = 0; r < w->size; r++)
+      if (!w->bar_here[r]) {
+        int g = atomic_load(&w->gone[r]);
+        if (missing < 0 || (g && !gone)) {
+          missing = r;
+          gone = g;
+        }
+      }
+    if (gone || timed_out) {
+      /* Leave the barrier so a late arrival cannot complete it with us
+       * counted: it will find us gone instead. */
+      w->bar_here[c->rank] = 0;
+      w->bar_arrived--;
+      int arrived = w->bar_arrived + 1;
+      pthread_mutex_unlock(&w->bar_mu);
+      if (gone)
+        return aprt_fail(c, APRT_ERR_PEER, "barrier: rank %d %s before arriving", missing,
+                         gone == 1 ? "failed" : "returned");
+      return aprt_fail(c, APRT_ERR_TIMEOUT,
+                       "barrier: %d of %d ranks arrived within %g s; rank %d is missing",
+                       arrived, w->size, c->timeout_s, missing);
+    }
+    timed_out = pthread_cond_timedwait(&w->bar_cv, &w->bar_mu, &deadline) == ETIMEDOUT;
+  }
+}
+
+static const aprt_transport threads_transport = {
+    .name = "threads",
+    .rank = th_rank,
+    .size = th_size,
+    .send = th_send,
+    .recv = th_recv,
+    .barrier = th_barrier,
+    .fail = th_fail,
+};
+
+static void *rank_main(void *p) {
+  rank_arg *ra = p;
+  aprt_comm *c = &ra->comm;
+  int s = ra->fn(c, ra->arg);
+  if (s != APRT_OK && c->status == APRT_OK)
+    aprt_fail(c, (aprt_status)s, "failed with status %s and no message",
+              aprt_status_name((aprt_status)s));
+  aprt_comm_stats(c, &ra->stats);
+  mark_gone(ra->w, c->rank, c->status == APRT_OK ? 2 : 1);
+  return NULL;
+}
+
+static void world_free(world *w) {
+  for (int r = 0; r < w->size; r++) {
+    for (msg *m = w->boxes[r].head, *next; m; m = next) {
+      next = m->next;
+      free(m);
+    }
+    pthread_cond_destroy(&w->boxes[r].cv);
+    pthread_mutex_destroy(&w->boxes[r].mu);
+  }
+  pthread_cond_destroy(&w->bar_cv);
+  pthread_mutex_destroy(&w->bar_mu);
+  free(w->boxes);
+  free(w->gone);
+  free(w->bar_here);
+}
+
+/* A message nobody received means the ranks disagree about the plan: its
+ * bytes were counted as sent but the data was lost, so the run fails. */
+static aprt_status check_all_received(world *w, aprt_error *err) {
+  for (int r = 0; r < w->size; r++) {
+    const msg *m = w->boxes[r].head;
+    if (!m)
+      continue;
+    int n = 0;
+    for (const msg *k = m; k; k = k->next)
+      n++;
+    aprt_errorf(err,
+                "rank %d: %d message%s never received (the first from rank %d, tag %d, %zu "
+                "bytes)",
+                r, n, n == 1 ? " was" : "s were", m->src, m->tag, m->bytes);
+    return APRT_ERR_MISMATCH;
+  }
+  return APRT_OK;
+}
+
+static int cond_init_monotonic(pthread_cond_t *cv) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  int e = pthread_cond_init(cv, &attr);
+  pthread_condattr_destroy(&attr);
+  return e;
+}
+
+aprt_status aprt_run_threads(const aprt_run_opts *opts, int size, aprt_rank_fn fn,
+                             void *arg, aprt_run_ctx *ctx, aprt_rank_stats *stats,
+                             aprt_error *err) {
+  world w;
+  memset(&w, 0, sizeof w);
+  w.size = size;
+  w.timeout_s = aprt_timeout_default(opts->timeout_s);
+  w.boxes = calloc((size_t)size, sizeof *w.boxes);
+  w.gone = calloc((size_t)size, sizeof *w.gone);
+  w.bar_here = calloc((size_t)size, sizeof *w.bar_here);
+  rank_arg *ra = calloc((size_t)size, sizeof *ra);
+  pthread_t *tids = calloc((size_t)size, sizeof *tids);
+  aprt_comm **comms = calloc((size_t)size, sizeof *comms);
+  if (!w.boxes || !w.gone || !w.bar_here || !ra || !tids || !comms) {
+    free(w.boxes);
+    free(w.gone);
+    free(w.bar_here);
+    free(ra);
+    free(tids);
+    free(comms);
+    aprt_errorf(err, "threads: %d ranks: out of memory", size);
+    return APRT_ERR_NOMEM;
+  }
+  pthread_mutex_init(&w.bar_mu, NULL);
+  cond_init_monotonic(&w.bar_cv);
+  for (int r = 0; r < size; r++) {
+    pthread_mutex_init(&w.boxes[r].mu, NULL);
+    cond_init_monotonic(&w.boxes[r].cv);
+    atomic_init(&w.gone[r], 0);
+    ra[r].w = &w;
+    ra[r].fn = fn;
+    ra[r].arg = arg;
+    aprt_comm_init(&ra[r].comm, r, size, &threads_transport, &w, w.timeout_s);
+    ra[r].comm.user = opts->user;
+    ra[r].comm.ctx = ctx;
+    comms[r] = &ra[r].comm;
+  }
+  aprt_status status = APRT_OK;
+  int started = 0;
+  for (; started < size; started++)
+    if (pthread_create(&tids[started], NULL, rank_main, &ra[started]) != 0)
+      break;
+  if (started < size) {
+    /* Ranks already running would wait for the unstarted ones; failing the
+     * missing ranks releases them at once. */
+    for (int r = started; r < size; r++) {
+      aprt_fail(&ra[r].comm, APRT_ERR_TRANSPORT, "threads: cannot create thread");
+      mark_gone(&w, r, 1);
+    }
+  }
+  for (int r = 0; r < started; r++)
+    pthread_join(tids[r], NULL);
+  status = aprt_first_error(comms, size, err);
+  if (status == APRT_OK)
+    status = check_all_received(&w, err);
+  if (stats)
+    for (int r = 0; r < size; r++)
+      stats[r] = ra[r].stats;
+  world_free(&w);
+  free(ra);
+  free(tids);
+  free(comms);
+  return status;
+}

@@ -1,0 +1,111 @@
+/* The runtime's internal header: the transport vtable and the per-rank and
+ * per-run state, sectioned by source file. Generated code never includes it. */
+#ifndef ACCPAR_RT_TRANSPORT_H
+#define ACCPAR_RT_TRANSPORT_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "accpar_rt.h"
+
+/* Control tags: above every user tag, below MPI's guaranteed 32767. */
+enum {
+  APRT_TAG_LOSS = APRT_TAG_MAX + 1,  /* a rank's partial loss, to rank 0 */
+  APRT_TAG_OUTPUT,                   /* an output box, to rank 0 */
+  APRT_TAG_STATS                     /* a rank's counters, to rank 0 */
+};
+
+enum { APRT_PHASE_DEPTH = 8 };
+
+/* One vtable per transport. Every wait honours c->timeout_s and gives up as
+ * soon as the transport knows the awaited peer failed or exited. Errors are
+ * recorded with aprt_fail by the transport itself. */
+typedef struct aprt_transport {
+  const char *name;
+  int (*rank)(const aprt_comm *c);
+  int (*size)(const aprt_comm *c);
+  /* Copies buf out before returning; never waits for the receiver. */
+  aprt_status (*send)(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes);
+  aprt_status (*recv)(aprt_comm *c, int peer, int tag, void *buf, size_t bytes);
+  aprt_status (*barrier)(aprt_comm *c);
+  /* Lets peers blocked on this rank give up at once; may be called twice. */
+  void (*fail)(aprt_comm *c);
+} aprt_transport;
+
+/* What the ranks of one process share: the program, its arguments, inputs,
+ * outputs and the losses rank 0 collects. */
+typedef struct aprt_run_ctx {
+  const aprt_program *prog;   /* NULL when run through aprt_run directly */
+  aprt_args args;
+  aprt_tensor *inputs;        /* prog->n_inputs */
+  aprt_tensor *outputs;       /* prog->n_outputs, allocated on the ranks' process */
+  bool *output_written;       /* prog->n_outputs: some rank wrote a box */
+  pthread_mutex_t output_mu;  /* replicas may write the same box at once */
+  double *losses;             /* args.steps, written by rank 0 */
+  int nlosses;
+  int quiet;                  /* do not print "step S loss L" (tests) */
+} aprt_run_ctx;
+
+struct aprt_comm {
+  int rank, size;
+  const aprt_transport *tp;
+  void *tp_state;                   /* the transport's per-rank state */
+  double timeout_s;
+  void *user;
+  aprt_run_ctx *ctx;                /* shared by the ranks of a process */
+  uint64_t bytes_sent;              /* counted payload bytes */
+  uint64_t messages_sent;           /* counted messages */
+  double phase_s[APRT_PHASE_COUNT]; /* exclusive seconds */
+  int phase_stack[APRT_PHASE_DEPTH];
+  int phase_depth;                  /* 0: APRT_PHASE_OTHER is current */
+  double phase_t0;                  /* when the current phase was entered */
+  aprt_status status;               /* first error */
+  char errmsg[APRT_ERR_MAX];
+};
+
+/* ---- core.c ---------------------------------------------------------------- */
+
+double aprt_now_s(void); /* monotonic seconds */
+void aprt_comm_init(aprt_comm *c, int rank, int size, const aprt_transport *tp,
+                    void *tp_state, double timeout_s);
+void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out); /* closes open phases */
+double aprt_timeout_default(double requested);
+/* Uncounted messages: the runtime's control traffic. */
+aprt_status aprt_send_ctl(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes);
+aprt_status aprt_recv_ctl(aprt_comm *c, int peer, int tag, void *buf, size_t bytes);
+/* Sets err from the first failing rank of comms[0..n-1]. */
+aprt_status aprt_first_error(aprt_comm *const *comms, int n, aprt_error *err);
+void aprt_errorf(aprt_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- rt_threads.c ---------------------------------------------------------- */
+
+aprt_status aprt_run_threads(const aprt_run_opts *opts, int size, aprt_rank_fn fn,
+                             void *arg, aprt_run_ctx *ctx, aprt_rank_stats *stats,
+                             aprt_error *err);
+
+/* ---- rt_mpi.c (accpar_rt_mpi only) ----------------------------------------- */
+
+aprt_status aprt_mpi_init(int *argc, char ***argv, aprt_error *err);
+void aprt_mpi_finalize(void);
+void aprt_mpi_abort(int code); /* releases every rank after a fatal error */
+int aprt_mpi_world_rank(void);
+int aprt_mpi_world_size(void);
+aprt_status aprt_run_mpi(const aprt_run_opts *opts, int size, aprt_rank_fn fn, void *arg,
+                         aprt_run_ctx *ctx, aprt_rank_stats *stats, aprt_error *err);
+
+/* ---- main.c ------------------------------------------------------------------ */
+
+/* Runs under either transport with ctx attached to every rank. */
+aprt_status aprt_run_ctx_run(const aprt_run_opts *opts, int size, aprt_rank_fn fn,
+                             void *arg, aprt_run_ctx *ctx, aprt_rank_stats *stats,
+                             aprt_error *err);
+
+/* ---- report.c ---------------------------------------------------------------- */
+
+/* Writes the --report JSON (see docs/runtime.md) through a temporary file. */
+aprt_status aprt_report_write(const char *path, const aprt_program *prog,
+                              const char *transport, int steps, const double *losses,
+                              int nlosses, const aprt_rank_stats *stats, aprt_error *err);
+
+#endif

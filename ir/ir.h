@@ -209,6 +209,7 @@ struct ap_graph {
   int n_outputs, cap_outputs;
   int *name_index;         /* open-addressing hash: value name -> id + 1 */
   int name_index_cap;
+  void *plan;              /* the partition pass's plan (passes/passes.h), or NULL */
 };
 
 ap_graph *ap_graph_new(const char *path);
@@ -259,6 +260,26 @@ ap_status ap_verify(ap_graph *g, ap_diag *d);
  * semantics of the graph's opset. Needs constant inputs where ONNX does
  * (Reshape's shape, Slice's starts...). */
 ap_status ap_infer_shapes(ap_graph *g, ap_diag *d);
+/* Infers the outputs of one node (a no-op for a dead node); the folding pass
+ * interleaves it with evaluation. */
+ap_status ap_infer_node(ap_graph *g, int node, ap_diag *d);
+/* Helpers shared with folding, so shapes and values agree by construction. */
+/* Slice: per input axis, start/end/step (axes not sliced get 0, INT64_MAX,
+ * 1 and sliced[i] false); *known is false when an input is not constant. */
+ap_status ap_slice_params(ap_graph *g, ap_node *n, const ap_value *x, int64_t *starts,
+                          int64_t *ends, int64_t *steps, bool *sliced, bool *known,
+                          ap_diag *d);
+/* One sliced axis of size dim after ONNX clamping: first index and count. */
+void ap_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first,
+                   int64_t *count);
+/* ConstantOfShape's fill value (a one-element tensor; float 0 by default). */
+ap_status ap_constant_of_shape_value(ap_graph *g, ap_node *n, ap_tensor *value,
+                                     ap_diag *d);
+/* Shape's [start, end) dims (opset 15 attributes), clamped to [0, rank]. */
+void ap_shape_range(const ap_node *n, int rank, int *start, int *end);
+/* Range's element count max(ceil((limit - start) / delta), 0). */
+ap_status ap_range_count(ap_graph *g, ap_node *n, double start, double limit, double delta,
+                         int64_t *count, ap_diag *d);
 
 /* ---- fold.c ------------------------------------------------------------- */
 

@@ -109,6 +109,14 @@ static bool printable_data(const ap_tensor *t) {
          t->dtype != AP_DT_COMPLEX64 && t->dtype != AP_DT_COMPLEX128;
 }
 
+/* Small constants print in full, and so do small integer weights: those are
+ * shape operands (Reshape targets, axes), not trainable parameters. */
+static bool shows_data(const ap_value *v, const ap_tensor *t) {
+  if (!printable_data(t))
+    return false;
+  return v->kind == AP_VAL_CONST || (v->kind == AP_VAL_WEIGHT && !ap_dtype_is_float(v->dtype));
+}
+
 static void print_tensor_text(FILE *out, const ap_tensor *t) {
   fprintf(out, "%s[", ap_dtype_name(t->dtype));
   for (int i = 0; i < t->rank; i++)
@@ -207,7 +215,7 @@ ap_status ap_dump_text(const ap_graph *g, FILE *out) {
     fprintf(out, "%-6s ", kind_name(v->kind));
     print_value_text(out, v);
     ap_tensor t = ap_value_tensor(v);
-    if (v->kind == AP_VAL_CONST && printable_data(&t)) {
+    if (shows_data(v, &t)) {
       fputs(" = ", out);
       print_elems(out, &t, false);
     }
@@ -363,7 +371,7 @@ ap_status ap_dump_json(const ap_graph *g, FILE *out) {
             ap_dtype_name(v->dtype));
     print_shape_json(out, v);
     ap_tensor t = ap_value_tensor(v);
-    if (v->kind == AP_VAL_CONST && printable_data(&t)) {
+    if (shows_data(v, &t)) {
       fputs(", \"data\": ", out);
       print_elems(out, &t, true);
     }

@@ -35,6 +35,7 @@ static ap_status emit(void *ctx, FILE *out) {
 int cmd_dump(int argc, char **argv) {
   const char *model = NULL, *inputs = NULL, *format = "text", *dump_after = NULL;
   int64_t batch = 0;
+  bool batch_given = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -45,6 +46,7 @@ int cmd_dump(int argc, char **argv) {
     if (strcmp(a, "--batch") == 0 && has_value) {
       if (cli_parse_int64("dump", a, argv[++i], &batch))
         return 2;
+      batch_given = true;
     } else if (strcmp(a, "--inputs") == 0 && has_value) {
       inputs = argv[++i];
     } else if (strcmp(a, "--format") == 0 && has_value) {
@@ -78,7 +80,7 @@ int cmd_dump(int argc, char **argv) {
   if (dump_after && !after) {
     rc = 1;
     fprintf(stderr, "accparc: error: out of memory\n");
-  } else if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
+  } else if ((batch_given && ap_bind_batch(g, batch, &d) != AP_OK) ||
              (inputs && ap_bind_inputs_dir(g, inputs, &d) != AP_OK) ||
              ap_run_pipeline(g, &opts, &d) != AP_OK) {
     rc = cli_fail(&d);

@@ -1,0 +1,1 @@
+dump @SHARED@/models/mnist-8/model.onnx

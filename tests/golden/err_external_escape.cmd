@@ -1,0 +1,1 @@
+dump @SOURCE@/tests/golden/models/external_escape.onnx

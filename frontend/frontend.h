@@ -44,6 +44,9 @@ ap_status ap_pb_read_file(const char *path, uint8_t **data, size_t *size, ap_dia
  * a rename, so a failure leaves the old file (or none) in place. */
 ap_status ap_pb_write_file(const char *path, const uint8_t *data, size_t size, ap_diag *d);
 
+/* The folder holding path ("." when it has none), copied into a. */
+const char *ap_pb_dir_of(ap_arena *a, const char *path);
+
 /* Where a tensor being converted comes from, for diagnostics and for
  * resolving external data. */
 typedef struct ap_pb_where {

@@ -1,0 +1,336 @@
+/* The ONNX writer: ap_graph -> ModelProto -> file. The protobuf messages are
+ * built in a scratch arena (bulk tensor data is pointed to, not copied),
+ * packed once, and written through a temporary file and a rename. */
+#include <string.h>
+
+#include "onnx.pb-c.h"
+
+#include "frontend/frontend.h"
+
+typedef struct writer {
+  const ap_graph *g;
+  ap_arena *a;       /* every message and copy; freed at once */
+  ap_diag *d;
+  const char *path;  /* the file being written, for diagnostics */
+  bool *live_out;    /* per value: produced by a node that is not dead */
+} writer;
+
+static ap_status nomem(writer *w) {
+  return ap_error(w->d, AP_ERR_NOMEM, w->path, NULL, NULL, "out of memory");
+}
+
+/* Allocates and initialises one message in the scratch arena. */
+static void *new_msg(writer *w, size_t size, void (*init)(void *)) {
+  void *m = ap_arena_alloc(w->a, size);
+  if (m)
+    init(m);
+  return m;
+}
+
+static void init_node(void *m) { onnx__node_proto__init(m); }
+static void init_attr(void *m) { onnx__attribute_proto__init(m); }
+static void init_tensor(void *m) { onnx__tensor_proto__init(m); }
+static void init_value_info(void *m) { onnx__value_info_proto__init(m); }
+static void init_type(void *m) { onnx__type_proto__init(m); }
+static void init_type_tensor(void *m) { onnx__type_proto__tensor__init(m); }
+static void init_shape(void *m) { onnx__tensor_shape_proto__init(m); }
+static void init_dim(void *m) { onnx__tensor_shape_proto__dimension__init(m); }
+static void init_opset(void *m) { onnx__operator_set_id_proto__init(m); }
+
+static char *copy_str(writer *w, const char *s) { return ap_arena_strdup(w->a, s ? s : ""); }
+
+/* ---- values --------------------------------------------------------------- */
+
+static ap_status value_info(writer *w, const ap_value *v, Onnx__ValueInfoProto **out) {
+  if (v->non_tensor)
+    return ap_error(w->d, AP_ERR_UNSUPPORTED, w->path, NULL, NULL,
+                    "value '%s' has a %s type, which accpar does not keep and cannot write",
+                    v->name, v->non_tensor);
+  Onnx__ValueInfoProto *vi = new_msg(w, sizeof *vi, init_value_info);
+  if (!vi || !(vi->name = copy_str(w, v->name)))
+    return nomem(w);
+  *out = vi;
+  /* An element type of 0 is not a valid ONNX type: leave the type out. */
+  if (v->dtype == AP_DT_UNDEFINED)
+    return AP_OK;
+  Onnx__TypeProto *tp = new_msg(w, sizeof *tp, init_type);
+  Onnx__TypeProto__Tensor *tt = new_msg(w, sizeof *tt, init_type_tensor);
+  if (!tp || !tt)
+    return nomem(w);
+  vi->type = tp;
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  tp->tensor_type = tt;
+  tt->has_elem_type = 1;
+  tt->elem_type = (int32_t)v->dtype;
+  if (v->rank < 0)
+    return AP_OK;
+  Onnx__TensorShapeProto *sh = new_msg(w, sizeof *sh, init_shape);
+  if (!sh || !(sh->dim = ap_arena_array(w->a, (size_t)v->rank + 1, sizeof *sh->dim)))
+    return nomem(w);
+  tt->shape = sh;
+  sh->n_dim = (size_t)v->rank;
+  for (int i = 0; i < v->rank; i++) {
+    Onnx__TensorShapeProto__Dimension *dim = new_msg(w, sizeof *dim, init_dim);
+    if (!dim)
+      return nomem(w);
+    if (v->dims[i] >= 0) {
+      dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+      dim->dim_value = v->dims[i];
+    } else if (v->sym[i]) {
+      dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+      if (!(dim->dim_param = copy_str(w, v->sym[i])))
+        return nomem(w);
+    }
+    sh->dim[i] = dim;
+  }
+  return AP_OK;
+}
+
+/* Initializers: every constant that no live node produces: the model's
+ * weights and whatever folding turned into a constant. */
+static bool is_initializer(const writer *w, int v) {
+  const ap_value *val = &w->g->values[v];
+  return val->data && (val->kind == AP_VAL_WEIGHT || val->kind == AP_VAL_CONST) &&
+         !w->live_out[v];
+}
+
+static ap_status tensor_msg(writer *w, const ap_tensor *t, const char *name,
+                            Onnx__TensorProto **out) {
+  Onnx__TensorProto *tp = new_msg(w, sizeof *tp, init_tensor);
+  if (!tp || !ap_tensor_to_pb(t, name, w->a, tp))
+    return nomem(w);
+  *out = tp;
+  return AP_OK;
+}
+
+/* ---- nodes ---------------------------------------------------------------- */
+
+/* Appends attrs to np. A node's own attributes go through here; the
+ * partition plan (ap_node.types) is meant to be written through this same
+ * function as ap_attr records once `accparc export` fixes its encoding, so
+ * plan attributes and model attributes are serialized by one code path. */
+static ap_status append_attrs(writer *w, const ap_node *n, Onnx__NodeProto *np,
+                              const ap_attr *attrs, int count) {
+  if (count <= 0)
+    return AP_OK;
+  Onnx__AttributeProto **all =
+      ap_arena_array(w->a, np->n_attribute + (size_t)count, sizeof *all);
+  if (!all)
+    return nomem(w);
+  if (np->n_attribute)
+    memcpy(all, np->attribute, np->n_attribute * sizeof *all);
+  for (int i = 0; i < count; i++) {
+    const ap_attr *at = &attrs[i];
+    Onnx__AttributeProto *ap = new_msg(w, sizeof *ap, init_attr);
+    if (!ap || !(ap->name = copy_str(w, at->name)))
+      return nomem(w);
+    ap->has_type = 1;
+    ap->type = (Onnx__AttributeProto__AttributeType)at->type;
+    size_t cnt = at->n > 0 ? (size_t)at->n : 0;
+    switch (at->type) {
+    case AP_ATTR_FLOAT:
+      ap->has_f = 1;
+      ap->f = at->f;
+      break;
+    case AP_ATTR_INT:
+      ap->has_i = 1;
+      ap->i = at->i;
+      break;
+    case AP_ATTR_STRING: {
+      uint8_t *s = ap_arena_alloc(w->a, at->s_len + 1);
+      if (!s)
+        return nomem(w);
+      if (at->s_len)
+        memcpy(s, at->s, at->s_len);
+      ap->has_s = 1;
+      ap->s.len = at->s_len;
+      ap->s.data = s;
+      break;
+    }
+    case AP_ATTR_TENSOR: {
+      ap_status s = tensor_msg(w, at->t, "", &ap->t);
+      if (s != AP_OK)
+        return s;
+      break;
+    }
+    case AP_ATTR_FLOATS:
+      ap->n_floats = cnt;
+      ap->floats = at->floats;
+      break;
+    case AP_ATTR_INTS:
+      ap->n_ints = cnt;
+      ap->ints = at->ints;
+      break;
+    case AP_ATTR_STRINGS:
+      if (!(ap->strings = ap_arena_array(w->a, cnt + 1, sizeof *ap->strings)))
+        return nomem(w);
+      ap->n_strings = cnt;
+      for (size_t k = 0; k < cnt; k++) {
+        char *s = copy_str(w, at->strings[k]);
+        if (!s)
+          return nomem(w);
+        ap->strings[k].len = strlen(s);
+        ap->strings[k].data = (uint8_t *)s;
+      }
+      break;
+    case AP_ATTR_TENSORS:
+      if (!(ap->tensors = ap_arena_array(w->a, cnt + 1, sizeof *ap->tensors)))
+        return nomem(w);
+      ap->n_tensors = cnt;
+      for (size_t k = 0; k < cnt; k++) {
+        ap_status s = tensor_msg(w, &at->t[k], "", &ap->tensors[k]);
+        if (s != AP_OK)
+          return s;
+      }
+      break;
+    default:
+      /* The reader keeps graphs, sparse tensors and type protos by type only. */
+      return ap_error(w->d, AP_ERR_UNSUPPORTED, w->path, n->name, n->op_type,
+                      "attribute '%s' of type %d (a graph, sparse tensor or type) is not kept "
+                      "by accpar and cannot be written",
+                      at->name, (int)at->type);
+    }
+    all[np->n_attribute + (size_t)i] = ap;
+  }
+  np->attribute = all;
+  np->n_attribute += (size_t)count;
+  return AP_OK;
+}
+
+static ap_status value_names(writer *w, const int *ids, int count, char ***out) {
+  char **names = ap_arena_array(w->a, (size_t)count + 1, sizeof *names);
+  if (!names)
+    return nomem(w);
+  for (int i = 0; i < count; i++)
+    if (!(names[i] = copy_str(w, ids[i] >= 0 ? w->g->values[ids[i]].name : "")))
+      return nomem(w);
+  *out = names;
+  return AP_OK;
+}
+
+static ap_status node_msg(writer *w, const ap_node *n, Onnx__NodeProto **out) {
+  Onnx__NodeProto *np = new_msg(w, sizeof *np, init_node);
+  if (!np || !(np->name = copy_str(w, n->name)) || !(np->op_type = copy_str(w, n->op_type)) ||
+      !(np->domain = copy_str(w, n->domain)))
+    return nomem(w);
+  ap_status s;
+  if ((s = value_names(w, n->in, n->n_in, &np->input)) != AP_OK ||
+      (s = value_names(w, n->out, n->n_out, &np->output)) != AP_OK)
+    return s;
+  np->n_input = (size_t)n->n_in;
+  np->n_output = (size_t)n->n_out;
+  if ((s = append_attrs(w, n, np, n->attr, n->n_attr)) != AP_OK)
+    return s;
+  *out = np;
+  return AP_OK;
+}
+
+/* ---- the model ------------------------------------------------------------ */
+
+static ap_status build_graph(writer *w, Onnx__GraphProto *gp) {
+  const ap_graph *g = w->g;
+  ap_status s;
+  int live = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    live += !g->nodes[i].dead;
+  gp->node = ap_arena_array(w->a, (size_t)live + 1, sizeof *gp->node);
+  gp->input = ap_arena_array(w->a, (size_t)g->n_inputs + 1, sizeof *gp->input);
+  gp->output = ap_arena_array(w->a, (size_t)g->n_outputs + 1, sizeof *gp->output);
+  gp->initializer = ap_arena_array(w->a, (size_t)g->n_values + 1, sizeof *gp->initializer);
+  gp->value_info = ap_arena_array(w->a, (size_t)g->n_values + 1, sizeof *gp->value_info);
+  if (!gp->node || !gp->input || !gp->output || !gp->initializer || !gp->value_info ||
+      !(gp->name = copy_str(w, *g->name ? g->name : "accpar")))
+    return nomem(w);
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].dead)
+      continue;
+    if ((s = node_msg(w, &g->nodes[i], &gp->node[gp->n_node])) != AP_OK)
+      return s;
+    gp->n_node++;
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    const ap_value *val = &g->values[v];
+    if (is_initializer(w, v)) {
+      ap_tensor t = ap_value_tensor(val);
+      if ((s = tensor_msg(w, &t, val->name, &gp->initializer[gp->n_initializer])) != AP_OK)
+        return s;
+      gp->n_initializer++;
+    } else if (w->live_out[v] && !val->is_graph_output && val->dtype != AP_DT_UNDEFINED &&
+               !val->non_tensor) {
+      if ((s = value_info(w, val, &gp->value_info[gp->n_value_info])) != AP_OK)
+        return s;
+      gp->n_value_info++;
+    }
+  }
+  for (int i = 0; i < g->n_inputs; i++, gp->n_input++)
+    if ((s = value_info(w, &g->values[g->inputs[i]], &gp->input[i])) != AP_OK)
+      return s;
+  for (int i = 0; i < g->n_outputs; i++, gp->n_output++)
+    if ((s = value_info(w, &g->values[g->outputs[i]], &gp->output[i])) != AP_OK)
+      return s;
+  return AP_OK;
+}
+
+static ap_status build_model(writer *w, Onnx__ModelProto *m, Onnx__GraphProto *gp) {
+  const ap_graph *g = w->g;
+  if (!(w->live_out = ap_arena_array(w->a, (size_t)g->n_values + 1, sizeof *w->live_out)))
+    return nomem(w);
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i].dead && k < g->nodes[i].n_out; k++)
+      if (g->nodes[i].out[k] >= 0)
+        w->live_out[g->nodes[i].out[k]] = true;
+
+  /* IR version 3 requires every initializer to be a graph input; constants
+   * made by folding are not, so such a graph is written as version 4. */
+  int64_t ir = g->ir_version < 3 ? 3 : g->ir_version;
+  for (int v = 0; ir < 4 && v < g->n_values; v++)
+    if (is_initializer(w, v) && !g->values[v].is_graph_input)
+      ir = 4;
+  m->has_ir_version = 1;
+  m->ir_version = ir;
+  if (!(m->producer_name = copy_str(w, "accpar")) || !(m->producer_version = copy_str(w, ap_version())))
+    return nomem(w);
+  m->opset_import = ap_arena_array(w->a, (size_t)g->n_opsets + 1, sizeof *m->opset_import);
+  if (!m->opset_import)
+    return nomem(w);
+  for (int i = 0; i < g->n_opsets; i++) {
+    Onnx__OperatorSetIdProto *os = new_msg(w, sizeof *os, init_opset);
+    if (!os || !(os->domain = copy_str(w, g->opsets[i].domain)))
+      return nomem(w);
+    os->has_version = 1;
+    os->version = g->opsets[i].version;
+    m->opset_import[m->n_opset_import++] = os;
+  }
+  m->graph = gp;
+  return build_graph(w, gp);
+}
+
+ap_status ap_write_onnx(const ap_graph *g, const char *path, ap_diag *diag) {
+  writer w = {.g = g, .d = diag, .path = path, .a = ap_arena_new()};
+  if (!w.a)
+    return nomem(&w);
+  Onnx__ModelProto m;
+  Onnx__GraphProto gp;
+  onnx__model_proto__init(&m);
+  onnx__graph_proto__init(&gp);
+  ap_status s = build_model(&w, &m, &gp);
+  if (s == AP_OK) {
+    size_t size = onnx__model_proto__get_packed_size(&m);
+    /* protobuf parsers refuse messages of 2 GiB or more. */
+    if (size >= (size_t)INT32_MAX) {
+      s = ap_error(diag, AP_ERR_UNSUPPORTED, path, NULL, NULL,
+                   "the model would take %zu bytes, beyond protobuf's 2 GiB limit", size);
+    } else {
+      uint8_t *buf = ap_xrealloc(NULL, size);
+      if (!buf) {
+        s = nomem(&w);
+      } else {
+        onnx__model_proto__pack(&m, buf);
+        s = ap_pb_write_file(path, buf, size, diag);
+        ap_xfree(buf);
+      }
+    }
+  }
+  ap_arena_free(w.a);
+  return s;
+}

@@ -12,6 +12,8 @@ static const struct {
   const char *summary;
 } commands[] = {
     {"dump", cmd_dump, "print the IR of a model (text or JSON)"},
+    {"plan", cmd_plan, "partition a model over a device array and print the plan"},
+    {"compare", cmd_compare, "dp, owt, hypar and accpar side by side"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,108 @@
+/* accpar: the public API of planning.
+ *
+ * A device array (kinds of accelerators, each with its figures) is arranged
+ * as a tree of levels; ap_partition decides, for every layer of a graph and
+ * every level, one of the three partition types of AccPar (I: split the
+ * batch, II: split the input features, III: split the output features) and
+ * annotates the graph with the plan. The plan's predicted step time, bytes
+ * and memory are read back with the ap_plan_* calls and printed as a table
+ * or as JSON. Everything lives in the graph's arena.
+ */
+#ifndef ACCPAR_PLAN_H
+#define ACCPAR_PLAN_H
+
+#include <stdbool.h>
+
+#include "accpar/accpar.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { AP_DEVICE_NAME_MAX = 32, AP_MAX_KINDS = 8, AP_MAX_LEVELS = 32 };
+
+/* One kind of accelerator. */
+typedef struct ap_device_kind {
+  char name[AP_DEVICE_NAME_MAX]; /* "tpuv3", or the name a device file gives */
+  double peak_flops;             /* FLOP/s */
+  double mem_bw_bytes_s;         /* memory bandwidth, bytes/s */
+  double mem_bytes;              /* memory capacity, bytes */
+  double link_bw_bytes_s;        /* link bandwidth to the other devices, bytes/s */
+  double link_latency_s;         /* per message, seconds */
+  int count;                     /* devices of this kind in the array */
+} ap_device_kind;
+
+typedef struct ap_devices {
+  ap_device_kind kinds[AP_MAX_KINDS];
+  int n_kinds;
+  int n_devices;                 /* sum of counts; devices are numbered kind by kind */
+} ap_devices;
+
+/* The figures of a preset ("tpuv2", "tpuv3", "eyeriss", "cpu"), count 0;
+ * false if name is not a preset. */
+bool ap_device_preset(const char *name, ap_device_kind *out);
+/* Names of the presets, NULL-terminated. */
+const char *const *ap_device_preset_names(void);
+/* Parses "kind:count[,kind:count...]" where kind is a preset or the path of
+ * a device file (see docs/partition.md), or a device file alone. */
+ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
+/* Reads one device file: "key = value" lines (name, peak_flops,
+ * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s; # comments). */
+ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
+
+typedef enum ap_strategy {
+  AP_STRATEGY_DP,         /* type I everywhere */
+  AP_STRATEGY_OWT,        /* convolutions I, fully-connected layers II */
+  AP_STRATEGY_HYPAR,      /* {I, II}, communication bytes only */
+  AP_STRATEGY_ACCPAR,     /* {I, II, III}, the full time model */
+  AP_STRATEGY_EXHAUSTIVE, /* {I, II, III}, every assignment (small graphs) */
+  AP_STRATEGY_COUNT
+} ap_strategy;
+
+typedef enum ap_cost_mode {
+  AP_COST_TIME,  /* predicted seconds: compute, bytes over bandwidth, latency */
+  AP_COST_PAPER  /* communicated elements only, ratio 1/2, as the published code */
+} ap_cost_mode;
+
+typedef struct ap_plan_opts {
+  const ap_devices *devices;
+  ap_strategy strategy;
+  ap_cost_mode cost;
+  double mem_limit_bytes;  /* per device; 0: each kind's capacity */
+  long exhaustive_max;     /* assignments the exhaustive search may visit; 0: 1e6 */
+} ap_plan_opts;
+
+const char *ap_strategy_name(ap_strategy s);
+bool ap_strategy_parse(const char *name, ap_strategy *out);
+
+/* The partition pass: needs a verified graph with inferred shapes. Sets
+ * node->types on every layer node and attaches the plan to the graph
+ * (replacing an earlier one). */
+ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d);
+
+/* Reading the plan back (after ap_partition returned AP_OK). */
+typedef struct ap_plan_summary {
+  ap_strategy strategy;
+  int n_levels;
+  int n_layers;
+  double step_time_s;        /* predicted time of one training step */
+  double compute_time_s;     /* its compute part (slowest device per layer) */
+  double comm_time_s;        /* its communication part */
+  double comm_bytes;         /* bytes sent, summed over all devices */
+  double paper_cost;         /* communicated elements, ratio 1/2 (the published metric) */
+  double max_mem_bytes;      /* the largest per-device footprint */
+  const char *optimality;    /* "exact", or the bounded method used */
+} ap_plan_summary;
+bool ap_plan_get(const ap_graph *g, ap_plan_summary *out);
+/* Footprint (weights, gradients, activations kept for backward) of device
+ * dev, 0 <= dev < n_devices, in bytes. */
+double ap_plan_device_mem(const ap_graph *g, int dev);
+
+/* Output: the table (one row per layer, one column per level) or JSON. */
+ap_status ap_plan_print_table(const ap_graph *g, FILE *out);
+ap_status ap_plan_print_json(const ap_graph *g, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

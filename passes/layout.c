@@ -1,0 +1,142 @@
+/* Layouts and the one conversion between them; see layout.h. */
+#include <math.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "passes/layout.h"
+
+void ap_layout_shares(int64_t n, int k, const double *ratio, int64_t *share) {
+  double sum = 0, frac[AP_MAX_CHILDREN];
+  for (int i = 0; i < k; i++)
+    sum += ratio[i] > 0 ? ratio[i] : 0;
+  int64_t given = 0;
+  for (int i = 0; i < k; i++) {
+    double exact = sum > 0 ? (double)n * (ratio[i] > 0 ? ratio[i] : 0) / sum : (double)n / k;
+    share[i] = (int64_t)floor(exact);
+    if (share[i] > n)
+      share[i] = n;
+    frac[i] = exact - (double)share[i];
+    given += share[i];
+  }
+  /* Rounding may leave a few indices over (never more than k); each goes to
+   * the child that lost most to the floor, so no share moves by more than
+   * one index from its exact value. */
+  while (given < n) {
+    int best = 0;
+    for (int i = 1; i < k; i++)
+      if (frac[i] > frac[best])
+        best = i;
+    share[best]++;
+    frac[best] -= 1;
+    given++;
+  }
+  while (given > n) { /* only through floating-point excess; take from the largest */
+    int best = 0;
+    for (int i = 1; i < k; i++)
+      if (share[i] > share[best])
+        best = i;
+    share[best]--;
+    given--;
+  }
+}
+
+/* [start, end) of child i along a dimension of length n. */
+static void child_range(int64_t n, int k, const double *ratio, int i, int64_t *start,
+                        int64_t *end) {
+  int64_t share[AP_MAX_CHILDREN], s = 0;
+  ap_layout_shares(n, k, ratio, share);
+  for (int j = 0; j < i; j++)
+    s += share[j];
+  *start = s;
+  *end = s + share[i];
+}
+
+void ap_layout_child_box(int rank, const int64_t *lo, const int64_t *hi, int k,
+                         const ap_layout *l, int i, int64_t *child_lo,
+                         int64_t *child_hi) {
+  for (int d = 0; d < rank; d++) {
+    child_lo[d] = lo[d];
+    child_hi[d] = hi[d];
+  }
+  if (l->kind != AP_LAYOUT_SPLIT || k <= 1)
+    return;
+  int64_t s, e;
+  child_range(hi[l->dim] - lo[l->dim], k, l->ratio, i, &s, &e);
+  child_lo[l->dim] = lo[l->dim] + s;
+  child_hi[l->dim] = lo[l->dim] + e;
+}
+
+static double overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+  return hi > lo ? (double)(hi - lo) : 0;
+}
+
+void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
+                       const ap_layout *from, const ap_layout *to, ap_exchange *x) {
+  if (to->kind == AP_LAYOUT_PARTIAL)
+    ap_die("a conversion cannot produce partial sums");
+  x->k = k;
+  for (int i = 0; i < k; i++) {
+    x->allreduce_bytes[i] = x->send_bytes[i] = 0;
+    x->messages[i] = 0;
+    for (int j = 0; j < k; j++)
+      x->pair_bytes[i][j] = 0;
+  }
+  if (k <= 1)
+    return;
+  double whole = elem_bytes;
+  for (int d = 0; d < rank; d++)
+    whole *= (double)box[d];
+  if (from->kind == AP_LAYOUT_PARTIAL) {
+    for (int i = 0; i < k; i++) {
+      x->allreduce_bytes[i] = 2.0 * (k - 1) / k * whole;
+      x->messages[i] = whole > 0 ? 2 * (k - 1) : 0;
+    }
+    return; /* now replicated: every child holds what it needs */
+  }
+  if (from->kind == AP_LAYOUT_REPLICATED)
+    return;
+  int a = from->dim;
+  int64_t fs[AP_MAX_CHILDREN], fe[AP_MAX_CHILDREN], ts[AP_MAX_CHILDREN], te[AP_MAX_CHILDREN];
+  for (int i = 0; i < k; i++)
+    child_range(box[a], k, from->ratio, i, &fs[i], &fe[i]);
+  /* The box's size without the dimensions either layout splits. */
+  double rest = elem_bytes;
+  for (int d = 0; d < rank; d++)
+    if (d != a && !(to->kind == AP_LAYOUT_SPLIT && d == to->dim))
+      rest *= (double)box[d];
+  if (to->kind == AP_LAYOUT_SPLIT) {
+    int b = to->dim;
+    for (int i = 0; i < k; i++)
+      child_range(box[b], k, to->ratio, i, &ts[i], &te[i]);
+    for (int j = 0; j < k; j++)   /* sender j holds [fs, fe) of dim a */
+      for (int i = 0; i < k; i++) { /* receiver i needs [ts, te) of dim b */
+        if (i == j)
+          continue;
+        double have_and_need;
+        if (a == b) /* what i needs of j's slab, minus what i holds itself */
+          have_and_need = overlap(fs[j], fe[j], ts[i], te[i]) * rest;
+        else /* j's slab of a, i's slab of b; i holds none of j's a-slab */
+          have_and_need = (double)(fe[j] - fs[j]) * (double)(te[i] - ts[i]) * rest;
+        x->pair_bytes[j][i] = have_and_need;
+      }
+  } else { /* to replicated: every slab goes to every other child */
+    for (int j = 0; j < k; j++)
+      for (int i = 0; i < k; i++)
+        if (i != j)
+          x->pair_bytes[j][i] = (double)(fe[j] - fs[j]) * rest;
+  }
+  for (int j = 0; j < k; j++)
+    for (int i = 0; i < k; i++)
+      if (x->pair_bytes[j][i] > 0) {
+        x->send_bytes[j] += x->pair_bytes[j][i];
+        x->messages[j]++;
+      }
+}
+
+double ap_exchange_total(const ap_exchange *x) {
+  double t = 0;
+  for (int i = 0; i < x->k; i++)
+    t += x->allreduce_bytes[i] + x->send_bytes[i];
+  return t;
+}

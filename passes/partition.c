@@ -1,0 +1,943 @@
+/* The partition pass: the cost model and the level-by-level search.
+ *
+ * For each level of the device tree, top-down, every vertex (layer or join)
+ * picks a state; the groups of the level split each tensor among their
+ * children by the chosen layouts, in shares given by a ratio. The cost of a
+ * state is the slowest child's compute plus its communication at this level
+ * (bytes from ap_layout_convert over link bandwidth, plus latency per
+ * message); an edge costs the conversion of the activation forward and of
+ * its error backward. Groups that look alike share a class, so the work per
+ * level does not grow with the number of devices.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+enum { MAX_CLASSES = 64 }; /* beyond this, a level merges classes (see merge_class) */
+
+static const char *const strategy_names[AP_STRATEGY_COUNT] = {
+    [AP_STRATEGY_DP] = "dp",         [AP_STRATEGY_OWT] = "owt",
+    [AP_STRATEGY_HYPAR] = "hypar",   [AP_STRATEGY_ACCPAR] = "accpar",
+    [AP_STRATEGY_EXHAUSTIVE] = "exhaustive",
+};
+
+const char *ap_strategy_name(ap_strategy s) {
+  return s < AP_STRATEGY_COUNT ? strategy_names[s] : "?";
+}
+
+bool ap_strategy_parse(const char *name, ap_strategy *out) {
+  for (int s = 0; s < AP_STRATEGY_COUNT; s++)
+    if (strcmp(strategy_names[s], name) == 0) {
+      *out = (ap_strategy)s;
+      return true;
+    }
+  return false;
+}
+
+/* ---- sizes ---- */
+
+static double elem_bytes(const ap_graph *g, int v) {
+  size_t s = ap_dtype_size(g->values[v].dtype);
+  return s ? (double)s : 4;
+}
+
+static double full(const ap_graph *g, int v, int d) {
+  return d >= 0 ? (double)g->values[v].dims[d] : 1;
+}
+
+static const int64_t *port_ext(const ap_plan *p, const int64_t *ext, int v, int port) {
+  return ext + 2 * (p->v[v].ext_base + port);
+}
+
+/* The box of a port in a group; vext holds the extents of v's ports. */
+static int port_box_v(const ap_plan *p, const ap_graph *g, const int64_t *vext, int v, int port,
+                      int64_t *box) {
+  const ap_port *pt = &p->v[v].port[port];
+  const ap_value *val = &g->values[pt->value];
+  for (int i = 0; i < val->rank; i++)
+    box[i] = val->dims[i];
+  for (int c = 0; c < 2; c++)
+    if (pt->dim[c] >= 0)
+      box[pt->dim[c]] = vext[2 * port + c];
+  return val->rank;
+}
+
+/* The same with a class's extents of all ports. */
+static int port_box(const ap_plan *p, const ap_graph *g, const int64_t *ext, int v, int port,
+                    int64_t *box) {
+  return port_box_v(p, g, port_ext(p, ext, v, 0), v, port, box);
+}
+
+static double port_fraction_v(const ap_plan *p, const ap_graph *g, const int64_t *vext, int v,
+                              int port, int c) {
+  const ap_port *pt = &p->v[v].port[port];
+  if (pt->dim[c] < 0)
+    return 1;
+  double n = full(g, pt->value, pt->dim[c]);
+  return n > 0 ? (double)vext[2 * port + c] / n : 0;
+}
+
+static double port_fraction(const ap_plan *p, const ap_graph *g, const int64_t *ext, int v,
+                            int port, int c) {
+  return port_fraction_v(p, g, port_ext(p, ext, v, 0), v, port, c);
+}
+
+static double box_bytes(const ap_graph *g, int value, int rank, const int64_t *box) {
+  double b = elem_bytes(g, value);
+  for (int i = 0; i < rank; i++)
+    b *= (double)box[i];
+  return b;
+}
+
+/* ---- layouts of a vertex's ports ---- */
+
+ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const double *ratio) {
+  const ap_vertex *vx = &p->v[v];
+  ap_layout l = {.kind = AP_LAYOUT_REPLICATED};
+  int c = -1;
+  if (vx->join) {
+    c = s < 2 ? s : -1;
+  } else if (port == 0) { /* the output: I splits B, II is partial, III splits O */
+    if (s == 1)
+      l.kind = AP_LAYOUT_PARTIAL;
+    c = s == 0 ? 0 : s == 2 ? 1 : -1;
+  } else { /* the input: I splits B, II splits I, III needs it whole */
+    c = s == 0 ? 0 : s == 1 ? 1 : -1;
+  }
+  if (c >= 0 && vx->port[port].dim[c] >= 0) {
+    l.kind = AP_LAYOUT_SPLIT;
+    l.dim = vx->port[port].dim[c];
+    memcpy(l.ratio, ratio, sizeof l.ratio);
+  }
+  return l;
+}
+
+/* Which of the port's two dims a layout splits; -1 if none. */
+static int split_slot(const ap_plan *p, int v, int port, const ap_layout *l) {
+  if (l->kind != AP_LAYOUT_SPLIT)
+    return -1;
+  for (int c = 0; c < 2; c++)
+    if (p->v[v].port[port].dim[c] == l->dim)
+      return c;
+  return -1;
+}
+
+/* ---- the level context ---- */
+
+typedef enum ratio_policy { RATIO_EQUAL, RATIO_COUNT, RATIO_BALANCED } ratio_policy;
+
+typedef struct level_ctx {
+  const ap_plan *p;
+  const ap_graph *g;
+  const ap_class *c;
+  int k;
+  ap_group ch[AP_MAX_CHILDREN];
+  bool paper;          /* objective: communicated elements */
+  ratio_policy policy;
+} level_ctx;
+
+static void ctx_init(level_ctx *x, const ap_plan *p, const ap_graph *g, const ap_class *c) {
+  x->p = p;
+  x->g = g;
+  x->c = c;
+  x->k = ap_group_children(&p->dev, &c->g, x->ch);
+  x->paper = p->opts.cost == AP_COST_PAPER || p->opts.strategy == AP_STRATEGY_HYPAR;
+  x->policy = p->opts.cost == AP_COST_PAPER ? RATIO_EQUAL
+              : p->opts.strategy == AP_STRATEGY_ACCPAR ||
+                      p->opts.strategy == AP_STRATEGY_EXHAUSTIVE
+                  ? RATIO_BALANCED
+                  : RATIO_COUNT;
+}
+
+static const ap_device_kind *kind_of(const level_ctx *x, int i) {
+  return &x->p->dev.kinds[x->ch[i].kind];
+}
+
+static double comm_time(const level_ctx *x, int i, double bytes, int messages) {
+  const ap_device_kind *dk = kind_of(x, i);
+  return bytes / x->ch[i].count / dk->link_bw_bytes_s + messages * dk->link_latency_s;
+}
+
+/* Per-child results of one vertex state or one edge at one level. */
+typedef struct child_cost {
+  double time_s[AP_MAX_CHILDREN];  /* compute and communication */
+  double comm_s[AP_MAX_CHILDREN];  /* communication only */
+  double bytes;                    /* sent, all children */
+  double elems;                    /* the most elements a child sends */
+} child_cost;
+
+static void add_exchange(const level_ctx *x, const ap_exchange *ex, double elem,
+                         child_cost *cc, double *elems) {
+  for (int i = 0; i < x->k; i++) {
+    double b = ex->allreduce_bytes[i] + ex->send_bytes[i];
+    double t = comm_time(x, i, b, ex->messages[i]);
+    cc->comm_s[i] += t;
+    cc->time_s[i] += t;
+    cc->bytes += b;
+    elems[i] += b / elem;
+  }
+}
+
+/* Child extents of vertex v in state s with ratio r: child i's slab of every
+ * port the state splits. */
+static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, const double *r,
+                      int i, int64_t *out) {
+  const ap_vertex *vx = &x->p->v[v];
+  for (int port = 0; port < vx->n_ports; port++) {
+    const int64_t *e = port_ext(x->p, ext, v, port);
+    int64_t *o = out + 2 * port;
+    o[0] = e[0];
+    o[1] = e[1];
+    ap_layout l = ap_plan_port_layout(x->p, v, port, s, r);
+    int c = split_slot(x->p, v, port, &l);
+    if (c >= 0 && x->k > 1) {
+      int64_t share[AP_MAX_CHILDREN];
+      ap_layout_shares(e[c], x->k, r, share);
+      o[c] = share[i];
+    }
+  }
+}
+
+/* Compute and memory-traffic time of vertex v (with its chain ops) on a
+ * group of `count` devices of kind dk holding extents ext (its own ports at
+ * ext + 0). Used at every level and for the devices themselves. */
+static double group_compute(const ap_plan *p, const ap_graph *g, int v, const int64_t *ext,
+                            const ap_device_kind *dk, int count) {
+  const ap_vertex *vx = &p->v[v];
+  double t = 0;
+  double f0[2], fr = 1;
+  for (int c = 0; c < 2; c++) {
+    const ap_port *pt = &vx->port[0];
+    f0[c] = pt->dim[c] >= 0 && full(g, pt->value, pt->dim[c]) > 0
+                ? (double)ext[c] / full(g, pt->value, pt->dim[c])
+                : 1;
+  }
+  if (!vx->join) {
+    const ap_port *in = &vx->port[1];
+    double fb = (double)ext[2] / full(g, in->value, in->dim[0]);
+    double fi = (double)ext[3] / full(g, in->value, in->dim[1]);
+    fr = fb * fi * f0[1];
+    t += vx->flops * fr / (count * dk->peak_flops);
+  } else {
+    double traffic = 0;
+    for (int port = 0; port < vx->n_ports; port++) {
+      const ap_port *pt = &vx->port[port];
+      double b = elem_bytes(g, pt->value) * (double)ap_numel(g->values[pt->value].rank,
+                                                               g->values[pt->value].dims);
+      for (int c = 0; c < 2; c++)
+        if (pt->dim[c] >= 0 && full(g, pt->value, pt->dim[c]) > 0)
+          b *= (double)ext[2 * port + c] / full(g, pt->value, pt->dim[c]);
+      traffic += b;
+    }
+    /* Forward reads the inputs and writes the output; backward reads the
+     * output's error and writes the inputs' errors: twice the traffic. */
+    t += 2 * traffic / (count * dk->mem_bw_bytes_s);
+    t += vx->flops * f0[0] * f0[1] / (count * dk->peak_flops);
+  }
+  for (int k = 0; k < vx->n_chain; k++) {
+    const ap_chain_op *op = &vx->chain[k];
+    double fi = 1, fo = 1;
+    for (int c = 0; c < 2; c++) {
+      if (op->in_map[c] >= 0)
+        fi *= f0[c];
+      if (op->out_map[c] >= 0)
+        fo *= f0[c];
+    }
+    const ap_value *iv = &g->values[op->in_value], *ov = &g->values[op->out_value];
+    double b = elem_bytes(g, op->in_value) * (double)ap_numel(iv->rank, iv->dims) * fi +
+               elem_bytes(g, op->out_value) * (double)ap_numel(ov->rank, ov->dims) * fo;
+    t += 2 * b / (count * dk->mem_bw_bytes_s);
+  }
+  return t;
+}
+
+/* Communication inside vertex v in state s at this level, independent of
+ * the ratio: the all-reduce resolving its partial sums. */
+static void intra_allreduce(const level_ctx *x, int v, int s, ap_exchange *ex, double *elem) {
+  const ap_plan *p = x->p;
+  const ap_graph *g = x->g;
+  const ap_vertex *vx = &p->v[v];
+  int64_t box[AP_MAX_RANK];
+  int rank = 0;
+  ap_layout partial = {.kind = AP_LAYOUT_PARTIAL}, repl = {.kind = AP_LAYOUT_REPLICATED};
+  ex->k = 0;
+  *elem = 4;
+  if (vx->join)
+    return;
+  const int64_t *e0 = port_ext(p, x->c->ext, v, 0), *e1 = port_ext(p, x->c->ext, v, 1);
+  int value = -1;
+  if (s == 0) { /* type I: the weight gradient */
+    value = vx->weight;
+    rank = g->values[value].rank;
+    for (int i = 0; i < rank; i++)
+      box[i] = g->values[value].dims[i];
+    box[vx->w_dim[0]] = e1[1];
+    box[vx->w_dim[1]] = e0[1];
+  } else if (s == 1) { /* type II: the output */
+    value = vx->port[0].value;
+    rank = port_box(p, g, x->c->ext, v, 0, box);
+  } else if (!vx->first) { /* type III: the input's error */
+    value = vx->port[1].value;
+    rank = port_box(p, g, x->c->ext, v, 1, box);
+  }
+  if (value < 0)
+    return;
+  *elem = elem_bytes(g, value);
+  ap_layout_convert(rank, box, *elem, x->k, &partial, &repl, ex);
+}
+
+void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v, int s,
+                   double *ratio) {
+  level_ctx x;
+  ctx_init(&x, p, g, c);
+  int k = x.k;
+  for (int i = 0; i < AP_MAX_CHILDREN; i++)
+    ratio[i] = 0;
+  if (x.policy == RATIO_EQUAL) {
+    for (int i = 0; i < k; i++)
+      ratio[i] = 1.0 / k;
+    return;
+  }
+  if (x.policy == RATIO_COUNT || k == 1) {
+    for (int i = 0; i < k; i++)
+      ratio[i] = (double)x.ch[i].count / c->g.count;
+    return;
+  }
+  /* Balanced. Child i's devices finish a layer at a_i + L_i w_i, where a_i
+   * is its (ratio-independent) all-reduce time, L_i the most indices one of
+   * its devices holds and w_i the time of one index on one device. Raising
+   * the smallest finish time first gives the whole-index split with the
+   * earliest slowest child; ratios are then exact shares of n. */
+  ap_exchange ex;
+  double elem;
+  intra_allreduce(&x, v, s, &ex, &elem);
+  ap_layout lay = ap_plan_port_layout(p, v, p->v[v].join || s == 2 ? 0 : 1, s,
+                                      (double[AP_MAX_CHILDREN]){0});
+  int slot = split_slot(p, v, p->v[v].join || s == 2 ? 0 : 1, &lay);
+  int64_t n = slot >= 0 ? port_ext(p, c->ext, v, p->v[v].join || s == 2 ? 0 : 1)[slot] : 0;
+  double w[AP_MAX_CHILDREN], a[AP_MAX_CHILDREN];
+  int64_t load[AP_MAX_CHILDREN], take[AP_MAX_CHILDREN], held = 0;
+  for (int i = 0; i < k; i++) {
+    const ap_device_kind *dk = &p->dev.kinds[x.ch[i].kind];
+    double u = group_compute(p, g, v, port_ext(p, c->ext, v, 0), dk, x.ch[i].count);
+    w[i] = n > 0 ? u * x.ch[i].count / (double)n : 0;
+    a[i] = ex.k ? comm_time(&x, i, ex.allreduce_bytes[i], ex.messages[i]) : 0;
+    load[i] = 0;
+  }
+  if (n <= 0) { /* nothing to split: by device count */
+    for (int i = 0; i < k; i++)
+      ratio[i] = (double)x.ch[i].count / c->g.count;
+    return;
+  }
+  while (held < n) {
+    int best = 0;
+    for (int i = 1; i < k; i++)
+      if (a[i] + (load[i] + 1) * w[i] < a[best] + (load[best] + 1) * w[best])
+        best = i;
+    load[best]++;
+    held += x.ch[best].count;
+  }
+  for (int i = 0; i < k; i++)
+    take[i] = load[i] * x.ch[i].count;
+  /* Whole devices' worth may overshoot n: the slowest children give back. */
+  for (int64_t excess = held - n; excess > 0;) {
+    int slow = -1;
+    for (int i = 0; i < k; i++)
+      if (take[i] > (load[i] - 1) * x.ch[i].count && take[i] > 0 &&
+          (slow < 0 || a[i] + load[i] * w[i] > a[slow] + load[slow] * w[slow]))
+        slow = i;
+    if (slow < 0)
+      break;
+    int64_t give = take[slow] - (load[slow] - 1) * x.ch[slow].count;
+    if (give > excess)
+      give = excess;
+    take[slow] -= give;
+    excess -= give;
+    load[slow]--; /* its slowest device now holds one index less */
+  }
+  for (int i = 0; i < k; i++)
+    ratio[i] = (double)take[i] / (double)n;
+}
+
+void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int v,
+                            int s, ap_exchange *ex) {
+  level_ctx x;
+  double elem;
+  ctx_init(&x, p, g, c);
+  intra_allreduce(&x, v, s, ex, &elem);
+}
+
+/* Vertex v in state s at the context's level. */
+static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child_cost *cc) {
+  const ap_plan *p = x->p;
+  const ap_graph *g = x->g;
+  const ap_vertex *vx = &p->v[v];
+  double elems[AP_MAX_CHILDREN] = {0};
+  memset(cc, 0, sizeof *cc);
+  ap_exchange ex;
+  double elem;
+  intra_allreduce(x, v, s, &ex, &elem);
+  if (ex.k)
+    add_exchange(x, &ex, elem, cc, elems);
+  /* A chain op that needs whole the dimension this state splits gathers it. */
+  ap_layout out = ap_plan_port_layout(p, v, 0, s, r);
+  int c = split_slot(p, v, 0, &out);
+  if (c >= 0)
+    for (int k = 0; k < vx->n_chain; k++) {
+      const ap_chain_op *op = &vx->chain[k];
+      if (!op->gathers[c])
+        continue;
+      const ap_value *iv = &g->values[op->in_value];
+      int64_t box[AP_MAX_RANK];
+      for (int i = 0; i < iv->rank; i++)
+        box[i] = iv->dims[i];
+      for (int cc2 = 0; cc2 < 2; cc2++)
+        if (op->in_map[cc2] >= 0)
+          box[op->in_map[cc2]] = (int64_t)llround(
+              (double)iv->dims[op->in_map[cc2]] * port_fraction(p, g, x->c->ext, v, 0, cc2));
+      ap_layout from = out, to = {.kind = AP_LAYOUT_REPLICATED};
+      from.dim = op->in_map[c];
+      ap_layout_convert(iv->rank, box, elem_bytes(g, op->in_value), x->k, &from, &to, &ex);
+      add_exchange(x, &ex, elem_bytes(g, op->in_value), cc, elems);
+      break;
+    }
+  int64_t *ce = p->scratch_ext;
+  for (int i = 0; i < x->k; i++) {
+    child_ext(x, x->c->ext, v, s, r, i, ce);
+    cc->time_s[i] += group_compute(p, g, v, ce, kind_of(x, i), x->ch[i].count);
+    if (elems[i] > cc->elems)
+      cc->elems = elems[i];
+  }
+}
+
+void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int e,
+                           int su, int sv, const double *ru, const double *rv,
+                           ap_exchange *fwd, ap_exchange *bwd) {
+  const ap_edge *ed = &p->e[e];
+  ap_group ch[AP_MAX_CHILDREN];
+  int k = ap_group_children(&p->dev, &c->g, ch);
+  ap_layout from = ap_plan_port_layout(p, ed->from, 0, su, ru);
+  int slot = split_slot(p, ed->from, 0, &from);
+  if (from.kind == AP_LAYOUT_PARTIAL) /* resolved inside the producer */
+    from.kind = AP_LAYOUT_REPLICATED;
+  if (slot >= 0) {
+    if (ed->map[slot] < 0)
+      from.kind = AP_LAYOUT_REPLICATED; /* gathered by a chain op */
+    else
+      from.dim = ed->map[slot];
+  }
+  /* The consumer's input layout; type III's partial input error is
+   * resolved inside the consumer, so backward it sends a replicated one. */
+  ap_layout to = ap_plan_port_layout(p, ed->to, ed->port, sv, rv);
+  int64_t box[AP_MAX_RANK];
+  int rank = port_box(p, g, c->ext, ed->to, ed->port, box);
+  double elem = elem_bytes(g, p->v[ed->to].port[ed->port].value);
+  ap_layout_convert(rank, box, elem, k, &from, &to, fwd);
+  ap_layout_convert(rank, box, elem, k, &to, &from, bwd);
+}
+
+/* The edge e with its ends in states su, sv. */
+static void edge_cost(const level_ctx *x, int e, int su, int sv, const double *ru,
+                      const double *rv, child_cost *cc) {
+  double elems[AP_MAX_CHILDREN] = {0};
+  memset(cc, 0, sizeof *cc);
+  ap_exchange fwd, bwd;
+  ap_plan_edge_exchange(x->p, x->g, x->c, e, su, sv, ru, rv, &fwd, &bwd);
+  const ap_edge *ed = &x->p->e[e];
+  double elem = elem_bytes(x->g, x->p->v[ed->to].port[ed->port].value);
+  add_exchange(x, &fwd, elem, cc, elems);
+  add_exchange(x, &bwd, elem, cc, elems);
+  for (int i = 0; i < x->k; i++)
+    if (elems[i] > cc->elems)
+      cc->elems = elems[i];
+}
+
+static double objective(const level_ctx *x, const child_cost *cc) {
+  if (x->paper)
+    return cc->elems;
+  double t = 0;
+  for (int i = 0; i < x->k; i++)
+    t = fmax(t, cc->time_s[i]);
+  return t;
+}
+
+/* Bytes vertex v keeps on a group holding extents ext: weights and their
+ * gradients, the input a layer keeps for its gradient, a join's output and
+ * the outputs of its chain ops (kept for backward). */
+static double vertex_memory(const ap_plan *p, const ap_graph *g, const int64_t *vext, int v) {
+  const ap_vertex *vx = &p->v[v];
+  int64_t box[AP_MAX_RANK];
+  double m = 0;
+  if (!vx->join) {
+    const int64_t *e0 = vext, *e1 = vext + 2;
+    const ap_value *w = &g->values[vx->weight];
+    for (int i = 0; i < w->rank; i++)
+      box[i] = w->dims[i];
+    box[vx->w_dim[0]] = e1[1];
+    box[vx->w_dim[1]] = e0[1];
+    m += 2 * box_bytes(g, vx->weight, w->rank, box);
+    int r = port_box_v(p, g, vext, v, 1, box);
+    m += box_bytes(g, vx->port[1].value, r, box);
+  } else {
+    int r = port_box_v(p, g, vext, v, 0, box);
+    m += box_bytes(g, vx->port[0].value, r, box);
+  }
+  for (int k = 0; k < vx->n_chain; k++) {
+    const ap_chain_op *op = &vx->chain[k];
+    double f = 1;
+    for (int cc = 0; cc < 2; cc++)
+      if (op->out_map[cc] >= 0)
+        f *= port_fraction_v(p, g, vext, v, 0, cc);
+    const ap_value *ov = &g->values[op->out_value];
+    m += elem_bytes(g, op->out_value) * (double)ap_numel(ov->rank, ov->dims) * f;
+  }
+  return m;
+}
+
+/* ---- the search at one level ---- */
+
+typedef struct level_problem {
+  uint8_t *allowed;
+  double (*unary)[3];
+  int (*ends)[2];
+  double (*pair)[3][3];
+  double (*ratio)[3][AP_MAX_CHILDREN]; /* [classes * n_vertices] */
+} level_problem;
+
+static uint8_t strategy_mask(const ap_plan *p, const ap_graph *g, int v) {
+  const ap_vertex *vx = &p->v[v];
+  if (vx->join)
+    return vx->allowed;
+  uint8_t m;
+  switch (p->opts.strategy) {
+  case AP_STRATEGY_DP:
+    m = 1;
+    break;
+  case AP_STRATEGY_OWT: {
+    ap_op op = g->nodes[vx->node].op;
+    m = op == AP_OP_GEMM || op == AP_OP_MATMUL ? 2 : 1;
+    break;
+  }
+  case AP_STRATEGY_HYPAR:
+    m = 3;
+    break;
+  default:
+    m = 7;
+  }
+  /* A layer whose preferred type is impossible (a grouped convolution has
+   * no type II) falls back to what it allows, type I at least. */
+  uint8_t ok = vx->allowed & m;
+  if (!ok)
+    ok = vx->allowed & 1 ? 1 : vx->allowed;
+  return ok;
+}
+
+static ap_status search_level(ap_plan *p, ap_graph *g, int level, uint8_t *state,
+                              ap_diag *d) {
+  int V = p->n_vertices, E = p->n_edges, nc = p->n_cls[level];
+  ap_arena *a = g->arena;
+  level_problem lp;
+  lp.allowed = ap_arena_array(a, (size_t)V + 1, 1);
+  lp.unary = ap_arena_array(a, (size_t)V + 1, sizeof *lp.unary);
+  lp.ends = ap_arena_array(a, (size_t)E + 1, sizeof *lp.ends);
+  lp.pair = ap_arena_array(a, (size_t)E + 1, sizeof *lp.pair);
+  lp.ratio = ap_arena_array(a, (size_t)nc * V + 1, sizeof *lp.ratio);
+  if (!lp.allowed || !lp.unary || !lp.ends || !lp.pair || !lp.ratio)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; v < V; v++) {
+    lp.allowed[v] = strategy_mask(p, g, v);
+    for (int s = 0; s < 3; s++)
+      lp.unary[v][s] = 0;
+  }
+  for (int e = 0; e < E; e++) {
+    lp.ends[e][0] = p->e[e].from;
+    lp.ends[e][1] = p->e[e].to;
+    memset(lp.pair[e], 0, sizeof lp.pair[e]);
+  }
+  for (int ci = 0; ci < nc; ci++) {
+    const ap_class *c = &p->cls[level][ci];
+    level_ctx x;
+    ctx_init(&x, p, g, c);
+    for (int v = 0; v < V; v++)
+      for (int s = 0; s < 3; s++) {
+        if (!(lp.allowed[v] >> s & 1))
+          continue;
+        double *r = lp.ratio[(size_t)ci * V + v][s];
+        ap_plan_ratio(p, g, c, v, s, r);
+        child_cost cc;
+        vertex_cost(&x, v, s, r, &cc);
+        double cost = objective(&x, &cc);
+        if (p->mem_penalty > 0) /* per device: the child's bytes over its devices */
+          for (int i = 0; i < x.k; i++) {
+            child_ext(&x, c->ext, v, s, r, i, p->scratch_ext);
+            cost = fmax(cost, objective(&x, &cc) +
+                                  p->mem_penalty *
+                                      vertex_memory(p, g, p->scratch_ext, v) /
+                                      x.ch[i].count);
+          }
+        lp.unary[v][s] = fmax(lp.unary[v][s], cost);
+      }
+    for (int e = 0; e < E; e++) {
+      int u = p->e[e].from, w = p->e[e].to;
+      for (int su = 0; su < 3; su++)
+        for (int sw = 0; sw < 3; sw++) {
+          if (!(lp.allowed[u] >> su & 1) || !(lp.allowed[w] >> sw & 1))
+            continue;
+          child_cost cc;
+          edge_cost(&x, e, su, sw, lp.ratio[(size_t)ci * V + u][su],
+                    lp.ratio[(size_t)ci * V + w][sw], &cc);
+          lp.pair[e][su][sw] = fmax(lp.pair[e][su][sw], objective(&x, &cc));
+        }
+    }
+  }
+  ap_search_problem pr = {.n = V, .m = E, .allowed = lp.allowed,
+                          .unary = (const double(*)[3])lp.unary,
+                          .ends = (const int(*)[2])lp.ends,
+                          .pair = (const double(*)[3][3])lp.pair};
+  double cost;
+  if (p->opts.strategy == AP_STRATEGY_EXHAUSTIVE) {
+    long visited, max = p->opts.exhaustive_max > 0 ? p->opts.exhaustive_max : 1000000;
+    ap_status st = V > AP_SEARCH_EXHAUSTIVE_MAX_VARS
+                       ? AP_ERR_UNSUPPORTED
+                       : ap_search_exhaustive(&pr, max, state, &cost, &visited);
+    if (st != AP_OK)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                      "the exhaustive strategy visits at most %ld assignments; this graph "
+                      "has %d decision points (use --strategy accpar)",
+                      max, V);
+    return AP_OK;
+  }
+  const char *opt;
+  ap_status st = ap_search_solve(&pr, a, state, &cost, &opt);
+  if (st != AP_OK)
+    return ap_error(d, st, g->path, NULL, NULL, "out of memory");
+  if (strcmp(opt, "exact") != 0)
+    p->optimality = opt;
+  return AP_OK;
+}
+
+/* ---- classes of the next level ---- */
+
+static size_t class_bytes(const ap_plan *p) { return 2 * sizeof(int64_t) * (size_t)p->n_ports; }
+
+static bool class_alloc(const ap_plan *p, ap_arena *a, ap_class *c) {
+  c->ext = ap_arena_array(a, 2 * (size_t)p->n_ports + 1, sizeof(int64_t));
+  c->acc_v = ap_arena_array(a, (size_t)p->n_vertices + 1, sizeof(double));
+  c->acc_e = ap_arena_array(a, (size_t)p->n_edges + 1, sizeof(double));
+  return c->ext && c->acc_v && c->acc_e;
+}
+
+/* Adds child class nc to list (n of them), merging with an equal one: same
+ * kind, count and extents; the path times merge by maximum, which the step
+ * time (a sum over layers of maxima over devices) does not change. Past
+ * MAX_CLASSES, extents merge by maximum too: an upper bound on every device
+ * of the merged groups. Returns the index. */
+static int merge_class(const ap_plan *p, ap_class *list, int *n, const ap_class *nc) {
+  int loose = -1;
+  for (int i = 0; i < *n; i++) {
+    if (list[i].g.kind != nc->g.kind || list[i].g.count != nc->g.count)
+      continue;
+    if (loose < 0)
+      loose = i;
+    if (memcmp(list[i].ext, nc->ext, class_bytes(p)) != 0)
+      continue;
+    loose = i;
+    goto merge;
+  }
+  if (*n < MAX_CLASSES || loose < 0) {
+    ap_class *t = &list[(*n)++];
+    ap_class keep = *t;
+    *t = *nc;
+    t->ext = keep.ext, t->acc_v = keep.acc_v, t->acc_e = keep.acc_e;
+    memcpy(t->ext, nc->ext, class_bytes(p));
+    memcpy(t->acc_v, nc->acc_v, sizeof(double) * (size_t)p->n_vertices);
+    memcpy(t->acc_e, nc->acc_e, sizeof(double) * (size_t)p->n_edges);
+    return *n - 1;
+  }
+  for (int j = 0; j < 2 * p->n_ports; j++)
+    if (nc->ext[j] > list[loose].ext[j])
+      list[loose].ext[j] = nc->ext[j];
+merge:
+  list[loose].mult += nc->mult;
+  for (int j = 0; j < p->n_vertices; j++)
+    list[loose].acc_v[j] = fmax(list[loose].acc_v[j], nc->acc_v[j]);
+  for (int j = 0; j < p->n_edges; j++)
+    list[loose].acc_e[j] = fmax(list[loose].acc_e[j], nc->acc_e[j]);
+  return loose;
+}
+
+static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map, ap_diag *d) {
+  int V = p->n_vertices, E = p->n_edges, nc = p->n_cls[level];
+  const uint8_t *st = p->state + (size_t)level * V;
+  ap_arena *a = g->arena;
+  size_t cap = (size_t)nc * AP_MAX_CHILDREN;
+  if (cap > MAX_CLASSES * AP_MAX_CHILDREN)
+    cap = MAX_CLASSES * AP_MAX_CHILDREN;
+  ap_class *list = ap_arena_array(a, cap + 1, sizeof *list);
+  int *map = ap_arena_array(a, (size_t)nc * AP_MAX_CHILDREN + 1, sizeof *map);
+  double (*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
+  ap_class tmp;
+  if (!list || !map || !ratio || !class_alloc(p, a, &tmp))
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (size_t i = 0; i < cap; i++)
+    if (!class_alloc(p, a, &list[i]))
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  int n = 0;
+  double paper = 0;
+  for (int ci = 0; ci < nc; ci++) {
+    const ap_class *c = &p->cls[level][ci];
+    level_ctx x;
+    ctx_init(&x, p, g, c);
+    child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
+    child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
+    if (!vc || !ec)
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+    double level_paper = 0;
+    for (int v = 0; v < V; v++) {
+      ap_plan_ratio(p, g, c, v, st[v], ratio[v]);
+      vertex_cost(&x, v, st[v], ratio[v], &vc[v]);
+      p->comm_bytes += c->mult * vc[v].bytes;
+      level_paper += vc[v].elems;
+    }
+    for (int e = 0; e < E; e++) {
+      int u = p->e[e].from, w = p->e[e].to;
+      edge_cost(&x, e, st[u], st[w], ratio[u], ratio[w], &ec[e]);
+      p->comm_bytes += c->mult * ec[e].bytes;
+      level_paper += ec[e].elems;
+    }
+    paper = fmax(paper, level_paper);
+    for (int i = 0; i < x.k; i++) {
+      tmp.g = x.ch[i];
+      tmp.mult = c->mult;
+      for (int v = 0; v < V; v++) {
+        child_ext(&x, c->ext, v, st[v], ratio[v], i, tmp.ext + 2 * p->v[v].ext_base);
+        tmp.acc_v[v] = c->acc_v[v] + vc[v].comm_s[i];
+      }
+      for (int e = 0; e < E; e++)
+        tmp.acc_e[e] = c->acc_e[e] + ec[e].comm_s[i];
+      map[ci * AP_MAX_CHILDREN + i] = merge_class(p, list, &n, &tmp);
+    }
+  }
+  p->paper_cost += paper;
+  p->cls[level + 1] = list;
+  p->n_cls[level + 1] = n;
+  child_map[level] = map;
+  return AP_OK;
+}
+
+/* ---- the pass ---- */
+
+static double class_memory(const ap_plan *p, const ap_graph *g, const ap_class *c) {
+  double m = 0;
+  for (int v = 0; v < p->n_vertices; v++)
+    m += vertex_memory(p, g, port_ext(p, c->ext, v, 0), v);
+  return m;
+}
+
+static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
+  int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
+  ap_arena *a = g->arena;
+  p->row_time_s = ap_arena_array(a, (size_t)V + 1, sizeof(double));
+  p->class_mem = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
+  p->dev_class = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
+  if (!p->row_time_s || !p->class_mem || !p->dev_class)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  p->step_time_s = p->compute_time_s = 0;
+  for (int v = 0; v < V; v++) {
+    double worst = 0, worst_compute = 0;
+    for (int ci = 0; ci < nl; ci++) {
+      const ap_class *c = &p->cls[L][ci];
+      double t = group_compute(p, g, v, port_ext(p, c->ext, v, 0), &p->dev.kinds[c->g.kind],
+                               c->g.count);
+      worst = fmax(worst, t + c->acc_v[v]);
+      worst_compute = fmax(worst_compute, t);
+    }
+    p->row_time_s[v] = worst;
+    p->compute_time_s += worst_compute;
+  }
+  for (int e = 0; e < E; e++) {
+    double worst = 0;
+    for (int ci = 0; ci < nl; ci++)
+      worst = fmax(worst, p->cls[L][ci].acc_e[e]);
+    p->row_time_s[p->e[e].to] += worst; /* a conversion shows on its consumer's row */
+  }
+  for (int v = 0; v < V; v++)
+    p->step_time_s += p->row_time_s[v];
+  p->comm_time_s = p->step_time_s - p->compute_time_s;
+  p->max_mem_bytes = 0;
+  for (int ci = 0; ci < nl; ci++) {
+    p->class_mem[ci] = class_memory(p, g, &p->cls[L][ci]);
+    p->max_mem_bytes = fmax(p->max_mem_bytes, p->class_mem[ci]);
+  }
+  /* Each device's class: follow the tree down, group by group. */
+  ap_group *cur = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *cur);
+  ap_group *nxt = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *nxt);
+  int *ccur = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
+  int *cnxt = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
+  if (!cur || !nxt || !ccur || !cnxt)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  int n = 1;
+  cur[0] = ap_group_root(&p->dev);
+  ccur[0] = 0;
+  for (int l = 0; l < L; l++) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      ap_group ch[AP_MAX_CHILDREN];
+      int k = ap_group_children(&p->dev, &cur[i], ch);
+      for (int j = 0; j < k; j++) {
+        nxt[m] = ch[j];
+        cnxt[m++] = child_map[l][ccur[i] * AP_MAX_CHILDREN + j];
+      }
+    }
+    ap_group *t = cur;
+    cur = nxt, nxt = t;
+    int *tc = ccur;
+    ccur = cnxt, cnxt = tc;
+    n = m;
+  }
+  for (int i = 0; i < n; i++)
+    for (int dv = 0; dv < cur[i].count; dv++)
+      p->dev_class[cur[i].first_dev + dv] = ccur[i];
+  /* The IR annotation: per layer, one type per level. */
+  for (int v = 0; v < V; v++) {
+    if (p->v[v].join)
+      continue;
+    ap_node *nd = &g->nodes[p->v[v].node];
+    nd->types = ap_arena_array(a, (size_t)L + 1, 1);
+    if (!nd->types)
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+    for (int l = 0; l < L; l++)
+      nd->types[l] = (uint8_t)(p->state[(size_t)l * V + v] + 1);
+    nd->n_types = L;
+  }
+  return AP_OK;
+}
+
+/* One search of every level with the plan's memory penalty. */
+static ap_status plan_levels(ap_plan *p, ap_graph *g, ap_diag *d) {
+  ap_arena *a = g->arena;
+  int L = p->n_levels, V = p->n_vertices;
+  p->comm_bytes = p->paper_cost = 0;
+  p->state = ap_arena_array(a, (size_t)L * V + 1, 1);
+  p->cls = ap_arena_array(a, (size_t)L + 1, sizeof *p->cls);
+  p->n_cls = ap_arena_array(a, (size_t)L + 1, sizeof *p->n_cls);
+  p->child_map = ap_arena_array(a, (size_t)L + 1, sizeof *p->child_map);
+  p->cls[0] = ap_arena_alloc(a, sizeof(ap_class));
+  if (!p->state || !p->cls || !p->n_cls || !p->child_map || !p->cls[0] ||
+      !class_alloc(p, a, p->cls[0]))
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  ap_class *root = p->cls[0];
+  root->g = ap_group_root(&p->dev);
+  root->mult = 1;
+  p->n_cls[0] = 1;
+  for (int v = 0; v < V; v++)
+    for (int port = 0; port < p->v[v].n_ports; port++)
+      for (int c = 0; c < 2; c++)
+        root->ext[2 * (p->v[v].ext_base + port) + c] =
+            (int64_t)full(g, p->v[v].port[port].value, p->v[v].port[port].dim[c]);
+  ap_status st;
+  for (int l = 0; l < L; l++) {
+    if ((st = search_level(p, g, l, p->state + (size_t)l * V, d)) != AP_OK)
+      return st;
+    if ((st = next_level(p, g, l, p->child_map, d)) != AP_OK)
+      return st;
+  }
+  return finish(p, g, p->child_map, d);
+}
+
+/* The first class of the last level that does not fit, or -1. */
+static int overflowing(const ap_plan *p, double *cap) {
+  int L = p->n_levels;
+  for (int ci = 0; ci < p->n_cls[L]; ci++) {
+    const ap_class *c = &p->cls[L][ci];
+    *cap = p->opts.mem_limit_bytes > 0 ? p->opts.mem_limit_bytes
+                                       : p->dev.kinds[c->g.kind].mem_bytes;
+    if (p->class_mem[ci] > *cap)
+      return ci;
+  }
+  return -1;
+}
+
+ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d) {
+  if (!o || !o->devices || o->devices->n_devices < 1 || o->strategy >= AP_STRATEGY_COUNT)
+    return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL, "no device array to plan for");
+  ap_arena *a = g->arena;
+  ap_plan *p = ap_arena_alloc(a, sizeof *p);
+  if (!p)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  p->dev = *o->devices;
+  p->opts = *o;
+  p->opts.devices = &p->dev;
+  p->optimality = "exact";
+  g->plan = NULL;
+  ap_status st = ap_plan_build(p, g, d);
+  if (st != AP_OK)
+    return st;
+  int max_ports = 1;
+  for (int v = 0; v < p->n_vertices; v++)
+    if (p->v[v].n_ports > max_ports)
+      max_ports = p->v[v].n_ports;
+  p->scratch_ext = ap_arena_array(a, 2 * (size_t)max_ports, sizeof(int64_t));
+  if (!p->scratch_ext)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  p->n_levels = ap_devices_levels(&p->dev);
+  if ((st = plan_levels(p, g, d)) != AP_OK)
+    return st;
+  /* A plan that does not fit is searched again with a price on the bytes a
+   * device keeps (a Lagrangian relaxation of the memory limit), raised
+   * until it fits. The dynamic program stays exact for the priced
+   * objective, not for the constrained one: the plan says so. Strategies
+   * with one type per layer (dp) have nothing to trade. */
+  double cap;
+  int bad = overflowing(p, &cap);
+  for (int round = 0; bad >= 0 && round < 12; round++) {
+    p->mem_penalty = round ? p->mem_penalty * 8 : 1e-13;
+    if ((st = plan_levels(p, g, d)) != AP_OK)
+      return st;
+    bad = overflowing(p, &cap);
+    if (bad < 0)
+      p->optimality = ap_arena_printf(a, "bounded: memory priced at %.3g s/byte to fit",
+                                      p->mem_penalty);
+  }
+  if (bad >= 0) {
+    const ap_class *c = &p->cls[p->n_levels][bad];
+    return ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL,
+                    "no %s plan fits: a %s device needs %.0f bytes, more than its %.0f "
+                    "(--mem-limit or the device's capacity)",
+                    ap_strategy_name(o->strategy), p->dev.kinds[c->g.kind].name,
+                    p->class_mem[bad], cap);
+  }
+  if (!p->optimality)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  g->plan = p;
+  return AP_OK;
+}
+
+bool ap_plan_get(const ap_graph *g, ap_plan_summary *out) {
+  const ap_plan *p = g->plan;
+  if (!p)
+    return false;
+  int layers = 0;
+  for (int v = 0; v < p->n_vertices; v++)
+    layers += !p->v[v].join;
+  *out = (ap_plan_summary){.strategy = p->opts.strategy,
+                           .n_levels = p->n_levels,
+                           .n_layers = layers,
+                           .step_time_s = p->step_time_s,
+                           .compute_time_s = p->compute_time_s,
+                           .comm_time_s = p->comm_time_s,
+                           .comm_bytes = p->comm_bytes,
+                           .paper_cost = p->paper_cost,
+                           .max_mem_bytes = p->max_mem_bytes,
+                           .optimality = p->optimality};
+  return true;
+}
+
+double ap_plan_device_mem(const ap_graph *g, int dev) {
+  const ap_plan *p = g->plan;
+  if (!p || dev < 0 || dev >= p->dev.n_devices)
+    return 0;
+  return p->class_mem[p->dev_class[dev]];
+}

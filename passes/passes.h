@@ -1,0 +1,149 @@
+/* The passes' internal header, sectioned by source file: the device tree,
+ * the search, and the plan the partition pass attaches to the graph. */
+#ifndef ACCPAR_PASSES_H
+#define ACCPAR_PASSES_H
+
+#include "accpar/plan.h"
+#include "ir/ir.h"
+#include "passes/layout.h"
+
+/* ---- device.c ----------------------------------------------------------- */
+
+/* A group of devices: a node of the tree of levels. */
+typedef struct ap_group {
+  int kind;      /* index into ap_devices.kinds; -1 for the root of a mixed array */
+  int first_dev; /* devices first_dev .. first_dev+count-1 */
+  int count;
+} ap_group;
+
+ap_group ap_group_root(const ap_devices *dv);
+/* The children a group splits into at the next level: one per kind at the
+ * root of a mixed array, then 2-way when the count is even, p-way for its
+ * smallest odd prime factor p < AP_MAX_CHILDREN, two uneven halves
+ * otherwise; a single device has itself as its only child. Returns k. */
+int ap_group_children(const ap_devices *dv, const ap_group *g, ap_group *child);
+/* Levels of the tree: splits from the root down to single devices. */
+int ap_devices_levels(const ap_devices *dv);
+double ap_group_peak(const ap_devices *dv, const ap_group *g); /* FLOP/s */
+
+/* ---- search.c ----------------------------------------------------------- */
+
+enum { AP_SEARCH_EXHAUSTIVE_MAX_VARS = 64 };
+
+/* Vertices with up to three states and a cost per state; edges with a cost
+ * per pair of states. Disallowed states are never chosen. */
+typedef struct ap_search_problem {
+  int n, m;
+  const uint8_t *allowed;      /* [n]: bit x set when state x may be chosen */
+  const double (*unary)[3];    /* [n][3] */
+  const int (*ends)[2];        /* [m]: the two vertices of each edge */
+  const double (*pair)[3][3];  /* [m]: cost[state of ends[0]][state of ends[1]] */
+} ap_search_problem;
+
+/* The minimum of ap_search_cost (see search.c for the method); optimality
+ * is "exact" or names the bounded method used. */
+ap_status ap_search_solve(const ap_search_problem *pr, ap_arena *ar, uint8_t *state,
+                          double *cost, const char **optimality);
+double ap_search_cost(const ap_search_problem *pr, const uint8_t *state);
+/* Every assignment; AP_ERR_UNSUPPORTED when there are more than max_visits
+ * (*visited then holds their number). */
+ap_status ap_search_exhaustive(const ap_search_problem *pr, long max_visits, uint8_t *state,
+                               double *cost, long *visited);
+
+/* ---- graph_build.c / partition.c ---------------------------------------- */
+
+/* A tensor where a vertex meets the rest of the graph; the plan splits it
+ * along dim[0] (the batch-like dimension) or dim[1] (features). */
+typedef struct ap_port {
+  int value;  /* value id */
+  int dim[2]; /* -1 when the tensor has no such dimension */
+} ap_port;
+
+/* A weightless node with one activation input, after a vertex: it carries
+ * the vertex's layout (AccPar: weightless operators choose nothing). */
+typedef struct ap_chain_op {
+  int node;
+  int in_value, out_value;
+  int in_map[2], out_map[2]; /* where the vertex's output dims are in its input/output; -1: gathered */
+  bool gathers[2];           /* the op needs that dimension whole (Softmax axis, Reshape...) */
+} ap_chain_op;
+
+/* A decision point: a layer (states: types I, II, III) or a weightless node
+ * joining several activations (states: split dim[0], split dim[1], replicated). */
+typedef struct ap_vertex {
+  int node;
+  bool join;
+  uint8_t allowed;  /* bit s: state s may be chosen under the strategy */
+  int n_ports;      /* port 0: the output; ports 1..: activation inputs */
+  ap_port *port;
+  int ext_base;     /* index of port 0 in a class's extents */
+  int weight;       /* layers: the weight value */
+  int w_dim[2];     /* layers: the weight's input-feature (I) and output-feature (O) dims */
+  double flops;     /* a training step of the whole layer: forward, backward, gradient */
+  bool first;       /* its input is a graph input: no error to propagate back */
+  ap_chain_op *chain;
+  int n_chain;
+} ap_vertex;
+
+/* An activation from vertex `from` reaching port `port` of vertex `to`. */
+typedef struct ap_edge {
+  int from, to, port;
+  int map[2]; /* where from's output dims are in the tensor at the port; -1: gathered */
+} ap_edge;
+
+/* Groups of one level that look alike to the cost model: same kind and
+ * count, same extents of every port. */
+typedef struct ap_class {
+  ap_group g;     /* a representative */
+  int mult;       /* groups of the level in this class */
+  int64_t *ext;   /* [n_ports][2]: extents of each port's dims */
+  double *acc_v;  /* [n_vertices]: communication time on the path to here, s */
+  double *acc_e;  /* [n_edges] */
+} ap_class;
+
+typedef struct ap_plan {
+  ap_devices dev;
+  ap_plan_opts opts;            /* opts.devices points at dev */
+  int n_levels;
+  int n_vertices, n_edges, n_ports;
+  ap_vertex *v;
+  ap_edge *e;
+  uint8_t *state;               /* [n_levels][n_vertices] */
+  ap_class **cls;               /* [n_levels + 1]: classes per level; the last are devices */
+  int *n_cls;
+  int **child_map;              /* [n_levels][class * AP_MAX_CHILDREN + i]: child i's class */
+  int *dev_class;               /* [n_devices]: each device's class at the last level */
+  double *class_mem;            /* [classes of the last level]: footprint, bytes */
+  double *row_time_s;           /* [n_vertices]: its share of the step time */
+  double step_time_s, compute_time_s, comm_time_s, comm_bytes, paper_cost, max_mem_bytes;
+  const char *optimality;
+  int64_t *scratch_ext;         /* room for one vertex's child extents */
+  double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
+} ap_plan;
+
+/* Builds the vertices, chain ops and edges of p from g (graph_build.c). */
+ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d);
+/* Child i's ratio for vertex v in state s in a group of class c. */
+void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v, int s,
+                   double *ratio);
+/* The layout of vertex v's port in state s (partial sums as they are
+ * produced: the output of type II, the input error of type III). */
+ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const double *ratio);
+
+/* What the cost model charges, for tests and code generation: the box
+ * exchanges of edge e (activation forward, its error backward) with its ends
+ * in states su, sv, and the all-reduce inside vertex v in state s (ex->k is
+ * 0 when there is none), within a group of class c. */
+void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int e,
+                           int su, int sv, const double *ru, const double *rv,
+                           ap_exchange *fwd, ap_exchange *bwd);
+void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int v,
+                            int s, ap_exchange *ex);
+
+/* ---- plan_print.c ------------------------------------------------------- */
+
+/* Device dev's box of vertex v's port: [lo, hi) per dimension. */
+void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
+                        int64_t *lo, int64_t *hi);
+
+#endif

@@ -1,0 +1,207 @@
+/* The plan as a table (one row per vertex, one column per level) and as
+ * JSON (DESIGN.md: strategy, devices, step_time_s, comm_bytes, optimality,
+ * and per node its types and per-device boxes). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static const char *const type_names[3] = {"I", "II", "III"};
+static const char *const join_names[3] = {"b", "f", "r"}; /* split dim[0], dim[1], replicated */
+
+static const char *state_name(const ap_plan *p, int v, int level) {
+  int s = p->state[(size_t)level * p->n_vertices + v];
+  return p->v[v].join ? join_names[s] : type_names[s];
+}
+
+void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
+                        int64_t *lo, int64_t *hi) {
+  const ap_port *pt = &p->v[v].port[port];
+  const ap_value *val = &g->values[pt->value];
+  for (int i = 0; i < val->rank; i++) {
+    lo[i] = 0;
+    hi[i] = val->dims[i];
+  }
+  ap_group grp = ap_group_root(&p->dev);
+  int cls = 0;
+  for (int l = 0; l < p->n_levels; l++) {
+    ap_group ch[AP_MAX_CHILDREN];
+    int k = ap_group_children(&p->dev, &grp, ch), i = 0;
+    while (i < k - 1 && dev >= ch[i].first_dev + ch[i].count)
+      i++;
+    int s = p->state[(size_t)l * p->n_vertices + v];
+    double ratio[AP_MAX_CHILDREN];
+    ap_plan_ratio(p, g, &p->cls[l][cls], v, s, ratio);
+    ap_layout lay = ap_plan_port_layout(p, v, port, s, ratio);
+    int64_t clo[AP_MAX_RANK], chi[AP_MAX_RANK];
+    ap_layout_child_box(val->rank, lo, hi, k, &lay, i, clo, chi);
+    memcpy(lo, clo, sizeof(int64_t) * (size_t)val->rank);
+    memcpy(hi, chi, sizeof(int64_t) * (size_t)val->rank);
+    cls = p->child_map[l][cls * AP_MAX_CHILDREN + i];
+    grp = ch[i];
+  }
+}
+
+static void print_devices(const ap_plan *p, FILE *out) {
+  for (int k = 0; k < p->dev.n_kinds; k++)
+    fprintf(out, "%s%s:%d", k ? "," : "", p->dev.kinds[k].name, p->dev.kinds[k].count);
+}
+
+ap_status ap_plan_print_table(const ap_graph *g, FILE *out) {
+  const ap_plan *p = g->plan;
+  if (!p)
+    return AP_ERR_USAGE;
+  int L = p->n_levels, name_w = 4, op_w = 2;
+  for (int v = 0; v < p->n_vertices; v++) {
+    const ap_node *n = &g->nodes[p->v[v].node];
+    int nl = (int)strlen(n->name), ol = (int)strlen(n->op_type);
+    name_w = nl > name_w ? nl : name_w;
+    op_w = ol > op_w ? ol : op_w;
+  }
+  fprintf(out, "plan: %s  strategy %s  cost %s  devices ", g->path,
+          ap_strategy_name(p->opts.strategy), p->opts.cost == AP_COST_PAPER ? "paper" : "time");
+  print_devices(p, out);
+  fprintf(out, " (%d devices, %d levels)\n", p->dev.n_devices, L);
+  fprintf(out, "%-*s  %-*s", name_w, "node", op_w, "op");
+  for (int l = 0; l < L; l++)
+    fprintf(out, "  L%-3d", l);
+  fprintf(out, "  %12s\n", "time_s");
+  for (int v = 0; v < p->n_vertices; v++) {
+    const ap_node *n = &g->nodes[p->v[v].node];
+    fprintf(out, "%-*s  %-*s", name_w, n->name, op_w, n->op_type);
+    for (int l = 0; l < L; l++)
+      fprintf(out, "  %-4s", state_name(p, v, l));
+    fprintf(out, "  %12.6e\n", p->row_time_s[v]);
+  }
+  fprintf(out, "step time: %.6e s (compute %.6e s, communication %.6e s)\n", p->step_time_s,
+          p->compute_time_s, p->comm_time_s);
+  fprintf(out, "communication: %.6e bytes (paper metric: %.6e elements)\n", p->comm_bytes,
+          p->paper_cost);
+  fprintf(out, "memory per device:");
+  for (int k = 0; k < p->dev.n_kinds; k++) {
+    double mx = 0;
+    for (int dv = 0; dv < p->dev.n_devices; dv++)
+      if (p->cls[L][p->dev_class[dv]].g.kind == k)
+        mx = p->class_mem[p->dev_class[dv]] > mx ? p->class_mem[p->dev_class[dv]] : mx;
+    fprintf(out, " %s %.6e bytes%s", p->dev.kinds[k].name, mx,
+            k + 1 < p->dev.n_kinds ? "," : "");
+  }
+  fprintf(out, "\noptimality: %s\n", p->optimality);
+  return ferror(out) ? AP_ERR_IO : AP_OK;
+}
+
+static void json_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(out, "\\u%04x", c);
+    else
+      fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
+  const ap_plan *p = g->plan;
+  if (!p)
+    return AP_ERR_USAGE;
+  int L = p->n_levels;
+  fprintf(out, "{\n  \"model\": ");
+  json_string(out, g->path);
+  fprintf(out, ",\n  \"strategy\": \"%s\",\n  \"cost\": \"%s\",\n  \"devices\": [",
+          ap_strategy_name(p->opts.strategy), p->opts.cost == AP_COST_PAPER ? "paper" : "time");
+  for (int k = 0; k < p->dev.n_kinds; k++) {
+    const ap_device_kind *dk = &p->dev.kinds[k];
+    fprintf(out, "%s{\"kind\": ", k ? ", " : "");
+    json_string(out, dk->name);
+    fprintf(out,
+            ", \"count\": %d, \"peak_flops\": %.6g, \"mem_bw_bytes_s\": %.6g, "
+            "\"mem_bytes\": %.6g, \"link_bw_bytes_s\": %.6g, \"link_latency_s\": %.6g}",
+            dk->count, dk->peak_flops, dk->mem_bw_bytes_s, dk->mem_bytes, dk->link_bw_bytes_s,
+            dk->link_latency_s);
+  }
+  fprintf(out,
+          "],\n  \"n_devices\": %d,\n  \"levels\": %d,\n  \"step_time_s\": %.9g,\n"
+          "  \"compute_time_s\": %.9g,\n  \"comm_time_s\": %.9g,\n  \"comm_bytes\": %.9g,\n"
+          "  \"paper_cost\": %.9g,\n  \"max_mem_bytes\": %.9g,\n  \"optimality\": ",
+          p->dev.n_devices, L, p->step_time_s, p->compute_time_s, p->comm_time_s,
+          p->comm_bytes, p->paper_cost, p->max_mem_bytes);
+  json_string(out, p->optimality);
+  fprintf(out, ",\n  \"device_mem_bytes\": [");
+  for (int dv = 0; dv < p->dev.n_devices; dv++)
+    fprintf(out, "%s%.9g", dv ? ", " : "", p->class_mem[p->dev_class[dv]]);
+  fprintf(out, "],\n  \"nodes\": [");
+  /* Every node the plan reaches, in graph order: vertices with their types
+   * or layouts, weightless chain nodes with the layout they carry. */
+  int *vertex_of = calloc((size_t)g->n_nodes + 1, sizeof(int));
+  int *chain_of = calloc((size_t)g->n_nodes + 1, sizeof(int));
+  if (!vertex_of || !chain_of) {
+    free(vertex_of);
+    free(chain_of);
+    return AP_ERR_NOMEM;
+  }
+  for (int v = 0; v < p->n_vertices; v++) {
+    vertex_of[p->v[v].node] = v + 1;
+    for (int k = 0; k < p->v[v].n_chain; k++) {
+      vertex_of[p->v[v].chain[k].node] = v + 1;
+      chain_of[p->v[v].chain[k].node] = k + 1;
+    }
+  }
+  bool first = true;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (!vertex_of[i])
+      continue;
+    int v = vertex_of[i] - 1;
+    const ap_chain_op *op = chain_of[i] ? &p->v[v].chain[chain_of[i] - 1] : NULL;
+    const ap_node *n = &g->nodes[i];
+    fprintf(out, "%s\n    {\"name\": ", first ? "" : ",");
+    first = false;
+    json_string(out, n->name);
+    fprintf(out, ", \"op\": ");
+    json_string(out, n->op_type);
+    if (!op) {
+      fprintf(out, ", \"%s\": [", p->v[v].join ? "layouts" : "types");
+      for (int l = 0; l < L; l++)
+        fprintf(out, "%s\"%s\"", l ? ", " : "", state_name(p, v, l));
+      fprintf(out, "], \"time_s\": %.9g", p->row_time_s[v]);
+    } else {
+      fprintf(out, ", \"carries\": ");
+      json_string(out, g->nodes[p->v[v].node].name);
+    }
+    int value = op ? op->out_value : p->v[v].port[0].value;
+    const ap_value *ov = &g->values[value], *pv = &g->values[p->v[v].port[0].value];
+    fprintf(out, ",\n     \"output\": ");
+    json_string(out, ov->name);
+    fprintf(out, ", \"boxes\": [");
+    for (int dv = 0; dv < p->dev.n_devices; dv++) {
+      int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK], olo[AP_MAX_RANK], ohi[AP_MAX_RANK];
+      ap_plan_device_box(p, g, v, 0, dv, lo, hi);
+      for (int d = 0; d < ov->rank; d++) {
+        olo[d] = op ? 0 : lo[d];
+        ohi[d] = op ? ov->dims[d] : hi[d];
+      }
+      /* A chain node holds the slab of the vertex's output along the
+       * dimensions it carries, scaled to its own size (Flatten's C to
+       * C*H*W); the others whole. */
+      for (int c = 0; op && c < 2; c++) {
+        int d = p->v[v].port[0].dim[c], o = op->out_map[c];
+        if (d < 0 || o < 0 || pv->dims[d] <= 0)
+          continue;
+        olo[o] = lo[d] * ov->dims[o] / pv->dims[d];
+        ohi[o] = hi[d] * ov->dims[o] / pv->dims[d];
+      }
+      fprintf(out, "%s[", dv ? ", " : "");
+      for (int d = 0; d < ov->rank; d++)
+        fprintf(out, "%s[%lld, %lld]", d ? ", " : "", (long long)olo[d], (long long)ohi[d]);
+      fputc(']', out);
+    }
+    fprintf(out, "]}");
+  }
+  free(vertex_of);
+  free(chain_of);
+  fprintf(out, "\n  ]\n}\n");
+  return ferror(out) ? AP_ERR_IO : AP_OK;
+}

@@ -1,0 +1,1 @@
+plan @SHARED@/onnx-tests/light/light_squeezenet.onnx --devices cpu:2 --strategy exhaustive

@@ -1,0 +1,1 @@
+plan @SOURCE@/tests/golden/models/small_cnn.onnx --batch 8

@@ -1,0 +1,1 @@
+plan @SHARED@/onnx-tests/light/light_squeezenet.onnx --devices tpuv3:2,tpuv2:2

@@ -1,0 +1,1 @@
+plan @SOURCE@/tests/golden/models/small_cnn.onnx --devices cpu:6 --batch 12 --strategy dp

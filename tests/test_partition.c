@@ -1,0 +1,739 @@
+#define _POSIX_C_SOURCE 200809L
+/* The partition pass: layouts and their conversion against the published
+ * tables, the device model, hand-computed costs, and the dynamic program
+ * against exhaustive enumeration on small graphs built in memory. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+/* ---- building graphs by hand (shapes set as inference would) ---- */
+
+static ap_graph *G;
+static int counter;
+
+static int mkvalue(const char *name, ap_value_kind kind, int rank, const int64_t *dims) {
+  int v = ap_graph_add_value(G, name, kind);
+  cr_assert(v >= 0);
+  G->values[v].dtype = AP_DT_FLOAT;
+  G->values[v].rank = rank;
+  for (int i = 0; i < rank; i++)
+    G->values[v].dims[i] = dims[i];
+  return v;
+}
+
+static int input(int rank, const int64_t *dims) {
+  int v = mkvalue("x", AP_VAL_INPUT, rank, dims);
+  cr_assert(ap_graph_add_input(G, v));
+  return v;
+}
+
+static int weight(int rank, const int64_t *dims) {
+  char name[32];
+  snprintf(name, sizeof name, "w%d", counter++);
+  return mkvalue(name, AP_VAL_WEIGHT, rank, dims);
+}
+
+/* A node with the given inputs and one output of the given shape. */
+static int mknode(const char *op, int n_in, const int *in, int rank, const int64_t *dims,
+                  int n_attr) {
+  char name[32], out[32];
+  snprintf(name, sizeof name, "%s_%d", op, counter);
+  snprintf(out, sizeof out, "t%d", counter++);
+  int n = ap_graph_add_node(G, name, "", op, n_in, 1, n_attr);
+  cr_assert(n >= 0);
+  G->nodes[n].n_attr = 0; /* room for n_attr; set_int fills them */
+  for (int i = 0; i < n_in; i++)
+    G->nodes[n].in[i] = in[i];
+  int v = mkvalue(out, AP_VAL_NODE, rank, dims);
+  G->nodes[n].out[0] = v;
+  G->values[v].producer = n;
+  return v;
+}
+
+static void set_int(int value, const char *name, int64_t x) {
+  ap_node *n = &G->nodes[G->values[value].producer];
+  n->attr[n->n_attr].name = name;
+  n->attr[n->n_attr].type = AP_ATTR_INT;
+  n->attr[n->n_attr++].i = x;
+}
+
+static const int64_t *dims_of(int v) { return G->values[v].dims; }
+
+static int conv(int x, int64_t cout, int64_t k, int64_t stride, int64_t pad) {
+  const int64_t *d = dims_of(x);
+  int64_t wd[4] = {cout, d[1], k, k};
+  int w = weight(4, wd);
+  int64_t h = (d[2] + 2 * pad - k) / stride + 1, wi = (d[3] + 2 * pad - k) / stride + 1;
+  int64_t od[4] = {d[0], cout, h, wi};
+  int in[2] = {x, w};
+  return mknode("Conv", 2, in, 4, od, 1);
+}
+
+static int gemm(int x, int64_t n_out) {
+  int64_t wd[2] = {dims_of(x)[1], n_out}, od[2] = {dims_of(x)[0], n_out};
+  int in[2] = {x, weight(2, wd)};
+  return mknode("Gemm", 2, in, 2, od, 0);
+}
+
+static int unary(const char *op, int x) {
+  return mknode(op, 1, &x, G->values[x].rank, dims_of(x), 0);
+}
+
+static int batchnorm(int x) {
+  int64_t c = dims_of(x)[1];
+  int in[5] = {x, weight(1, &c), weight(1, &c), weight(1, &c), weight(1, &c)};
+  return mknode("BatchNormalization", 5, in, 4, dims_of(x), 0);
+}
+
+static int maxpool(int x, int64_t k, int64_t stride, int64_t pad) {
+  const int64_t *d = dims_of(x);
+  int64_t od[4] = {d[0], d[1], (d[2] + 2 * pad - k) / stride + 1,
+                   (d[3] + 2 * pad - k) / stride + 1};
+  return mknode("MaxPool", 1, &x, 4, od, 0);
+}
+
+static int gap(int x) {
+  int64_t od[4] = {dims_of(x)[0], dims_of(x)[1], 1, 1};
+  return mknode("GlobalAveragePool", 1, &x, 4, od, 0);
+}
+
+static int flatten(int x) {
+  const int64_t *d = dims_of(x);
+  int64_t od[2] = {d[0], d[1] * d[2] * d[3]};
+  return mknode("Flatten", 1, &x, 2, od, 0);
+}
+
+static int add(int a, int b) {
+  int in[2] = {a, b};
+  return mknode("Add", 2, in, 4, dims_of(a), 0);
+}
+
+static int concat(int n, const int *in) {
+  int64_t od[4];
+  memcpy(od, dims_of(in[0]), sizeof od);
+  od[1] = 0;
+  for (int i = 0; i < n; i++)
+    od[1] += dims_of(in[i])[1];
+  int v = mknode("Concat", n, in, 4, od, 1);
+  set_int(v, "axis", 1);
+  return v;
+}
+
+static void finish_graph(int out) {
+  cr_assert(ap_graph_add_output(G, out));
+  G->opset = 13;
+}
+
+static void build_mlp(int64_t batch) {
+  int64_t d[2] = {batch, 784};
+  int x = input(2, d);
+  x = unary("Relu", gemm(x, 256));
+  x = unary("Relu", gemm(x, 128));
+  finish_graph(gemm(x, 10));
+}
+
+static void build_lenet(int64_t batch) {
+  int64_t d[4] = {batch, 1, 28, 28};
+  int x = input(4, d);
+  x = maxpool(unary("Relu", conv(x, 6, 5, 1, 2)), 2, 2, 0);
+  x = maxpool(unary("Relu", conv(x, 16, 5, 1, 0)), 2, 2, 0);
+  x = flatten(x);
+  x = unary("Relu", gemm(x, 120));
+  x = unary("Relu", gemm(x, 84));
+  finish_graph(gemm(x, 10));
+}
+
+/* A ResNet basic block after a stem convolution; with projection, the block
+ * halves the resolution and its shortcut is a 1x1 strided convolution. */
+static void build_resblock(int64_t batch, bool projection) {
+  int64_t d[4] = {batch, 3, 32, 32};
+  int x = input(4, d);
+  x = unary("Relu", batchnorm(conv(x, 64, 3, 1, 1)));
+  int64_t stride = projection ? 2 : 1, width = projection ? 128 : 64;
+  int y = unary("Relu", batchnorm(conv(x, width, 3, stride, 1)));
+  y = batchnorm(conv(y, width, 3, 1, 1));
+  int shortcut = projection ? batchnorm(conv(x, width, 1, 2, 0)) : x;
+  y = unary("Relu", add(y, shortcut));
+  finish_graph(gemm(flatten(gap(y)), 10));
+}
+
+static void build_inception(int64_t batch) {
+  int64_t d[4] = {batch, 3, 28, 28};
+  int x = unary("Relu", conv(input(4, d), 192, 3, 1, 1));
+  int b[4];
+  b[0] = unary("Relu", conv(x, 64, 1, 1, 0));
+  b[1] = unary("Relu", conv(unary("Relu", conv(x, 96, 1, 1, 0)), 128, 3, 1, 1));
+  b[2] = unary("Relu", conv(unary("Relu", conv(x, 16, 1, 1, 0)), 32, 5, 1, 2));
+  b[3] = unary("Relu", conv(maxpool(x, 3, 1, 1), 32, 1, 1, 0));
+  finish_graph(gemm(flatten(gap(concat(4, b))), 10));
+}
+
+static void new_graph(void) {
+  G = ap_graph_new("mem.onnx");
+  cr_assert(G);
+  counter = 0;
+}
+
+static void drop_graph(void) {
+  ap_graph_free(G);
+  G = NULL;
+}
+
+/* A device file with round figures, so hand-computed costs stay readable. */
+static ap_device_kind round_kind(const char *name, double peak) {
+  ap_device_kind k = {.peak_flops = peak, .mem_bw_bytes_s = 1e9, .mem_bytes = 1e12,
+                      .link_bw_bytes_s = 1e9, .link_latency_s = 1e-6, .count = 1};
+  snprintf(k.name, sizeof k.name, "%s", name);
+  return k;
+}
+
+static ap_devices array_of(int n, const ap_device_kind *kinds) {
+  ap_devices dv = {.n_kinds = n};
+  for (int i = 0; i < n; i++) {
+    dv.kinds[i] = kinds[i];
+    dv.n_devices += kinds[i].count;
+  }
+  return dv;
+}
+
+static ap_plan_summary plan(const ap_devices *dv, ap_strategy s, ap_cost_mode cost) {
+  ap_plan_opts o = {.devices = dv, .strategy = s, .cost = cost};
+  ap_diag d = {0};
+  ap_status st = ap_partition(G, &o, &d);
+  cr_assert_eq(st, AP_OK, "%s", d.message);
+  ap_plan_summary sum;
+  cr_assert(ap_plan_get(G, &sum));
+  return sum;
+}
+
+/* ---- layouts: the published tables ---- */
+
+/* Layouts of one level of two groups at ratio 1/2, tensors of rows B and
+ * columns C (an activation F or its error E, 16 x 8 elements of 1 byte). */
+static ap_layout split(int dim) {
+  ap_layout l = {.kind = AP_LAYOUT_SPLIT, .dim = dim, .ratio = {0.5, 0.5}};
+  return l;
+}
+static const ap_layout repl = {.kind = AP_LAYOUT_REPLICATED};
+static const ap_layout partial = {.kind = AP_LAYOUT_PARTIAL};
+
+static double per_device(const ap_layout *from, const ap_layout *to) {
+  int64_t box[2] = {16, 8};
+  ap_exchange x;
+  ap_layout_convert(2, box, 1, 2, from, to, &x);
+  cr_assert_eq(x.send_bytes[0] + x.allreduce_bytes[0], x.send_bytes[1] + x.allreduce_bytes[1],
+               "two groups at ratio 1/2 are symmetric");
+  return x.send_bytes[0] + x.allreduce_bytes[0];
+}
+
+Test(layout, published_inter_layer_table) {
+  /* A layer of type I splits its input F and its input error E by rows
+   * (batch), type II by columns (its input features), type III needs F
+   * whole and produces E whole (after its all-reduce). The previous
+   * layer's output (after its own all-reduce) is: I by rows, II whole,
+   * III by columns. DESIGN.md's table, A(F) = A(E) = 128 bytes:
+   *   prev\this  I            II           III
+   *   I          0            (A(F)+A(E))/4  A(F)/2
+   *   II         A(E)/2       A(E)/2       0
+   *   III        (A(F)+A(E))/4  0          A(F)/2                      */
+  ap_layout out[3] = {split(0), repl, split(1)}; /* previous layer's output, by type */
+  ap_layout in[3] = {split(0), split(1), repl};  /* this layer's input, by type */
+  double A = 128;
+  double expect[3][3] = {{0, (A + A) / 4, A / 2}, {A / 2, A / 2, 0}, {(A + A) / 4, 0, A / 2}};
+  for (int prev = 0; prev < 3; prev++)
+    for (int cur = 0; cur < 3; cur++) {
+      double f = per_device(&out[prev], &in[cur]); /* F forward */
+      double e = per_device(&in[cur], &out[prev]); /* E backward */
+      cr_expect_eq(f + e, expect[prev][cur], "prev %d this %d: %g, expected %g", prev + 1,
+                   cur + 1, f + e, expect[prev][cur]);
+    }
+}
+
+Test(layout, published_intra_layer_table) {
+  /* Partial sums resolved among two groups: each sends the whole tensor
+   * once (A(dW) for I, A(F[l+1]) for II, A(E[l]) for III). */
+  cr_expect_eq(per_device(&partial, &repl), 128);
+  cr_expect_eq(per_device(&partial, &(ap_layout){split(0).kind, 0, {0.5, 0.5}}), 128);
+}
+
+Test(layout, the_plans_own_layouts_give_the_published_tables) {
+  /* The same tables through the cost model's own code: two Gemm layers
+   * (input 16x8, weights 8x8) planned on two devices at ratio 1/2; the edge
+   * between them converts F (16x8 floats: A(F) = A(E) = 512 bytes)
+   * forward and E backward, and each layer's all-reduce is A(dW) = 256
+   * bytes for I, A(F[l+1]) = 512 for II, A(E[l]) = 512 for III. */
+  new_graph();
+  int64_t d[2] = {16, 8};
+  finish_graph(gemm(gemm(input(2, d), 8), 8));
+  ap_devices dv;
+  ap_diag dg = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &dg), AP_OK);
+  plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_PAPER);
+  const ap_plan *p = G->plan;
+  cr_assert_eq(p->n_vertices, 2);
+  cr_assert_eq(p->n_edges, 1);
+  const ap_class *root = &p->cls[0][0];
+  double half[AP_MAX_CHILDREN] = {0.5, 0.5}, A = 512;
+  double expect[3][3] = {{0, (A + A) / 4, A / 2}, {A / 2, A / 2, 0}, {(A + A) / 4, 0, A / 2}};
+  for (int prev = 0; prev < 3; prev++)
+    for (int cur = 0; cur < 3; cur++) {
+      ap_exchange fwd, bwd;
+      ap_plan_edge_exchange(p, G, root, 0, prev, cur, half, half, &fwd, &bwd);
+      cr_expect_eq(fwd.allreduce_bytes[0] + bwd.allreduce_bytes[0], 0);
+      cr_expect_eq(fwd.send_bytes[0] + bwd.send_bytes[0], expect[prev][cur],
+                   "prev %d this %d: %g, expected %g", prev + 1, cur + 1,
+                   fwd.send_bytes[0] + bwd.send_bytes[0], expect[prev][cur]);
+      cr_expect_eq(fwd.send_bytes[0] + bwd.send_bytes[0], fwd.send_bytes[1] + bwd.send_bytes[1]);
+    }
+  double intra[3] = {256, 512, 512};
+  for (int s = 0; s < 3; s++) {
+    ap_exchange x;
+    ap_plan_intra_exchange(p, G, root, 1, s, &x);
+    cr_expect_eq(x.allreduce_bytes[0], intra[s], "type %d: %g", s + 1, x.allreduce_bytes[0]);
+  }
+  drop_graph();
+}
+
+Test(layout, shares_are_whole_and_sum) {
+  int64_t s[AP_MAX_CHILDREN];
+  ap_layout_shares(10, 3, (double[]){1 / 3.0, 1 / 3.0, 1 / 3.0}, s);
+  cr_expect(s[0] == 4 && s[1] == 3 && s[2] == 3, "%lld %lld %lld", (long long)s[0],
+            (long long)s[1], (long long)s[2]);
+  ap_layout_shares(7, 2, (double[]){0.73, 0.27}, s); /* 5.11, 1.89: the remainder to 1.89 */
+  cr_expect(s[0] == 5 && s[1] == 2);
+  ap_layout_shares(1, 2, (double[]){0.5, 0.5}, s); /* fewer indices than children */
+  cr_expect(s[0] + s[1] == 1 && s[0] >= 0 && s[1] >= 0);
+  for (int64_t n = 0; n < 50; n++) {
+    ap_layout_shares(n, 5, (double[]){0.1, 0.2, 0.3, 0.15, 0.25}, s);
+    cr_expect_eq(s[0] + s[1] + s[2] + s[3] + s[4], n);
+  }
+}
+
+Test(layout, uneven_ratios_move_the_difference) {
+  /* Rows split 12/4 converted to 8/8: child 0 sends rows 8..11 (4 rows of
+   * 8 bytes) to child 1, child 1 sends nothing. */
+  ap_layout a = {.kind = AP_LAYOUT_SPLIT, .dim = 0, .ratio = {0.75, 0.25}}, b = split(0);
+  int64_t box[2] = {16, 8};
+  ap_exchange x;
+  ap_layout_convert(2, box, 1, 2, &a, &b, &x);
+  cr_expect_eq(x.pair_bytes[0][1], 32);
+  cr_expect_eq(x.pair_bytes[1][0], 0);
+  cr_expect_eq(x.messages[0], 1);
+  cr_expect_eq(x.messages[1], 0);
+}
+
+/* ---- devices and levels ---- */
+
+Test(devices, presets_and_specs) {
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("tpuv3:64,tpuv2:64", &dv, &d), AP_OK, "%s", d.message);
+  cr_expect_eq(dv.n_kinds, 2);
+  cr_expect_eq(dv.n_devices, 128);
+  cr_expect_eq(dv.kinds[0].peak_flops, 123e12);
+  cr_expect_eq(ap_devices_levels(&dv), 7); /* kinds, then 64 = 2^6 */
+  cr_assert_eq(ap_devices_parse("cpu:6", &dv, &d), AP_OK);
+  cr_expect_eq(ap_devices_levels(&dv), 2); /* 6 = 2 x 3 */
+  cr_assert_eq(ap_devices_parse("eyeriss:1", &dv, &d), AP_OK);
+  cr_expect_eq(ap_devices_levels(&dv), 0);
+  cr_assert_eq(ap_devices_parse("cpu:1024", &dv, &d), AP_OK);
+  cr_expect_eq(ap_devices_levels(&dv), 10);
+  cr_assert_eq(ap_devices_parse("cpu:37", &dv, &d), AP_OK); /* prime: uneven halves */
+  ap_group root = ap_group_root(&dv), ch[AP_MAX_CHILDREN];
+  cr_expect_eq(ap_group_children(&dv, &root, ch), 2);
+  cr_expect(ch[0].count == 19 && ch[1].count == 18);
+  ap_diag e = {0};
+  cr_expect_eq(ap_devices_parse("tpuv9:2", &dv, &e), AP_ERR_USAGE);
+  cr_expect(strstr(e.message, "tpuv9"));
+  ap_diag f = {0};
+  cr_expect_eq(ap_devices_parse("cpu:0", &dv, &f), AP_ERR_USAGE);
+}
+
+Test(devices, device_file) {
+  char path[] = "/tmp/accpar_devXXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "# a made-up accelerator\nname = toy\npeak_flops = 2e12\nmem_bw_bytes_s = 1e11\n"
+             "mem_bytes = 1e9\nlink_bw_bytes_s = 1e10\nlink_latency_s = 2e-6\n");
+  fclose(f);
+  char spec[64];
+  snprintf(spec, sizeof spec, "%s:4,cpu:2", path);
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK, "%s", d.message);
+  cr_expect_str_eq(dv.kinds[0].name, "toy");
+  cr_expect_eq(dv.kinds[0].peak_flops, 2e12);
+  cr_expect_eq(dv.kinds[0].count, 4);
+  f = fopen(path, "w");
+  fprintf(f, "name = toy\npeak_flops = fast\n");
+  fclose(f);
+  ap_diag e = {0};
+  cr_expect_eq(ap_devices_parse(spec, &dv, &e), AP_ERR_PARSE);
+  cr_expect(strstr(e.message, "peak_flops"), "%s", e.message);
+  remove(path);
+}
+
+/* ---- hand-computed costs ---- */
+
+Test(cost, one_layer_data_parallel_homogeneous) {
+  /* Gemm 8x16 . 16x4 on two devices of 1 GFLOP/s, links of 1 GB/s and
+   * 1 us. The first layer has no input error: forward and gradient only,
+   * 2 x 2 x 8 x 16 x 4 = 2048 FLOP, half each: 1.024e-6 s. Type I all-
+   * reduces dW (16 x 4 floats = 256 bytes): each device sends 2(k-1)/k x
+   * 256 = 256 bytes in 2 messages: 2.56e-7 + 2e-6 s. Step: 3.28e-6 s. */
+  new_graph();
+  int64_t d[2] = {8, 16};
+  finish_graph(gemm(input(2, d), 4));
+  ap_device_kind k = round_kind("toy", 1e9);
+  k.count = 2;
+  ap_devices dv = array_of(1, &k);
+  ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
+  cr_expect_float_eq(s.step_time_s, 1.024e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g", s.step_time_s);
+  cr_expect_float_eq(s.comm_bytes, 512, 1e-9, "%.9g", s.comm_bytes);
+  /* Memory: the 256-byte weight and its gradient, and the 4 x 16 floats of
+   * input kept for the gradient: 768 bytes per device. */
+  cr_expect_float_eq(s.max_mem_bytes, 768, 1e-9);
+  cr_expect_eq(G->nodes[0].n_types, 1);
+  cr_expect_eq(G->nodes[0].types[0], 1);
+  drop_graph();
+}
+
+Test(cost, two_levels_add_their_all_reduces) {
+  /* The same Gemm on four 1 GFLOP/s devices: two levels of two. Data
+   * parallelism computes 2048/4 FLOP per device (5.12e-7 s). Level 0: the
+   * two groups all-reduce the 256-byte gradient, each group sending 256
+   * bytes spread over its 2 devices (128 bytes, 1.28e-7 s) in 2 messages
+   * (2e-6 s); level 1: inside each group, each device sends 256 bytes
+   * (2.56e-7 s) in 2 messages (2e-6 s). Step: 4.896e-6 s. Bytes sent:
+   * 2 x 256 at level 0 and 4 x 256 at level 1. */
+  new_graph();
+  int64_t d[2] = {8, 16};
+  finish_graph(gemm(input(2, d), 4));
+  ap_device_kind k = round_kind("toy", 1e9);
+  k.count = 4;
+  ap_devices dv = array_of(1, &k);
+  ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
+  cr_expect_eq(s.n_levels, 2);
+  cr_expect_float_eq(s.step_time_s, 5.12e-7 + 1.28e-7 + 2e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g",
+                     s.step_time_s);
+  cr_expect_float_eq(s.comm_bytes, 1536, 1e-9, "%.9g", s.comm_bytes);
+  cr_expect_float_eq(s.compute_time_s, 5.12e-7, 1e-15);
+  drop_graph();
+}
+
+Test(cost, one_layer_heterogeneous_ratios) {
+  /* The same Gemm on a 3 GFLOP/s and a 1 GFLOP/s device. Data parallelism
+   * splits by device count, 4 rows each: the slow device computes 1024
+   * FLOP in 1.024e-6 s; plus the 256-byte all-reduce (2.56e-7 + 2e-6 s).
+   * AccPar balances: with equal links the all-reduce times are equal, so
+   * the ratio is 3:1, 6 and 2 rows, 1536/3e9 = 512/1e9 = 5.12e-7 s, and
+   * type I costs 5.12e-7 + 2.256e-6. Type II (split the 16 input columns
+   * 12/4, all-reduce the 8x4 output: 128 bytes) costs 5.12e-7 + 1.28e-7 +
+   * 2e-6, which is less; type III (split the 4 output columns 3/1, no
+   * input error to reduce) costs 3 columns: 1536/3e9 = 5.12e-7 and no
+   * communication. AccPar must find type III at 5.12e-7 s. */
+  new_graph();
+  int64_t d[2] = {8, 16};
+  finish_graph(gemm(input(2, d), 4));
+  ap_device_kind k[2] = {round_kind("fast", 3e9), round_kind("slow", 1e9)};
+  ap_devices dv = array_of(2, k);
+  ap_plan_summary dp = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
+  cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g", dp.step_time_s);
+  ap_plan_summary ap = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
+  cr_expect_float_eq(ap.step_time_s, 5.12e-7, 1e-15, "%.9g", ap.step_time_s);
+  cr_expect_eq(G->nodes[0].types[0], 3);
+  drop_graph();
+}
+
+Test(cost, paper_mode_counts_elements) {
+  /* MLP 784-256-128-10 at batch 64 on two devices, HyPar's metric: with
+   * {I, II} and ratio 1/2 the cheapest plan of the 3-layer MLP is known
+   * from the tables: all type I costs A(dW) per layer = 784*256 + 256*128
+   * + 128*10 elements; any type II layer costs its A(F[l+1]) plus
+   * conversions. The DP's choice must not cost more than all-I. */
+  new_graph();
+  build_mlp(64);
+  ap_device_kind k = round_kind("toy", 1e9);
+  k.count = 2;
+  ap_devices dv = array_of(1, &k);
+  ap_plan_summary dp = plan(&dv, AP_STRATEGY_DP, AP_COST_PAPER);
+  cr_expect_float_eq(dp.paper_cost, 784.0 * 256 + 256 * 128 + 128 * 10, 1e-6, "%.9g",
+                     dp.paper_cost);
+  ap_plan_summary hy = plan(&dv, AP_STRATEGY_HYPAR, AP_COST_PAPER);
+  cr_expect(hy.paper_cost <= dp.paper_cost);
+  /* Hand check of HyPar's optimum, per device, from the tables (A(F) and
+   * A(E) of a layer's input are equal here). Layer 1 (input 64x784 from
+   * the graph, output 64x256): I costs A(dW) = 200704, II A(F2) = 16384.
+   * Layer 2 (input 64x256, output 64x128): I costs 32768, II 8192; after
+   * a II layer, II->II converts A(E)/2 = 8192 and II->I also 8192. Layer 3
+   * (input 64x128, output 64x10): I costs 1280, II 640; after II either
+   * conversion is 64*128/2 = 4096. Best: II, II, II = 16384 + (8192 +
+   * 8192) + (640 + 4096) = 37504; II, II, I would be 38144. */
+  cr_expect_float_eq(hy.paper_cost, 16384.0 + 8192 + 8192 + 640 + 4096, 1e-6, "%.9g",
+                     hy.paper_cost);
+  for (int i = 0; i < G->n_nodes; i++)
+    if (G->nodes[i].n_types)
+      cr_expect_eq(G->nodes[i].types[0], 2, "%s", G->nodes[i].name);
+  drop_graph();
+}
+
+/* ---- the dynamic program against every assignment ---- */
+
+typedef void (*builder)(int64_t);
+static void build_res_id(int64_t b) { build_resblock(b, false); }
+static void build_res_proj(int64_t b) { build_resblock(b, true); }
+
+static void dp_equals_exhaustive(builder build, const char *spec) {
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK);
+  new_graph();
+  build(32);
+  ap_plan_summary ex = plan(&dv, AP_STRATEGY_EXHAUSTIVE, AP_COST_TIME);
+  uint8_t ex_types[256];
+  int n = 0;
+  for (int i = 0; i < G->n_nodes; i++)
+    if (G->nodes[i].n_types)
+      ex_types[n++] = G->nodes[i].types[0];
+  ap_plan_summary ap = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
+  cr_expect_float_eq(ap.step_time_s, ex.step_time_s, 1e-12 * ex.step_time_s,
+                     "%s on %s: DP %.12g, exhaustive %.12g", G->path, spec, ap.step_time_s,
+                     ex.step_time_s);
+  cr_expect_str_eq(ap.optimality, "exact");
+  ap_plan_summary dp = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
+  cr_expect(ap.step_time_s <= dp.step_time_s * (1 + 1e-12));
+  (void)ex_types;
+  drop_graph();
+}
+
+Test(search, dp_equals_exhaustive_mlp) {
+  dp_equals_exhaustive(build_mlp, "tpuv3:1,tpuv2:1");
+  dp_equals_exhaustive(build_mlp, "cpu:3");
+}
+Test(search, dp_equals_exhaustive_lenet) { dp_equals_exhaustive(build_lenet, "tpuv3:1,tpuv2:1"); }
+Test(search, dp_equals_exhaustive_resnet_block) {
+  dp_equals_exhaustive(build_res_id, "tpuv3:1,tpuv2:1");
+  dp_equals_exhaustive(build_res_proj, "tpuv3:1,tpuv2:1");
+}
+Test(search, dp_equals_exhaustive_inception) {
+  dp_equals_exhaustive(build_inception, "tpuv3:1,tpuv2:1");
+}
+
+Test(search, exhaustive_refuses_politely) {
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &d), AP_OK);
+  new_graph();
+  build_inception(8);
+  ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_EXHAUSTIVE, .exhaustive_max = 100};
+  cr_expect_eq(ap_partition(G, &o, &d), AP_ERR_UNSUPPORTED);
+  cr_expect(strstr(d.message, "--strategy accpar"), "%s", d.message);
+  drop_graph();
+}
+
+/* Random cost graphs, series-parallel and not, solved by elimination and
+ * conditioning against enumeration. */
+Test(search, solver_matches_enumeration_on_random_graphs) {
+  srand(7);
+  ap_arena *a = ap_arena_new();
+  int exact = 0;
+  for (int trial = 0; trial < 200; trial++) {
+    int n = 2 + rand() % 9, m = 0;
+    uint8_t allowed[16];
+    double unary[16][3];
+    int ends[64][2];
+    double pair[64][3][3];
+    for (int v = 0; v < n; v++) {
+      allowed[v] = (uint8_t)(1 + rand() % 7);
+      for (int s = 0; s < 3; s++)
+        unary[v][s] = rand() % 100;
+    }
+    for (int u = 0; u < n; u++)
+      for (int v = u + 1; v < n; v++)
+        if (rand() % 100 < (trial % 2 ? 60 : 25) && m < 64) {
+          ends[m][0] = u;
+          ends[m][1] = v;
+          for (int x = 0; x < 3; x++)
+            for (int y = 0; y < 3; y++)
+              pair[m][x][y] = rand() % 100;
+          m++;
+        }
+    ap_search_problem pr = {n, m, allowed, (const double(*)[3])unary,
+                            (const int(*)[2])ends, (const double(*)[3][3])pair};
+    uint8_t s1[16], s2[16];
+    double c1, c2;
+    long visited;
+    const char *opt;
+    cr_assert_eq(ap_search_solve(&pr, a, s1, &c1, &opt), AP_OK);
+    cr_assert_eq(ap_search_exhaustive(&pr, 1000000, s2, &c2, &visited), AP_OK);
+    /* Sparse graphs must solve exactly; dense ones exactly when the
+     * solver says so, and never below the true minimum. */
+    if (trial % 2 == 0)
+      cr_expect_str_eq(opt, "exact", "trial %d", trial);
+    if (strcmp(opt, "exact") == 0)
+      cr_expect_eq(c1, c2, "trial %d (n %d, m %d): %g vs %g", trial, n, m, c1, c2);
+    else
+      cr_expect(c1 >= c2);
+    cr_expect_eq(ap_search_cost(&pr, s1), c1, "trial %d: the assignment matches its cost", trial);
+    exact += strcmp(opt, "exact") == 0;
+    for (int v = 0; v < n; v++)
+      cr_expect(allowed[v] >> s1[v] & 1);
+  }
+  cr_expect_gt(exact, 150, "conditioning keeps most dense graphs exact: %d of 200", exact);
+  ap_arena_free(a);
+}
+
+/* ---- whole plans ---- */
+
+Test(plan, every_device_count_plans) {
+  for (int n = 1; n <= 12; n++) {
+    char spec[32];
+    snprintf(spec, sizeof spec, "cpu:%d", n);
+    ap_devices dv;
+    ap_diag d = {0};
+    cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK);
+    new_graph();
+    build_lenet(10);
+    ap_plan_summary s = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
+    cr_expect(s.step_time_s > 0 && isfinite(s.step_time_s), "%d devices", n);
+    cr_expect_eq(s.n_levels, ap_devices_levels(&dv));
+    /* Every device's box of the first layer's output covers the batch
+     * exactly once under data parallelism. */
+    plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
+    const ap_plan *p = G->plan;
+    int64_t rows = 0;
+    for (int dev = 0; dev < n; dev++) {
+      int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
+      ap_plan_device_box(p, G, 0, 0, dev, lo, hi);
+      rows += hi[0] - lo[0];
+    }
+    cr_expect_eq(rows, 10, "%d devices: %lld rows", n, (long long)rows);
+    drop_graph();
+  }
+}
+
+Test(plan, memory_limit_rejects) {
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &d), AP_OK);
+  new_graph();
+  build_mlp(64);
+  ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_DP, .mem_limit_bytes = 1000};
+  cr_expect_eq(ap_partition(G, &o, &d), AP_ERR_INVALID);
+  cr_expect(strstr(d.message, "mem.onnx") && strstr(d.message, "bytes"), "%s", d.message);
+  drop_graph();
+}
+
+Test(plan, memory_limit_steers_the_search) {
+  /* The unconstrained plan of the MLP keeps M bytes on a device; under a
+   * limit slightly below M the search prices memory and finds a plan that
+   * fits (the 784x256 weights split instead of replicated), and says that
+   * it is no longer exact. */
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &d), AP_OK);
+  new_graph();
+  build_mlp(64);
+  ap_plan_summary free_plan = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
+  ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR,
+                    .mem_limit_bytes = free_plan.max_mem_bytes * 0.98};
+  cr_assert_eq(ap_partition(G, &o, &d), AP_OK, "%s", d.message);
+  ap_plan_summary fit;
+  cr_assert(ap_plan_get(G, &fit));
+  cr_expect_leq(fit.max_mem_bytes, o.mem_limit_bytes);
+  cr_expect(fit.step_time_s >= free_plan.step_time_s);
+  cr_expect(strncmp(fit.optimality, "bounded: memory", 15) == 0, "%s", fit.optimality);
+  drop_graph();
+}
+
+/* ---- real models through the frontend and the pipeline ---- */
+
+Test(plan, light_models_plan_with_every_strategy, .timeout = 300) {
+  static const char *const models[] = {"bvlc_alexnet", "densenet121", "inception_v1",
+                                       "inception_v2", "resnet50",    "shufflenet",
+                                       "squeezenet",   "vgg19",       "zfnet512"};
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("tpuv3:4,tpuv2:4", &dv, &d), AP_OK);
+  for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/onnx-tests/light/light_%s.onnx", ACCPAR_SHARED_DIR,
+             models[m]);
+    ap_graph *g = NULL;
+    cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+    cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+    double dp_time = 0;
+    for (int s = AP_STRATEGY_DP; s <= AP_STRATEGY_ACCPAR; s++) {
+      ap_plan_opts o = {.devices = &dv, .strategy = (ap_strategy)s};
+      cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s with %s: %s", models[m],
+                   ap_strategy_name((ap_strategy)s), d.message);
+      ap_plan_summary sum;
+      cr_assert(ap_plan_get(g, &sum));
+      cr_expect(sum.step_time_s > 0 && isfinite(sum.step_time_s));
+      cr_expect_str_eq(sum.optimality, "exact", "%s: series-parallel", models[m]);
+      if (s == AP_STRATEGY_DP)
+        dp_time = sum.step_time_s;
+      /* Every layer node carries one type per level. */
+      for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].n_types)
+          cr_expect_eq(g->nodes[i].n_types, sum.n_levels);
+    }
+    ap_plan_summary acc;
+    ap_plan_get(g, &acc);
+    cr_expect_leq(acc.step_time_s, dp_time * 1.000001, "%s: accpar %g, dp %g", models[m],
+                  acc.step_time_s, dp_time);
+    ap_graph_free(g);
+  }
+}
+
+/* The zoo's small models, written by accpar-zoo and read back through the
+ * frontend: the dynamic program equals every assignment. */
+Test(search, dp_equals_exhaustive_on_zoo_files, .timeout = 300) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  FILE *probe = fopen(zoo, "rb");
+  if (!probe)
+    cr_skip_test("%s is not built", zoo);
+  fclose(probe);
+  char dir[] = "/tmp/accpar_zooXXXXXX";
+  cr_assert(mkdtemp(dir));
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 16 -o %s mlp lenet5 resnet_block "
+                            "inception_block >/dev/null", zoo, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  static const char *const models[] = {"mlp", "lenet5", "resnet_block", "inception_block"};
+  static const char *const specs[] = {"tpuv3:1,tpuv2:1", "cpu:3", "tpuv3:1,tpuv2:1,eyeriss:1"};
+  for (size_t m = 0; m < 4; m++)
+    for (size_t k = 0; k < 3; k++) {
+      char path[600];
+      snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
+      ap_diag d = {0};
+      ap_devices dv;
+      cr_assert_eq(ap_devices_parse(specs[k], &dv, &d), AP_OK);
+      ap_graph *g = NULL;
+      cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+      cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+      ap_plan_summary ex, ap;
+      ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_EXHAUSTIVE};
+      cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+      ap_plan_get(g, &ex);
+      o.strategy = AP_STRATEGY_ACCPAR;
+      cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+      ap_plan_get(g, &ap);
+      cr_expect_eq(ex.n_levels, 1);
+      cr_expect_float_eq(ap.step_time_s, ex.step_time_s, 1e-12 * ex.step_time_s,
+                         "%s on %s: DP %.12g, exhaustive %.12g", models[m], specs[k],
+                         ap.step_time_s, ex.step_time_s);
+      ap_graph_free(g);
+    }
+  for (size_t m = 0; m < 4; m++) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
+    remove(path);
+  }
+  remove(dir);
+}

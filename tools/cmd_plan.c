@@ -1,0 +1,213 @@
+/* accparc plan    MODEL.onnx --devices SPEC [--strategy S] [--batch N]
+ *                            [--cost time|paper] [--mem-limit BYTES] [--format table|json]
+ * accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]
+ * Load, bind, run the pipeline, partition, print. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accpar/plan.h"
+#include "tools/commands.h"
+
+static const char plan_usage[] =
+    "usage: accparc plan MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "                               [--cost time|paper] [--mem-limit BYTES]\n"
+    "                               [--format table|json]\n"
+    "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
+    "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
+    "  --batch N        bind the batch dimension\n"
+    "  --cost C         time (default): predicted seconds; paper: elements at ratio 1/2\n"
+    "  --mem-limit B    bytes per device (default: each device's capacity)\n"
+    "  --format F       table (default) or json\n";
+
+static const char compare_usage[] =
+    "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]\n"
+    "  plans with dp, owt, hypar and accpar and prints them side by side\n";
+
+typedef struct plan_args {
+  const char *model, *devices, *format;
+  ap_plan_opts opts;
+  int64_t batch;
+} plan_args;
+
+static int parse(const char *cmd, const char *usage, bool plan_options, int argc, char **argv,
+                 plan_args *a) {
+  memset(a, 0, sizeof *a);
+  a->format = "table";
+  a->opts.strategy = AP_STRATEGY_ACCPAR;
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    bool has_value = i + 1 < argc;
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+      fputs(usage, stdout);
+      return -1;
+    }
+    if (strcmp(s, "--devices") == 0 && has_value) {
+      a->devices = argv[++i];
+    } else if (strcmp(s, "--batch") == 0 && has_value) {
+      if (cli_parse_int64(cmd, s, argv[++i], &a->batch))
+        return 2;
+      if (a->batch < 1)
+        return cli_usage_error(cmd, "--batch must be at least 1");
+    } else if (strcmp(s, "--format") == 0 && has_value) {
+      a->format = argv[++i];
+    } else if (plan_options && strcmp(s, "--strategy") == 0 && has_value) {
+      if (!ap_strategy_parse(argv[++i], &a->opts.strategy))
+        return cli_usage_error(cmd, "--strategy must be dp, owt, hypar, accpar or exhaustive, "
+                                    "got '%s'", argv[i]);
+    } else if (plan_options && strcmp(s, "--cost") == 0 && has_value) {
+      const char *c = argv[++i];
+      if (strcmp(c, "time") == 0)
+        a->opts.cost = AP_COST_TIME;
+      else if (strcmp(c, "paper") == 0)
+        a->opts.cost = AP_COST_PAPER;
+      else
+        return cli_usage_error(cmd, "--cost must be time or paper, got '%s'", c);
+    } else if (plan_options && strcmp(s, "--mem-limit") == 0 && has_value) {
+      char *end;
+      errno = 0;
+      double b = strtod(argv[++i], &end);
+      if (errno || end == argv[i] || *end || !(b > 0) || isinf(b))
+        return cli_usage_error(cmd, "--mem-limit expects a positive number of bytes, got '%s'",
+                               argv[i]);
+      a->opts.mem_limit_bytes = b;
+    } else if (s[0] == '-' && s[1]) {
+      return cli_usage_error(cmd, "unknown option or missing value: %s (try --help)", s);
+    } else if (!a->model) {
+      a->model = s;
+    } else {
+      return cli_usage_error(cmd, "more than one model given: %s", s);
+    }
+  }
+  if (!a->model)
+    return cli_usage_error(cmd, "no model given (try --help)");
+  if (!a->devices)
+    return cli_usage_error(cmd, "--devices is required (try --help)");
+  if (strcmp(a->format, "table") != 0 && strcmp(a->format, "json") != 0)
+    return cli_usage_error(cmd, "--format must be table or json, got '%s'", a->format);
+  return 0;
+}
+
+/* Loads the model and runs the pipeline; *out is freed by the caller. */
+static ap_status load(const plan_args *a, ap_graph **out, ap_diag *d) {
+  ap_graph *g = NULL;
+  ap_status st = ap_load_onnx(a->model, &g, d);
+  if (st == AP_OK && a->batch)
+    st = ap_bind_batch(g, a->batch, d);
+  if (st == AP_OK)
+    st = ap_run_pipeline(g, &(ap_pipeline_opts){0}, d);
+  if (st != AP_OK) {
+    ap_graph_free(g);
+    return st;
+  }
+  *out = g;
+  return AP_OK;
+}
+
+typedef struct plan_job {
+  ap_graph *g;
+  bool json;
+} plan_job;
+
+static ap_status emit_plan(void *ctx, FILE *out) {
+  plan_job *job = ctx;
+  return job->json ? ap_plan_print_json(job->g, out) : ap_plan_print_table(job->g, out);
+}
+
+int cmd_plan(int argc, char **argv) {
+  plan_args a;
+  int rc = parse("plan", plan_usage, true, argc, argv, &a);
+  if (rc)
+    return rc < 0 ? 0 : rc;
+  ap_diag d = {0};
+  ap_devices dv;
+  if (ap_devices_parse(a.devices, &dv, &d) != AP_OK)
+    return cli_fail(&d);
+  a.opts.devices = &dv;
+  ap_graph *g = NULL;
+  if (load(&a, &g, &d) != AP_OK)
+    return cli_fail(&d);
+  if (ap_partition(g, &a.opts, &d) != AP_OK)
+    rc = cli_fail(&d);
+  else
+    rc = cli_emit(stdout, emit_plan, &(plan_job){g, strcmp(a.format, "json") == 0}, &d);
+  ap_graph_free(g);
+  return rc;
+}
+
+/* ---- compare ---- */
+
+static const ap_strategy compared[] = {AP_STRATEGY_DP, AP_STRATEGY_OWT, AP_STRATEGY_HYPAR,
+                                       AP_STRATEGY_ACCPAR};
+enum { N_COMPARED = sizeof compared / sizeof compared[0] };
+
+typedef struct compare_job {
+  const plan_args *a;
+  const ap_devices *dv;
+  ap_plan_summary s[N_COMPARED];
+  bool json;
+} compare_job;
+
+static ap_status emit_compare(void *ctx, FILE *out) {
+  compare_job *job = ctx;
+  double base = job->s[0].step_time_s;
+  if (job->json) {
+    fprintf(out, "{\n  \"model\": \"%s\",\n  \"devices\": \"%s\",\n  \"batch\": %lld,\n"
+                 "  \"strategies\": [",
+            job->a->model, job->a->devices, (long long)job->a->batch);
+    for (int i = 0; i < N_COMPARED; i++) {
+      const ap_plan_summary *s = &job->s[i];
+      fprintf(out,
+              "%s\n    {\"strategy\": \"%s\", \"step_time_s\": %.9g, \"speedup_over_dp\": "
+              "%.6g, \"comm_bytes\": %.9g, \"paper_cost\": %.9g, \"max_mem_bytes\": %.9g, "
+              "\"optimality\": \"%s\"}",
+              i ? "," : "", ap_strategy_name(s->strategy), s->step_time_s,
+              base / s->step_time_s, s->comm_bytes, s->paper_cost, s->max_mem_bytes,
+              s->optimality);
+    }
+    fprintf(out, "\n  ]\n}\n");
+  } else {
+    fprintf(out, "compare: %s  devices %s  batch %lld (%d devices, %d levels)\n",
+            job->a->model, job->a->devices, (long long)job->a->batch, job->dv->n_devices,
+            job->s[0].n_levels);
+    fprintf(out, "%-8s  %14s  %10s  %14s  %14s  %s\n", "strategy", "step_time_s", "speedup",
+            "comm_bytes", "max_mem_bytes", "optimality");
+    for (int i = 0; i < N_COMPARED; i++) {
+      const ap_plan_summary *s = &job->s[i];
+      fprintf(out, "%-8s  %14.6e  %9.2fx  %14.6e  %14.6e  %s\n", ap_strategy_name(s->strategy),
+              s->step_time_s, base / s->step_time_s, s->comm_bytes, s->max_mem_bytes,
+              s->optimality);
+    }
+  }
+  return ferror(out) ? AP_ERR_IO : AP_OK;
+}
+
+int cmd_compare(int argc, char **argv) {
+  plan_args a;
+  int rc = parse("compare", compare_usage, false, argc, argv, &a);
+  if (rc)
+    return rc < 0 ? 0 : rc;
+  ap_diag d = {0};
+  ap_devices dv;
+  if (ap_devices_parse(a.devices, &dv, &d) != AP_OK)
+    return cli_fail(&d);
+  ap_graph *g = NULL;
+  if (load(&a, &g, &d) != AP_OK)
+    return cli_fail(&d);
+  compare_job job = {.a = &a, .dv = &dv, .json = strcmp(a.format, "json") == 0};
+  for (int i = 0; i < N_COMPARED && rc == 0; i++) {
+    ap_plan_opts o = {.devices = &dv, .strategy = compared[i]};
+    if (ap_partition(g, &o, &d) != AP_OK)
+      rc = cli_fail(&d);
+    else
+      ap_plan_get(g, &job.s[i]);
+  }
+  if (rc == 0)
+    rc = cli_emit(stdout, emit_compare, &job, &d);
+  ap_graph_free(g);
+  return rc;
+}

@@ -8,11 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accpar/plan.h"
 #include "tools/commands.h"
 
 static const char usage_text[] =
-    "usage: accparc dump MODEL.onnx [--batch N] [--inputs DIR] [--format text|json]\n"
-    "                               [--dump-after PASS]\n"
+    "usage: accparc dump MODEL.onnx [--devices SPEC [--strategy S]] [--batch N]\n"
+    "                               [--inputs DIR] [--format text|json] [--dump-after PASS]\n"
+    "  --devices SPEC   plan for this array (kind:count,...) and show each layer's types\n"
+    "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension (dim 0 of the first fed input)\n"
     "  --inputs DIR     bind graph inputs to DIR/input_N.pb as constants\n"
     "  --format F       text (default) or json\n"
@@ -34,6 +37,7 @@ static ap_status emit(void *ctx, FILE *out) {
 
 int cmd_dump(int argc, char **argv) {
   const char *model = NULL, *inputs = NULL, *format = "text", *dump_after = NULL;
+  const char *devices = NULL, *strategy_name = NULL;
   int64_t batch = 0;
   bool batch_given = false;
   for (int i = 1; i < argc; i++) {
@@ -47,6 +51,10 @@ int cmd_dump(int argc, char **argv) {
       if (cli_parse_int64("dump", a, argv[++i], &batch))
         return 2;
       batch_given = true;
+    } else if (strcmp(a, "--devices") == 0 && has_value) {
+      devices = argv[++i];
+    } else if (strcmp(a, "--strategy") == 0 && has_value) {
+      strategy_name = argv[++i];
     } else if (strcmp(a, "--inputs") == 0 && has_value) {
       inputs = argv[++i];
     } else if (strcmp(a, "--format") == 0 && has_value) {
@@ -65,8 +73,19 @@ int cmd_dump(int argc, char **argv) {
     return cli_usage_error("dump", "no model given\n%s", usage_text);
   if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)
     return cli_usage_error("dump", "--format must be text or json, got '%s'", format);
-
+  ap_strategy strategy = AP_STRATEGY_ACCPAR;
+  if (strategy_name && !devices)
+    return cli_usage_error("dump", "--strategy needs --devices");
+  if (strategy_name && !ap_strategy_parse(strategy_name, &strategy))
+    return cli_usage_error("dump",
+                           "--strategy must be dp, owt, hypar, accpar or exhaustive, got '%s'",
+                           strategy_name);
   ap_diag d = {0};
+  ap_devices array;
+  if (devices && ap_devices_parse(devices, &array, &d) != AP_OK)
+    return cli_fail(&d);
+  ap_plan_opts plan = {.devices = &array, .strategy = strategy};
+
   ap_graph *g = NULL;
   if (ap_load_onnx(model, &g, &d) != AP_OK)
     return cli_fail(&d);
@@ -82,7 +101,8 @@ int cmd_dump(int argc, char **argv) {
     fprintf(stderr, "accparc: error: out of memory\n");
   } else if ((batch_given && ap_bind_batch(g, batch, &d) != AP_OK) ||
              (inputs && ap_bind_inputs_dir(g, inputs, &d) != AP_OK) ||
-             ap_run_pipeline(g, &opts, &d) != AP_OK) {
+             ap_run_pipeline(g, &opts, &d) != AP_OK ||
+             (devices && ap_partition(g, &plan, &d) != AP_OK)) {
     rc = cli_fail(&d);
   } else {
     if (after)

@@ -76,6 +76,32 @@ static ap_status check_node(ap_graph *g, const ap_node *n, ap_diag *d) {
   return AP_OK;
 }
 
+static void heap_push(int *heap, int *len, int x) {
+  int i = (*len)++;
+  while (i > 0 && heap[(i - 1) / 2] > x) {
+    heap[i] = heap[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  heap[i] = x;
+}
+
+static int heap_pop(int *heap, int *len) {
+  int top = heap[0], x = heap[--*len], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *len)
+      break;
+    if (c + 1 < *len && heap[c + 1] < heap[c])
+      c++;
+    if (heap[c] >= x)
+      break;
+    heap[i] = heap[c];
+    i = c;
+  }
+  heap[i] = x;
+  return top;
+}
+
 /* Kahn's algorithm over live nodes; values without a producer (inputs,
  * weights, constants) are ready from the start. */
 static ap_status sort_nodes(ap_graph *g, ap_diag *d) {
@@ -110,19 +136,26 @@ static ap_status sort_nodes(ap_graph *g, ap_diag *d) {
       first_use[v] = k++;
     }
   }
-  int head = 0, tail = 0;
+  /* The ready node with the smallest index goes first (a binary min-heap),
+   * so a file already in topological order keeps its order. */
+  int *heap = ap_arena_array(g->arena, (size_t)n + 1, sizeof *heap);
+  if (!heap)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  int heap_len = 0, tail = 0;
   for (int i = 0; i < n; i++)
     if (pending[i] == 0)
-      order[tail++] = i;
-  while (head < tail) {
-    const ap_node *node = &g->nodes[order[head++]];
+      heap_push(heap, &heap_len, i);
+  while (heap_len > 0) {
+    int i = heap_pop(heap, &heap_len);
+    order[tail++] = i;
+    const ap_node *node = &g->nodes[i];
     for (int j = 0; j < node->n_out; j++) {
       int v = node->out[j];
       if (v < 0)
         continue;
       for (int u = first_use[v]; u >= 0; u = next_use[u])
         if (--pending[use_node[u]] == 0)
-          order[tail++] = use_node[u];
+          heap_push(heap, &heap_len, use_node[u]);
     }
   }
   if (tail < n) {

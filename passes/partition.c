@@ -2,12 +2,15 @@
  *
  * For each level of the device tree, top-down, every vertex (layer or join)
  * picks a state; the groups of the level split each tensor among their
- * children by the chosen layouts, in shares given by a ratio. The cost of a
- * state is the slowest child's compute plus its communication at this level
- * (bytes from ap_layout_convert over link bandwidth, plus latency per
- * message); an edge costs the conversion of the activation forward and of
- * its error backward. Groups that look alike share a class, so the work per
- * level does not grow with the number of devices.
+ * children by the chosen layouts, in shares given by a ratio. Communication
+ * is bytes from ap_layout_convert over link bandwidth, plus latency per
+ * message; an edge costs the conversion of the activation forward and of its
+ * error backward. dp and owt price a level by itself (the slowest child's
+ * compute plus its communication at this level); accpar plans as a rollout
+ * from the fastest of four base plans, pricing each level's states with the
+ * whole tree below them, exactly as the step time is evaluated (see
+ * ap_partition and docs/partition.md). Groups that look alike share a class,
+ * so the work per level does not grow with the number of devices.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +19,14 @@
 #include "passes/passes.h"
 
 enum { MAX_CLASSES = 64 }; /* beyond this, a level merges classes (see merge_class) */
+
+/* A vertex's state (passes.h) is its type and a ratio rule: rule 0 is the
+ * strategy's own (balanced for accpar), rule 1 shares by device count, as
+ * dp, owt and hypar do. A balanced ratio is best for the vertex alone but
+ * not always for the plan: two neighbours balanced differently convert
+ * their activation at every level, which by-count shares avoid. */
+static int state_type(int s) { return s % 3; }
+static int state_rule(int s) { return s / 3; }
 
 static const char *const strategy_names[AP_STRATEGY_COUNT] = {
     [AP_STRATEGY_DP] = "dp",         [AP_STRATEGY_OWT] = "owt",
@@ -95,6 +106,7 @@ static double box_bytes(const ap_graph *g, int value, int rank, const int64_t *b
 
 ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const double *ratio) {
   const ap_vertex *vx = &p->v[v];
+  s = state_type(s);
   ap_layout l = {.kind = AP_LAYOUT_REPLICATED};
   int c = -1;
   if (vx->join) {
@@ -125,6 +137,7 @@ static int split_slot(const ap_plan *p, int v, int port, const ap_layout *l) {
 }
 
 /* ---- the level context ---- */
+
 
 typedef enum ratio_policy { RATIO_EQUAL, RATIO_COUNT, RATIO_BALANCED } ratio_policy;
 
@@ -162,8 +175,7 @@ static double comm_time(const level_ctx *x, int i, double bytes, int messages) {
 
 /* Per-child results of one vertex state or one edge at one level. */
 typedef struct child_cost {
-  double time_s[AP_MAX_CHILDREN];  /* compute and communication */
-  double comm_s[AP_MAX_CHILDREN];  /* communication only */
+  double comm_s[AP_MAX_CHILDREN];  /* communication time */
   double bytes;                    /* sent, all children */
   double elems;                    /* the most elements a child sends */
 } child_cost;
@@ -174,7 +186,6 @@ static void add_exchange(const level_ctx *x, const ap_exchange *ex, double elem,
     double b = ex->allreduce_bytes[i] + ex->send_bytes[i];
     double t = comm_time(x, i, b, ex->messages[i]);
     cc->comm_s[i] += t;
-    cc->time_s[i] += t;
     cc->bytes += b;
     elems[i] += b / elem;
   }
@@ -257,6 +268,7 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
  * the ratio: the all-reduce resolving its partial sums. */
 static void intra_allreduce(const level_ctx *x, int v, int s, ap_exchange *ex, double *elem) {
   const ap_plan *p = x->p;
+  s = state_type(s);
   const ap_graph *g = x->g;
   const ap_vertex *vx = &p->v[v];
   int64_t box[AP_MAX_RANK];
@@ -295,6 +307,9 @@ void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v
   int k = x.k;
   for (int i = 0; i < AP_MAX_CHILDREN; i++)
     ratio[i] = 0;
+  if (state_rule(s) && x.policy == RATIO_BALANCED)
+    x.policy = RATIO_COUNT;
+  s = state_type(s);
   if (x.policy == RATIO_EQUAL) {
     for (int i = 0; i < k; i++)
       ratio[i] = 1.0 / k;
@@ -369,7 +384,8 @@ void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class 
   intra_allreduce(&x, v, s, ex, &elem);
 }
 
-/* Vertex v in state s at the context's level. */
+/* The communication of vertex v in state s at the context's level (its
+ * compute is charged on the devices themselves, see below_vertex). */
 static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child_cost *cc) {
   const ap_plan *p = x->p;
   const ap_graph *g = x->g;
@@ -403,10 +419,7 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
       add_exchange(x, &ex, elem_bytes(g, op->in_value), cc, elems);
       break;
     }
-  int64_t *ce = p->scratch_ext;
   for (int i = 0; i < x->k; i++) {
-    child_ext(x, x->c->ext, v, s, r, i, ce);
-    cc->time_s[i] += group_compute(p, g, v, ce, kind_of(x, i), x->ch[i].count);
     if (elems[i] > cc->elems)
       cc->elems = elems[i];
   }
@@ -454,14 +467,6 @@ static void edge_cost(const level_ctx *x, int e, int su, int sv, const double *r
       cc->elems = elems[i];
 }
 
-static double objective(const level_ctx *x, const child_cost *cc) {
-  if (x->paper)
-    return cc->elems;
-  double t = 0;
-  for (int i = 0; i < x->k; i++)
-    t = fmax(t, cc->time_s[i]);
-  return t;
-}
 
 /* Bytes vertex v keeps on a group holding extents ext: weights and their
  * gradients, the input a layer keeps for its gradient, a join's output and
@@ -496,16 +501,270 @@ static double vertex_memory(const ap_plan *p, const ap_graph *g, const int64_t *
   return m;
 }
 
+/* ---- what a state costs below its level ---- */
+
+/* The step time is a sum, over vertices and edges, of the slowest device's
+ * compute plus the communication on its path through every level. accpar's
+ * search of a level charges each state of a vertex (each pair of states of
+ * an edge) exactly that, for the plan that takes the tentative plan's states
+ * at every lower level (see ap_partition): the path's time from the levels
+ * above (the class's acc_v, acc_e), this level's communication, the lower
+ * levels' communication with the ratios recomputed in each subgroup and, for
+ * a vertex, the compute on each device. Without a tentative plan (memory
+ * fitting) the state itself is kept below. What a subtree costs depends only
+ * on its group's kind and count, the level and the vertices' extents in it,
+ * so it is remembered: most subtrees repeat across classes, children and
+ * levels. */
+
+typedef struct memo_entry {
+  struct memo_entry *next;
+  uint64_t hash;
+  double value[AP_MAX_CHILDREN]; /* a subtree's time, or a ratio */
+  int n;          /* key length */
+  int64_t key[];  /* vertex or edge, states, kind, count, extents */
+} memo_entry;
+
+typedef struct below {
+  ap_plan *p;
+  const ap_graph *g;
+  ap_arena *ar;          /* the memo; freed after the levels are planned */
+  memo_entry **bucket;
+  size_t n_bucket, n_entry;
+  int64_t **ext;         /* [level]: extents of the vertices at hand, in a class's layout */
+  const uint8_t *tail;   /* [n_levels][n_vertices]: the tentative plan's states, or NULL */
+  bool tail_by_count;    /* the tentative plan's strategy shares by device count */
+  int64_t *key;          /* room for the longest key */
+  ap_status status;      /* AP_ERR_NOMEM once an allocation failed */
+} below;
+
+static ap_status below_init(below *b, ap_plan *p, const ap_graph *g) {
+  memset(b, 0, sizeof *b);
+  b->p = p;
+  b->g = g;
+  b->ar = ap_arena_new();
+  int depth = p->n_levels + 2, max_ports = 1;
+  for (int v = 0; v < p->n_vertices; v++)
+    if (p->v[v].n_ports > max_ports)
+      max_ports = p->v[v].n_ports;
+  b->n_bucket = 1024;
+  b->bucket = b->ar ? ap_arena_array(b->ar, b->n_bucket, sizeof *b->bucket) : NULL;
+  b->ext = b->ar ? ap_arena_array(b->ar, (size_t)depth, sizeof *b->ext) : NULL;
+  b->key = b->ar ? ap_arena_array(b->ar, 8 + 4 * (size_t)max_ports, sizeof *b->key) : NULL;
+  if (!b->bucket || !b->ext || !b->key)
+    return b->status = AP_ERR_NOMEM;
+  for (int i = 0; i < depth; i++)
+    if (!(b->ext[i] = ap_arena_array(b->ar, 2 * (size_t)p->n_ports + 1, sizeof(int64_t))))
+      return b->status = AP_ERR_NOMEM;
+  return AP_OK;
+}
+
+static uint64_t key_hash(const int64_t *key, int n) {
+  uint64_t h = 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < n; i++) { /* splitmix64's finaliser over each word */
+    h ^= (uint64_t)key[i];
+    h = (h ^ h >> 30) * 0xbf58476d1ce4e5b9u;
+    h = (h ^ h >> 27) * 0x94d049bb133111ebu;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+static const memo_entry *memo_find(const below *b, int n, uint64_t h) {
+  for (const memo_entry *m = b->bucket[h & (b->n_bucket - 1)]; m; m = m->next)
+    if (m->hash == h && m->n == n && memcmp(m->key, b->key, sizeof(int64_t) * (size_t)n) == 0)
+      return m;
+  return NULL;
+}
+
+static void memo_put(below *b, int n, uint64_t h, const double *value, int n_value) {
+  if (b->n_entry >= 2 * b->n_bucket) { /* rehash into twice the buckets */
+    size_t nb = 2 * b->n_bucket;
+    memo_entry **bk = ap_arena_array(b->ar, nb, sizeof *bk);
+    if (!bk) {
+      b->status = AP_ERR_NOMEM;
+      return;
+    }
+    for (size_t i = 0; i < b->n_bucket; i++)
+      for (memo_entry *m = b->bucket[i], *next; m; m = next) {
+        next = m->next;
+        m->next = bk[m->hash & (nb - 1)];
+        bk[m->hash & (nb - 1)] = m;
+      }
+    b->bucket = bk;
+    b->n_bucket = nb;
+  }
+  memo_entry *m = ap_arena_alloc(b->ar, sizeof *m + sizeof(int64_t) * (size_t)n);
+  if (!m) {
+    b->status = AP_ERR_NOMEM;
+    return;
+  }
+  m->hash = h;
+  memcpy(m->value, value, sizeof(double) * (size_t)n_value);
+  m->n = n;
+  memcpy(m->key, b->key, sizeof(int64_t) * (size_t)n);
+  m->next = b->bucket[h & (b->n_bucket - 1)];
+  b->bucket[h & (b->n_bucket - 1)] = m;
+  b->n_entry++;
+}
+
+/* Appends vertex v's extents (from a class layout ext) to the key at n. */
+static int key_ext(const below *b, int n, const int64_t *ext, int v) {
+  const ap_vertex *vx = &b->p->v[v];
+  memcpy(b->key + n, port_ext(b->p, ext, v, 0), sizeof(int64_t) * 2 * (size_t)vx->n_ports);
+  return n + 2 * vx->n_ports;
+}
+
+static bool is_device(const ap_group *grp) { return grp->kind >= 0 && grp->count == 1; }
+
+/* ap_plan_ratio, remembered: balancing walks the split dimension index by
+ * index, and every state pair of an edge needs both ends' ratios. */
+static void cached_ratio(below *b, const ap_class *c, int v, int s, double *r) {
+  int n = 0;
+  b->key[n++] = INT64_MIN + v;
+  b->key[n++] = s;
+  b->key[n++] = c->g.kind;
+  b->key[n++] = c->g.count;
+  n = key_ext(b, n, c->ext, v);
+  uint64_t h = key_hash(b->key, n);
+  const memo_entry *m = memo_find(b, n, h);
+  if (m) {
+    memcpy(r, m->value, sizeof(double) * AP_MAX_CHILDREN);
+    return;
+  }
+  ap_plan_ratio(b->p, b->g, c, v, s, r);
+  memo_put(b, n, h, r, AP_MAX_CHILDREN);
+}
+
+/* The state vertex v takes at level l below the level being searched:
+ * the tentative plan's (rule 1 when its strategy shares by device count),
+ * or s itself when there is none. */
+static int state_below(const below *b, int l, int v, int s) {
+  if (!b->tail)
+    return s;
+  int t = b->tail[(size_t)l * b->p->n_vertices + v];
+  return b->tail_by_count ? state_type(t) + 3 : t;
+}
+
+/* The memo key of a subtree: what (a vertex, or -1 - an edge), its states,
+ * the level (only with a tentative plan, whose states differ by level),
+ * the group's kind and count. Returns the length so far. */
+static int key_head(below *b, int64_t what, int states, int l, const ap_group *grp) {
+  b->key[0] = what;
+  b->key[1] = states;
+  b->key[2] = b->tail ? l : -1;
+  b->key[3] = grp->kind;
+  b->key[4] = grp->count;
+  return 5;
+}
+
+/* Vertex v in state s on a group grp of level l holding extents ext (class
+ * layout), with the states below: the slowest device's communication from
+ * this level down plus its compute (plus the memory price while fitting
+ * memory). */
+static double below_vertex(below *b, int l, const ap_group *grp, const int64_t *ext, int v,
+                           int s) {
+  ap_plan *p = b->p;
+  const ap_graph *g = b->g;
+  const ap_vertex *vx = &p->v[v];
+  if (is_device(grp)) {
+    const int64_t *ve = port_ext(p, ext, v, 0);
+    double t = group_compute(p, g, v, ve, &p->dev.kinds[grp->kind], 1);
+    return p->mem_penalty > 0 ? t + p->mem_penalty * vertex_memory(p, g, ve, v) : t;
+  }
+  int n = key_ext(b, key_head(b, v, s, l, grp), ext, v);
+  uint64_t h = key_hash(b->key, n);
+  const memo_entry *m = memo_find(b, n, h);
+  if (m)
+    return m->value[0];
+  ap_class c = {.g = *grp, .mult = 1, .ext = (int64_t *)ext};
+  level_ctx x;
+  ctx_init(&x, p, g, &c);
+  double r[AP_MAX_CHILDREN];
+  cached_ratio(b, &c, v, s, r);
+  child_cost cc;
+  vertex_cost(&x, v, s, r, &cc);
+  double worst = 0;
+  int64_t *next = b->ext[l + 1];
+  int s1 = state_below(b, l + 1, v, s);
+  for (int i = 0; i < x.k; i++) {
+    child_ext(&x, ext, v, s, r, i, next + 2 * vx->ext_base);
+    worst = fmax(worst, cc.comm_s[i] + below_vertex(b, l + 1, &x.ch[i], next, v, s1));
+  }
+  n = key_ext(b, key_head(b, v, s, l, grp), ext, v); /* the recursion overwrote it */
+  memo_put(b, n, h, &worst, 1);
+  return worst;
+}
+
+/* Edge e with its ends in states su, sw on a group of level l, with the
+ * states below: the slowest device's conversions from this level down.
+ * Below the level searched (top false), where both ends share by device
+ * count (a baseline's tentative plan), what moves depends on the
+ * consumer's box alone, not on the producer's extents: the key leaves them
+ * out, and the states of the level searched share the subtrees. */
+static double below_edge(below *b, int l, const ap_group *grp, const int64_t *ext, int e,
+                         int su, int sw, bool top) {
+  if (is_device(grp))
+    return 0;
+  ap_plan *p = b->p;
+  const ap_graph *g = b->g;
+  const ap_edge *ed = &p->e[e];
+  int u = ed->from, w = ed->to;
+  bool by_box = !top && b->tail && state_rule(su) == 1 && state_rule(sw) == 1;
+  int n = key_head(b, -1 - e, su * AP_SEARCH_STATES + sw, l, grp);
+  if (by_box) {
+    memcpy(b->key + n, port_ext(p, ext, w, ed->port), 2 * sizeof(int64_t));
+    n += 2;
+  } else {
+    n = key_ext(b, key_ext(b, n, ext, u), ext, w);
+  }
+  uint64_t h = key_hash(b->key, n);
+  const memo_entry *m = memo_find(b, n, h);
+  if (m)
+    return m->value[0];
+  ap_class c = {.g = *grp, .mult = 1, .ext = (int64_t *)ext};
+  level_ctx x;
+  ctx_init(&x, p, g, &c);
+  double ru[AP_MAX_CHILDREN], rw[AP_MAX_CHILDREN];
+  if (by_box) { /* by device count: the extents are not read */
+    ap_plan_ratio(p, g, &c, u, su, ru);
+    ap_plan_ratio(p, g, &c, w, sw, rw);
+  } else {
+    cached_ratio(b, &c, u, su, ru);
+    cached_ratio(b, &c, w, sw, rw);
+  }
+  child_cost cc;
+  edge_cost(&x, e, su, sw, ru, rw, &cc);
+  double worst = 0;
+  int64_t *next = b->ext[l + 1];
+  int su1 = state_below(b, l + 1, u, su), sw1 = state_below(b, l + 1, w, sw);
+  for (int i = 0; i < x.k; i++) {
+    child_ext(&x, ext, u, su, ru, i, next + 2 * p->v[u].ext_base);
+    child_ext(&x, ext, w, sw, rw, i, next + 2 * p->v[w].ext_base);
+    worst = fmax(worst,
+                 cc.comm_s[i] + below_edge(b, l + 1, &x.ch[i], next, e, su1, sw1, false));
+  }
+  n = key_head(b, -1 - e, su * AP_SEARCH_STATES + sw, l, grp); /* the recursion overwrote it */
+  if (by_box) {
+    memcpy(b->key + n, port_ext(p, ext, w, ed->port), 2 * sizeof(int64_t));
+    n += 2;
+  } else {
+    n = key_ext(b, key_ext(b, n, ext, u), ext, w);
+  }
+  memo_put(b, n, h, &worst, 1);
+  return worst;
+}
+
 /* ---- the search at one level ---- */
 
 typedef struct level_problem {
   uint8_t *allowed;
-  double (*unary)[3];
+  double (*unary)[AP_SEARCH_STATES];
   int (*ends)[2];
-  double (*pair)[3][3];
-  double (*ratio)[3][AP_MAX_CHILDREN]; /* [classes * n_vertices] */
+  double (*pair)[AP_SEARCH_STATES][AP_SEARCH_STATES];
+  double (*ratio)[AP_SEARCH_STATES][AP_MAX_CHILDREN]; /* [classes * n_vertices] */
 } level_problem;
 
+/* The types (bits 0-2) a strategy lets vertex v take. */
 static uint8_t strategy_mask(const ap_plan *p, const ap_graph *g, int v) {
   const ap_vertex *vx = &p->v[v];
   if (vx->join)
@@ -534,21 +793,37 @@ static uint8_t strategy_mask(const ap_plan *p, const ap_graph *g, int v) {
   return ok;
 }
 
-static ap_status search_level(ap_plan *p, ap_graph *g, int level, uint8_t *state,
-                              ap_diag *d) {
+/* Searches one level: the states of every vertex, into state; *value is
+ * the objective of the choice (for accpar: the step time of the plan with
+ * these states here and the tentative plan's below). */
+static ap_status search_level(ap_plan *p, ap_graph *g, int level, below *b, uint8_t *state,
+                              double *value, ap_diag *d) {
   int V = p->n_vertices, E = p->n_edges, nc = p->n_cls[level];
-  ap_arena *a = g->arena;
+  bool paper = p->opts.cost == AP_COST_PAPER || p->opts.strategy == AP_STRATEGY_HYPAR;
+  /* dp and owt price a level by itself, each child's devices computing
+   * their share with no lower level (their layers have one type, only their
+   * joins choose); accpar prices the whole path below (below_vertex). */
+  bool level_only = !paper && (p->level_only || (p->opts.strategy != AP_STRATEGY_ACCPAR &&
+                                                  p->opts.strategy != AP_STRATEGY_EXHAUSTIVE));
+  ap_arena *a = b->ar; /* the problem dies with the memo */
   level_problem lp;
   lp.allowed = ap_arena_array(a, (size_t)V + 1, 1);
   lp.unary = ap_arena_array(a, (size_t)V + 1, sizeof *lp.unary);
   lp.ends = ap_arena_array(a, (size_t)E + 1, sizeof *lp.ends);
   lp.pair = ap_arena_array(a, (size_t)E + 1, sizeof *lp.pair);
-  lp.ratio = ap_arena_array(a, (size_t)nc * V + 1, sizeof *lp.ratio);
+  /* Ratios per class are kept for the edges of a level priced by itself;
+   * accpar's pricing finds them again in the memo. */
+  bool keep = paper || level_only;
+  lp.ratio = ap_arena_array(a, (keep ? (size_t)nc * V : 1) + 1, sizeof *lp.ratio);
   if (!lp.allowed || !lp.unary || !lp.ends || !lp.pair || !lp.ratio)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  /* A balanced strategy may also share by device count (rule 1), where
+   * that gives other shares than balancing somewhere in the level. */
+  bool two_rules = !paper && (p->opts.strategy == AP_STRATEGY_ACCPAR ||
+                              p->opts.strategy == AP_STRATEGY_EXHAUSTIVE);
   for (int v = 0; v < V; v++) {
     lp.allowed[v] = strategy_mask(p, g, v);
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < AP_SEARCH_STATES; s++)
       lp.unary[v][s] = 0;
   }
   for (int e = 0; e < E; e++) {
@@ -558,50 +833,78 @@ static ap_status search_level(ap_plan *p, ap_graph *g, int level, uint8_t *state
   }
   for (int ci = 0; ci < nc; ci++) {
     const ap_class *c = &p->cls[level][ci];
-    level_ctx x;
-    ctx_init(&x, p, g, c);
     for (int v = 0; v < V; v++)
       for (int s = 0; s < 3; s++) {
         if (!(lp.allowed[v] >> s & 1))
           continue;
-        double *r = lp.ratio[(size_t)ci * V + v][s];
-        ap_plan_ratio(p, g, c, v, s, r);
-        child_cost cc;
-        vertex_cost(&x, v, s, r, &cc);
-        double cost = objective(&x, &cc);
-        if (p->mem_penalty > 0) /* per device: the child's bytes over its devices */
-          for (int i = 0; i < x.k; i++) {
-            child_ext(&x, c->ext, v, s, r, i, p->scratch_ext);
-            cost = fmax(cost, objective(&x, &cc) +
-                                  p->mem_penalty *
-                                      vertex_memory(p, g, p->scratch_ext, v) /
-                                      x.ch[i].count);
+        double *r = lp.ratio[keep ? (size_t)ci * V + v : 0][s], by_count[AP_MAX_CHILDREN];
+        cached_ratio(b, c, v, s, r);
+        if (!two_rules)
+          continue;
+        cached_ratio(b, c, v, s + 3, by_count);
+        if (memcmp(r, by_count, sizeof by_count) != 0)
+          lp.allowed[v] |= (uint8_t)(1u << (s + 3));
+      }
+  }
+  for (int ci = 0; ci < nc; ci++) {
+    const ap_class *c = &p->cls[level][ci];
+    level_ctx x;
+    ctx_init(&x, p, g, c);
+    for (int v = 0; v < V; v++)
+      for (int s = 0; s < AP_SEARCH_STATES; s++) {
+        if (!(lp.allowed[v] >> s & 1))
+          continue;
+        double cost;
+        if (paper || level_only) {
+          const double *r = lp.ratio[(size_t)ci * V + v][s];
+          child_cost cc;
+          vertex_cost(&x, v, s, r, &cc);
+          cost = paper ? cc.elems : 0;
+          for (int i = 0; level_only && i < x.k; i++) {
+            child_ext(&x, c->ext, v, s, r, i, b->ext[level + 1]);
+            double mem = p->mem_penalty * vertex_memory(p, g, b->ext[level + 1], v) /
+                         x.ch[i].count;
+            cost = fmax(cost, cc.comm_s[i] + mem +
+                                  group_compute(p, g, v, b->ext[level + 1], kind_of(&x, i),
+                                                x.ch[i].count));
           }
+        } else {
+          cost = c->acc_v[v] + below_vertex(b, level, &c->g, c->ext, v, s);
+        }
         lp.unary[v][s] = fmax(lp.unary[v][s], cost);
       }
     for (int e = 0; e < E; e++) {
       int u = p->e[e].from, w = p->e[e].to;
-      for (int su = 0; su < 3; su++)
-        for (int sw = 0; sw < 3; sw++) {
+      for (int su = 0; su < AP_SEARCH_STATES; su++)
+        for (int sw = 0; sw < AP_SEARCH_STATES; sw++) {
           if (!(lp.allowed[u] >> su & 1) || !(lp.allowed[w] >> sw & 1))
             continue;
-          child_cost cc;
-          edge_cost(&x, e, su, sw, lp.ratio[(size_t)ci * V + u][su],
-                    lp.ratio[(size_t)ci * V + w][sw], &cc);
-          lp.pair[e][su][sw] = fmax(lp.pair[e][su][sw], objective(&x, &cc));
+          double cost;
+          if (paper || level_only) {
+            child_cost cc;
+            edge_cost(&x, e, su, sw, lp.ratio[(size_t)ci * V + u][su],
+                      lp.ratio[(size_t)ci * V + w][sw], &cc);
+            cost = paper ? cc.elems : 0;
+            for (int i = 0; level_only && i < x.k; i++)
+              cost = fmax(cost, cc.comm_s[i]);
+          } else {
+            cost = c->acc_e[e] + below_edge(b, level, &c->g, c->ext, e, su, sw, true);
+          }
+          lp.pair[e][su][sw] = fmax(lp.pair[e][su][sw], cost);
         }
     }
   }
+  if (b->status != AP_OK)
+    return ap_error(d, b->status, g->path, NULL, NULL, "out of memory");
   ap_search_problem pr = {.n = V, .m = E, .allowed = lp.allowed,
-                          .unary = (const double(*)[3])lp.unary,
+                          .unary = (const double(*)[AP_SEARCH_STATES])lp.unary,
                           .ends = (const int(*)[2])lp.ends,
-                          .pair = (const double(*)[3][3])lp.pair};
-  double cost;
+                          .pair = (const double(*)[AP_SEARCH_STATES][AP_SEARCH_STATES])lp.pair};
   if (p->opts.strategy == AP_STRATEGY_EXHAUSTIVE) {
-    long visited, max = p->opts.exhaustive_max > 0 ? p->opts.exhaustive_max : 1000000;
+    long visited, max = p->opts.exhaustive_max > 0 ? p->opts.exhaustive_max : 10000000;
     ap_status st = V > AP_SEARCH_EXHAUSTIVE_MAX_VARS
                        ? AP_ERR_UNSUPPORTED
-                       : ap_search_exhaustive(&pr, max, state, &cost, &visited);
+                       : ap_search_exhaustive(&pr, max, state, value, &visited);
     if (st != AP_OK)
       return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
                       "the exhaustive strategy visits at most %ld assignments; this graph "
@@ -610,7 +913,7 @@ static ap_status search_level(ap_plan *p, ap_graph *g, int level, uint8_t *state
     return AP_OK;
   }
   const char *opt;
-  ap_status st = ap_search_solve(&pr, a, state, &cost, &opt);
+  ap_status st = ap_search_solve(&pr, g->arena, state, value, &opt);
   if (st != AP_OK)
     return ap_error(d, st, g->path, NULL, NULL, "out of memory");
   if (strcmp(opt, "exact") != 0)
@@ -809,14 +1112,18 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     if (!nd->types)
       return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
     for (int l = 0; l < L; l++)
-      nd->types[l] = (uint8_t)(p->state[(size_t)l * V + v] + 1);
+      nd->types[l] = (uint8_t)(state_type(p->state[(size_t)l * V + v]) + 1);
     nd->n_types = L;
   }
   return AP_OK;
 }
 
-/* One search of every level with the plan's memory penalty. */
-static ap_status plan_levels(ap_plan *p, ap_graph *g, ap_diag *d) {
+/* One search of every level with the plan's memory penalty. With a
+ * tentative plan (a baseline's complete plan, see ap_partition), a level
+ * takes the tentative plan's states while the best it finds is no faster
+ * than the tentative plan: a fortified rollout, never slower than it. */
+static ap_status plan_levels(ap_plan *p, ap_graph *g, const ap_plan *tentative,
+                             ap_diag *d) {
   ap_arena *a = g->arena;
   int L = p->n_levels, V = p->n_vertices;
   p->comm_bytes = p->paper_cost = 0;
@@ -837,14 +1144,45 @@ static ap_status plan_levels(ap_plan *p, ap_graph *g, ap_diag *d) {
       for (int c = 0; c < 2; c++)
         root->ext[2 * (p->v[v].ext_base + port) + c] =
             (int64_t)full(g, p->v[v].port[port].value, p->v[v].port[port].dim[c]);
-  ap_status st;
-  for (int l = 0; l < L; l++) {
-    if ((st = search_level(p, g, l, p->state + (size_t)l * V, d)) != AP_OK)
-      return st;
-    if ((st = next_level(p, g, l, p->child_map, d)) != AP_OK)
-      return st;
+  below b;
+  ap_status st = below_init(&b, p, g);
+  if (st != AP_OK) {
+    ap_arena_free(b.ar);
+    return ap_error(d, st, g->path, NULL, NULL, "out of memory");
   }
-  return finish(p, g, p->child_map, d);
+  b.tail = tentative ? tentative->state : NULL;
+  b.tail_by_count = tentative && tentative->opts.strategy != AP_STRATEGY_ACCPAR;
+  double bound = tentative ? tentative->step_time_s : INFINITY;
+  for (int l = 0; l < L && st == AP_OK; l++) {
+    uint8_t *state = p->state + (size_t)l * V;
+    double value;
+    if ((st = search_level(p, g, l, &b, state, &value, d)) != AP_OK)
+      break;
+    if (tentative && !(value < bound)) {
+      /* The tentative plan's states, by device count as its strategy
+       * shares (rule 1), give its own classes and times exactly. */
+      for (int v = 0; v < V; v++)
+        state[v] = (uint8_t)state_below(&b, l, v, 0);
+    } else {
+      bound = value;
+    }
+    /* Rule 1 where it gives the balanced shares anyway is rule 0: the
+     * table marks by-count shares only where they differ. */
+    for (int v = 0; v < V && p->opts.strategy >= AP_STRATEGY_ACCPAR; v++) {
+      bool same = state[v] >= 3;
+      for (int ci = 0; same && ci < p->n_cls[l]; ci++) {
+        double r0[AP_MAX_CHILDREN], r1[AP_MAX_CHILDREN];
+        cached_ratio(&b, &p->cls[l][ci], v, state[v] - 3, r0);
+        cached_ratio(&b, &p->cls[l][ci], v, state[v], r1);
+        same = memcmp(r0, r1, sizeof r0) == 0;
+      }
+      if (same)
+        state[v] -= 3;
+    }
+    st = next_level(p, g, l, p->child_map, d);
+  }
+  ap_arena_free(b.ar);
+  return st != AP_OK ? st : finish(p, g, p->child_map, d);
 }
 
 /* The first class of the last level that does not fit, or -1. */
@@ -875,15 +1213,37 @@ ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d) {
   ap_status st = ap_plan_build(p, g, d);
   if (st != AP_OK)
     return st;
-  int max_ports = 1;
-  for (int v = 0; v < p->n_vertices; v++)
-    if (p->v[v].n_ports > max_ports)
-      max_ports = p->v[v].n_ports;
-  p->scratch_ext = ap_arena_array(a, 2 * (size_t)max_ports, sizeof(int64_t));
-  if (!p->scratch_ext)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   p->n_levels = ap_devices_levels(&p->dev);
-  if ((st = plan_levels(p, g, d)) != AP_OK)
+  /* Levels are searched one after another (AccPar's hierarchy), so a
+   * level's search cannot see what the lower levels will choose. accpar
+   * therefore plans as a rollout (docs/partition.md): it first makes
+   * complete base plans, dp's, owt's, hypar's and its own with each level
+   * priced by itself, takes the fastest as the tentative plan, and then
+   * searches each level again, pricing every state with the tentative
+   * plan's states below it, exactly as the step time is evaluated. A level
+   * keeps the tentative plan's states unless it finds a faster plan, so the
+   * result is never slower than any base plan. */
+  const ap_plan *tentative = NULL;
+  if (o->cost == AP_COST_TIME &&
+      (o->strategy == AP_STRATEGY_ACCPAR || o->strategy == AP_STRATEGY_EXHAUSTIVE)) {
+    static const ap_strategy bases[] = {AP_STRATEGY_DP, AP_STRATEGY_OWT, AP_STRATEGY_HYPAR,
+                                        AP_STRATEGY_ACCPAR};
+    for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+      ap_plan *q = ap_arena_alloc(a, sizeof *q);
+      if (!q)
+        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+      *q = *p;
+      q->opts.devices = &q->dev;
+      q->opts.strategy = bases[i];
+      q->level_only = true;
+      if ((st = plan_levels(q, g, NULL, d)) != AP_OK)
+        return st;
+      double cap;
+      if (overflowing(q, &cap) < 0 && (!tentative || q->step_time_s < tentative->step_time_s))
+        tentative = q;
+    }
+  }
+  if ((st = plan_levels(p, g, tentative, d)) != AP_OK)
     return st;
   /* A plan that does not fit is searched again with a price on the bytes a
    * device keeps (a Lagrangian relaxation of the memory limit), raised
@@ -894,7 +1254,7 @@ ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d) {
   int bad = overflowing(p, &cap);
   for (int round = 0; bad >= 0 && round < 12; round++) {
     p->mem_penalty = round ? p->mem_penalty * 8 : 1e-13;
-    if ((st = plan_levels(p, g, d)) != AP_OK)
+    if ((st = plan_levels(p, g, NULL, d)) != AP_OK)
       return st;
     bad = overflowing(p, &cap);
     if (bad < 0)

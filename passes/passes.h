@@ -28,16 +28,19 @@ double ap_group_peak(const ap_devices *dv, const ap_group *g); /* FLOP/s */
 
 /* ---- search.c ----------------------------------------------------------- */
 
-enum { AP_SEARCH_EXHAUSTIVE_MAX_VARS = 64 };
+/* A vertex's state: a partition type (layers: I, II, III; joins: split
+ * dim[0], split dim[1], replicated) and how its groups share the split
+ * dimension: state = type + 3 * ratio rule (see partition.c). */
+enum { AP_SEARCH_EXHAUSTIVE_MAX_VARS = 64, AP_SEARCH_STATES = 6 };
 
-/* Vertices with up to three states and a cost per state; edges with a cost
- * per pair of states. Disallowed states are never chosen. */
+/* Vertices with up to AP_SEARCH_STATES states and a cost per state; edges
+ * with a cost per pair of states. Disallowed states are never chosen. */
 typedef struct ap_search_problem {
   int n, m;
   const uint8_t *allowed;      /* [n]: bit x set when state x may be chosen */
-  const double (*unary)[3];    /* [n][3] */
+  const double (*unary)[AP_SEARCH_STATES];                   /* [n] */
   const int (*ends)[2];        /* [m]: the two vertices of each edge */
-  const double (*pair)[3][3];  /* [m]: cost[state of ends[0]][state of ends[1]] */
+  const double (*pair)[AP_SEARCH_STATES][AP_SEARCH_STATES];  /* [m]: cost[state of ends[0]][state of ends[1]] */
 } ap_search_problem;
 
 /* The minimum of ap_search_cost (see search.c for the method); optimality
@@ -108,7 +111,7 @@ typedef struct ap_plan {
   int n_vertices, n_edges, n_ports;
   ap_vertex *v;
   ap_edge *e;
-  uint8_t *state;               /* [n_levels][n_vertices] */
+  uint8_t *state;               /* [n_levels][n_vertices]: type + 3 * ratio rule */
   ap_class **cls;               /* [n_levels + 1]: classes per level; the last are devices */
   int *n_cls;
   int **child_map;              /* [n_levels][class * AP_MAX_CHILDREN + i]: child i's class */
@@ -117,8 +120,8 @@ typedef struct ap_plan {
   double *row_time_s;           /* [n_vertices]: its share of the step time */
   double step_time_s, compute_time_s, comm_time_s, comm_bytes, paper_cost, max_mem_bytes;
   const char *optimality;
-  int64_t *scratch_ext;         /* room for one vertex's child extents */
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
+  bool level_only;              /* price each level by itself (a base plan of accpar's rollout) */
 } ap_plan;
 
 /* Builds the vertices, chain ops and edges of p from g (graph_build.c). */

@@ -10,8 +10,16 @@ static const char *const type_names[3] = {"I", "II", "III"};
 static const char *const join_names[3] = {"b", "f", "r"}; /* split dim[0], dim[1], replicated */
 
 static const char *state_name(const ap_plan *p, int v, int level) {
-  int s = p->state[(size_t)level * p->n_vertices + v];
+  int s = p->state[(size_t)level * p->n_vertices + v] % 3;
   return p->v[v].join ? join_names[s] : type_names[s];
+}
+
+/* The table's cell: the state's name, then '=' where accpar shares by
+ * device count instead of balancing (its ratio rule 1, partition.c). */
+static const char *state_cell(const ap_plan *p, int v, int level, char *buf, size_t size) {
+  bool by_count = p->state[(size_t)level * p->n_vertices + v] >= 3;
+  snprintf(buf, size, "%s%s", state_name(p, v, level), by_count ? "=" : "");
+  return buf;
 }
 
 void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
@@ -69,8 +77,10 @@ ap_status ap_plan_print_table(const ap_graph *g, FILE *out) {
   for (int v = 0; v < p->n_vertices; v++) {
     const ap_node *n = &g->nodes[p->v[v].node];
     fprintf(out, "%-*s  %-*s", name_w, n->name, op_w, n->op_type);
-    for (int l = 0; l < L; l++)
-      fprintf(out, "  %-4s", state_name(p, v, l));
+    for (int l = 0; l < L; l++) {
+      char cell[8];
+      fprintf(out, "  %-4s", state_cell(p, v, l, cell, sizeof cell));
+    }
     fprintf(out, "  %12.6e\n", p->row_time_s[v]);
   }
   fprintf(out, "step time: %.6e s (compute %.6e s, communication %.6e s)\n", p->step_time_s,

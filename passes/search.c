@@ -1,8 +1,9 @@
 /* Minimum-cost state assignment of a pairwise cost graph: the dynamic
  * program of HyPar/AccPar generalised from a chain of layers to any graph.
  *
- * Variables (vertices) take one of up to three states; each has a unary cost
- * per state and each edge a 3x3 cost. The solver eliminates vertices of
+ * Variables (vertices) take one of up to AP_SEARCH_STATES states (a type and
+ * a ratio rule, passes.h); each has a unary cost per state and each edge a
+ * cost per pair of states. The solver eliminates vertices of
  * degree <= 2 (a degree-1 vertex folds into its neighbour, a degree-2 vertex
  * becomes an edge between its two neighbours, parallel edges add up): a
  * chain is the published layer-wise DP, and every series-parallel graph
@@ -20,20 +21,22 @@
 
 #include "passes/passes.h"
 
+enum { NS = AP_SEARCH_STATES };
+
 /* Conditioning copies the problem once per branch; the branches allowed
  * keep that work under about AP_SEARCH_WORK vertex-and-edge copies. */
 enum { AP_SEARCH_BRANCHES = 19683, AP_SEARCH_WORK = 4000000 };
 
 typedef struct record {
   int v, w1, w2;       /* eliminated vertex and the neighbours it depended on (-1: none) */
-  int8_t arg[3][3];    /* its best state given the neighbours' states; [0][0] for none */
+  int8_t arg[NS][NS];    /* its best state given the neighbours' states; [0][0] for none */
 } record;
 
 typedef struct sp {
   int n, m, cap_m;
-  double (*u)[3];
+  double (*u)[NS];
   int (*ends)[2];
-  double (*w)[3][3];
+  double (*w)[NS][NS];
   bool *edge_alive, *var_alive;
   record *rec;
   int n_rec;
@@ -57,7 +60,7 @@ static int find_edge(const sp *s, int a, int b) {
 }
 
 /* Adds cost c[sa][sb] to the edge a-b, creating it when absent. */
-static void add_edge(sp *s, int a, int b, double c[3][3]) {
+static void add_edge(sp *s, int a, int b, double c[NS][NS]) {
   int e = find_edge(s, a, b);
   if (e < 0) {
     if (s->m == s->cap_m)
@@ -68,8 +71,8 @@ static void add_edge(sp *s, int a, int b, double c[3][3]) {
     s->edge_alive[e] = true;
     memset(s->w[e], 0, sizeof s->w[e]);
   }
-  for (int x = 0; x < 3; x++)
-    for (int y = 0; y < 3; y++)
+  for (int x = 0; x < NS; x++)
+    for (int y = 0; y < NS; y++)
       s->w[e][x][y] += s->ends[e][0] == a ? c[x][y] : c[y][x];
 }
 
@@ -102,7 +105,7 @@ static int eliminate(sp *s) {
       r->w1 = r->w2 = -1;
       if (d == 0) {
         int best = 0;
-        for (int x = 1; x < 3; x++)
+        for (int x = 1; x < NS; x++)
           if (s->u[v][x] < s->u[v][best])
             best = x;
         r->arg[0][0] = (int8_t)best;
@@ -110,10 +113,10 @@ static int eliminate(sp *s) {
       } else if (d == 1) {
         int w = other(s, inc[0], v);
         r->w1 = w;
-        for (int y = 0; y < 3; y++) {
+        for (int y = 0; y < NS; y++) {
           int best = 0;
           double bc = INFINITY;
-          for (int x = 0; x < 3; x++) {
+          for (int x = 0; x < NS; x++) {
             double c = s->u[v][x] + ecost(s, inc[0], v, x, y);
             if (c < bc) {
               bc = c;
@@ -126,14 +129,14 @@ static int eliminate(sp *s) {
         s->edge_alive[inc[0]] = false;
       } else {
         int w1 = other(s, inc[0], v), w2 = other(s, inc[1], v);
-        double c[3][3];
+        double c[NS][NS];
         r->w1 = w1;
         r->w2 = w2;
-        for (int y = 0; y < 3; y++)
-          for (int z = 0; z < 3; z++) {
+        for (int y = 0; y < NS; y++)
+          for (int z = 0; z < NS; z++) {
             int best = 0;
             double bc = INFINITY;
-            for (int x = 0; x < 3; x++) {
+            for (int x = 0; x < NS; x++) {
               double t = s->u[v][x] + ecost(s, inc[0], v, x, y) + ecost(s, inc[1], v, x, z);
               if (t < bc) {
                 bc = t;
@@ -146,7 +149,7 @@ static int eliminate(sp *s) {
         s->edge_alive[inc[0]] = s->edge_alive[inc[1]] = false;
         if (w1 == w2) { /* two parallel edges: the diagonal folds into the vertex */
           r->w2 = -2;
-          for (int y = 0; y < 3; y++)
+          for (int y = 0; y < NS; y++)
             s->u[w1][y] += c[y][y];
         } else {
           add_edge(s, w1, w2, c);
@@ -167,7 +170,7 @@ static void fix(sp *s, int v, int x) {
   for (int e = 0; e < s->m; e++)
     if (s->edge_alive[e] && (s->ends[e][0] == v || s->ends[e][1] == v)) {
       int w = other(s, e, v);
-      for (int y = 0; y < 3; y++)
+      for (int y = 0; y < NS; y++)
         s->u[w][y] += ecost(s, e, v, x, y);
       s->edge_alive[e] = false;
     }
@@ -232,12 +235,12 @@ static sp *solve(sp *s, long budget, ap_arena *ar, outcome *o) {
         }
       }
     int states = 0;
-    for (int x = 0; x < 3; x++)
+    for (int x = 0; x < NS; x++)
       states += isfinite(s->u[v][x]);
     if (states > 1 && budget >= states) {
       o->conditioned++;
       sp *best = NULL;
-      for (int x = 0; x < 3; x++) {
+      for (int x = 0; x < NS; x++) {
         if (!isfinite(s->u[v][x]))
           continue;
         sp *c = sp_clone(s, ar, true);
@@ -257,12 +260,12 @@ static sp *solve(sp *s, long budget, ap_arena *ar, outcome *o) {
     o->greedy += states > 1;
     int bx = 0;
     double bc = INFINITY;
-    for (int x = 0; x < 3; x++) {
+    for (int x = 0; x < NS; x++) {
       double c = s->u[v][x];
       for (int e = 0; e < s->m; e++)
         if (s->edge_alive[e] && (s->ends[e][0] == v || s->ends[e][1] == v)) {
           double mn = INFINITY;
-          for (int y = 0; y < 3; y++)
+          for (int y = 0; y < NS; y++)
             mn = fmin(mn, ecost(s, e, v, x, y) + s->u[other(s, e, v)][y]);
           c += mn;
         }
@@ -287,11 +290,11 @@ ap_status ap_search_solve(const ap_search_problem *pr, ap_arena *out_arena, uint
   }
   for (int v = 0; v < pr->n; v++) {
     s->var_alive[v] = true;
-    for (int x = 0; x < 3; x++)
+    for (int x = 0; x < NS; x++)
       s->u[v][x] = pr->allowed[v] >> x & 1 ? pr->unary[v][x] : INFINITY;
   }
   for (int e = 0; e < pr->m; e++)
-    add_edge(s, pr->ends[e][0], pr->ends[e][1], (double(*)[3])pr->pair[e]);
+    add_edge(s, pr->ends[e][0], pr->ends[e][1], (double(*)[NS])pr->pair[e]);
   outcome o = {0};
   long budget = AP_SEARCH_WORK / (pr->n + pr->m + 1);
   sp *best = solve(s, budget < AP_SEARCH_BRANCHES ? budget : AP_SEARCH_BRANCHES, ar, &o);
@@ -352,8 +355,8 @@ ap_status ap_search_exhaustive(const ap_search_problem *pr, long max_visits, uin
     for (; v < pr->n; v++) {
       do
         cur[v]++;
-      while (cur[v] < 3 && !(pr->allowed[v] >> cur[v] & 1));
-      if (cur[v] < 3)
+      while (cur[v] < NS && !(pr->allowed[v] >> cur[v] & 1));
+      if (cur[v] < NS)
         break;
       cur[v] = 0;
       while (!(pr->allowed[v] >> cur[v] & 1))

@@ -544,13 +544,16 @@ Test(search, solver_matches_enumeration_on_random_graphs) {
   int exact = 0;
   for (int trial = 0; trial < 200; trial++) {
     int n = 2 + rand() % 9, m = 0;
+    enum { S = AP_SEARCH_STATES };
     uint8_t allowed[16];
-    double unary[16][3];
+    double unary[16][S];
     int ends[64][2];
-    double pair[64][3][3];
+    double pair[64][S][S];
+    /* Any of the states on small graphs, the first three on larger ones
+     * (the enumeration stays within its limit). */
     for (int v = 0; v < n; v++) {
-      allowed[v] = (uint8_t)(1 + rand() % 7);
-      for (int s = 0; s < 3; s++)
+      allowed[v] = (uint8_t)(1 + rand() % (n <= 7 ? (1 << S) - 1 : 7));
+      for (int s = 0; s < S; s++)
         unary[v][s] = rand() % 100;
     }
     for (int u = 0; u < n; u++)
@@ -558,13 +561,13 @@ Test(search, solver_matches_enumeration_on_random_graphs) {
         if (rand() % 100 < (trial % 2 ? 60 : 25) && m < 64) {
           ends[m][0] = u;
           ends[m][1] = v;
-          for (int x = 0; x < 3; x++)
-            for (int y = 0; y < 3; y++)
+          for (int x = 0; x < S; x++)
+            for (int y = 0; y < S; y++)
               pair[m][x][y] = rand() % 100;
           m++;
         }
-    ap_search_problem pr = {n, m, allowed, (const double(*)[3])unary,
-                            (const int(*)[2])ends, (const double(*)[3][3])pair};
+    ap_search_problem pr = {n, m, allowed, (const double(*)[S])unary, (const int(*)[2])ends,
+                            (const double(*)[S][S])pair};
     uint8_t s1[16], s2[16];
     double c1, c2;
     long visited;
@@ -736,4 +739,102 @@ Test(search, dp_equals_exhaustive_on_zoo_files, .timeout = 300) {
     remove(path);
   }
   remove(dir);
+}
+
+/* ---- accpar against the baselines ---- */
+
+/* accpar's search space holds every baseline's assignment and ratio, and
+ * its plan is timed with the same model, so its predicted step is never
+ * longer than dp's, owt's or hypar's (up to float noise). One model
+ * (already loaded, batch bound) on one array. */
+static void accpar_not_slower(ap_graph *g, const char *model, const char *spec) {
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK, "%s", d.message);
+  double t[AP_STRATEGY_COUNT];
+  static const ap_strategy order[] = {AP_STRATEGY_DP, AP_STRATEGY_OWT, AP_STRATEGY_HYPAR,
+                                      AP_STRATEGY_ACCPAR};
+  for (int i = 0; i < 4; i++) {
+    ap_plan_opts o = {.devices = &dv, .strategy = order[i]};
+    cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s on %s, %s: %s", model, spec,
+                 ap_strategy_name(order[i]), d.message);
+    ap_plan_summary s;
+    cr_assert(ap_plan_get(g, &s));
+    t[order[i]] = s.step_time_s;
+  }
+  for (int i = 0; i < 3; i++)
+    cr_expect_leq(t[AP_STRATEGY_ACCPAR], t[order[i]] * (1 + 1e-9),
+                  "%s on %s: accpar %.9g s, %s %.9g s (%.4fx)", model, spec,
+                  t[AP_STRATEGY_ACCPAR], ap_strategy_name(order[i]), t[order[i]],
+                  t[order[i]] / t[AP_STRATEGY_ACCPAR]);
+}
+
+static const char *const baseline_arrays[] = {"tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:2",
+                                              "tpuv3:4,tpuv2:4", "cpu:3", "eyeriss:16"};
+enum { N_BASELINE_ARRAYS = sizeof baseline_arrays / sizeof baseline_arrays[0] };
+
+static ap_graph *load_planable(const char *path, int64_t batch) {
+  ap_graph *g = NULL;
+  ap_diag d = {0};
+  cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+  if (batch)
+    cr_assert_eq(ap_bind_batch(g, batch, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+  return g;
+}
+
+Test(baselines, accpar_not_slower_on_zoo_models, .timeout = 600) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  FILE *probe = fopen(zoo, "rb");
+  if (!probe)
+    cr_skip_test("%s is not built", zoo);
+  fclose(probe);
+  char dir[] = "/tmp/accpar_baseXXXXXX";
+  cr_assert(mkdtemp(dir));
+  static const char *const models[] = {"mlp", "lenet5", "resnet_small", "resnet_block",
+                                       "inception_block"};
+  enum { N = sizeof models / sizeof models[0] };
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 64 -o %s mlp lenet5 resnet_small "
+                            "resnet_block inception_block >/dev/null", zoo, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  for (size_t m = 0; m < N; m++) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
+    ap_graph *g = load_planable(path, 0);
+    for (size_t k = 0; k < N_BASELINE_ARRAYS; k++)
+      accpar_not_slower(g, models[m], baseline_arrays[k]);
+    ap_graph_free(g);
+    /* The published array and batch on two of them. */
+    if (strcmp(models[m], "lenet5") == 0 || strcmp(models[m], "resnet_small") == 0) {
+      g = load_planable(path, 512);
+      accpar_not_slower(g, models[m], "tpuv3:64,tpuv2:64");
+      ap_graph_free(g);
+    }
+    remove(path);
+  }
+  remove(dir);
+}
+
+static void light_not_slower(const char *const *models, int n) {
+  for (int m = 0; m < n; m++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/onnx-tests/light/light_%s.onnx", ACCPAR_SHARED_DIR,
+             models[m]);
+    ap_graph *g = load_planable(path, 0);
+    for (size_t k = 0; k < N_BASELINE_ARRAYS; k++)
+      accpar_not_slower(g, models[m], baseline_arrays[k]);
+    ap_graph_free(g);
+  }
+}
+
+Test(baselines, accpar_not_slower_on_light_models_1, .timeout = 600) {
+  static const char *const models[] = {"bvlc_alexnet", "densenet121", "inception_v1",
+                                       "inception_v2", "resnet50"};
+  light_not_slower(models, 5);
+}
+
+Test(baselines, accpar_not_slower_on_light_models_2, .timeout = 600) {
+  static const char *const models[] = {"shufflenet", "squeezenet", "vgg19", "zfnet512"};
+  light_not_slower(models, 4);
 }

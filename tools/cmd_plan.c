@@ -148,6 +148,7 @@ enum { N_COMPARED = sizeof compared / sizeof compared[0] };
 typedef struct compare_job {
   const plan_args *a;
   const ap_devices *dv;
+  int64_t batch;  /* the batch planned for: --batch, or the model's own */
   ap_plan_summary s[N_COMPARED];
   bool json;
 } compare_job;
@@ -158,7 +159,7 @@ static ap_status emit_compare(void *ctx, FILE *out) {
   if (job->json) {
     fprintf(out, "{\n  \"model\": \"%s\",\n  \"devices\": \"%s\",\n  \"batch\": %lld,\n"
                  "  \"strategies\": [",
-            job->a->model, job->a->devices, (long long)job->a->batch);
+            job->a->model, job->a->devices, (long long)job->batch);
     for (int i = 0; i < N_COMPARED; i++) {
       const ap_plan_summary *s = &job->s[i];
       fprintf(out,
@@ -172,7 +173,7 @@ static ap_status emit_compare(void *ctx, FILE *out) {
     fprintf(out, "\n  ]\n}\n");
   } else {
     fprintf(out, "compare: %s  devices %s  batch %lld (%d devices, %d levels)\n",
-            job->a->model, job->a->devices, (long long)job->a->batch, job->dv->n_devices,
+            job->a->model, job->a->devices, (long long)job->batch, job->dv->n_devices,
             job->s[0].n_levels);
     fprintf(out, "%-8s  %14s  %10s  %14s  %14s  %s\n", "strategy", "step_time_s", "speedup",
             "comm_bytes", "max_mem_bytes", "optimality");
@@ -184,6 +185,17 @@ static ap_status emit_compare(void *ctx, FILE *out) {
     }
   }
   return ferror(out) ? AP_ERR_IO : AP_OK;
+}
+
+/* The batch a model is planned with when --batch is not given: dim 0 of
+ * its first fed input, as ap_bind_batch would bind (-1 if it has none). */
+static int64_t model_batch(const ap_graph *g) {
+  for (int i = 0; i < ap_graph_num_inputs(g); i++) {
+    int v = ap_graph_input(g, i);
+    if (!ap_value_is_constant(g, v) && ap_value_rank(g, v) >= 1)
+      return ap_value_dim(g, v, 0);
+  }
+  return -1;
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -198,7 +210,8 @@ int cmd_compare(int argc, char **argv) {
   ap_graph *g = NULL;
   if (load(&a, &g, &d) != AP_OK)
     return cli_fail(&d);
-  compare_job job = {.a = &a, .dv = &dv, .json = strcmp(a.format, "json") == 0};
+  compare_job job = {.a = &a, .dv = &dv, .batch = a.batch ? a.batch : model_batch(g),
+                     .json = strcmp(a.format, "json") == 0};
   for (int i = 0; i < N_COMPARED && rc == 0; i++) {
     ap_plan_opts o = {.devices = &dv, .strategy = compared[i]};
     if (ap_partition(g, &o, &d) != AP_OK)

@@ -1,0 +1,164 @@
+/* The code generator's internal header, sectioned by source file.
+ *
+ * The C backend lowers a verified, shape-inferred graph to C11 sources in an
+ * output folder and builds them with the system C compiler into OUTDIR/model,
+ * which links the runtime (runtime/accpar_rt.h). Every loop bound is a
+ * literal: shapes are known at compile time. docs/codegen.md describes the
+ * generated program and how the partitioned (multi-device) version extends it.
+ *
+ * Operators are emitted by one function per operator, cg_emit_<ID> for every
+ * OP(ID, ...) of ir/ops.def, spread over one file per operator family
+ * (c_ewise.c, c_layer.c, c_pool.c, c_norm.c, c_reduce.c, c_move.c); the
+ * dispatch table in emit_c.c is generated from ops.def, so an operator
+ * without an emitter does not link. An emitter writes the body of one kernel
+ * function for the operand boxes it is given; identical kernels (same
+ * signature and body text, i.e. same operator, attributes, dtypes and box
+ * sizes) are emitted once and called from every place that needs them. */
+#ifndef ACCPAR_CODEGEN_H
+#define ACCPAR_CODEGEN_H
+
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+/* ---- emit_c.c ----------------------------------------------------------- */
+
+typedef struct ap_codegen_opts {
+  const char *outdir;      /* created if missing; generated files are replaced */
+  const char *model_name;  /* for the program's diagnostics ("mnist-8") */
+  bool train;              /* training steps; the C backend does inference only so far */
+  const char *device_kind; /* the one device's kind name ("cpu") */
+} ap_codegen_opts;
+
+/* Writes OUTDIR/kernels.h, kernels.c, dev0.c, main.c and weights.bin for g
+ * (after ap_run_pipeline). Graph inputs that are not initializers become the
+ * program's inputs, in graph order (input_N.pb); inputs bound to constants
+ * before the pipeline stay inputs, checked at run time against the bound
+ * values. Files are written to temporaries and renamed. */
+ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d);
+
+typedef struct ap_build_opts {
+  const char *outdir;
+  const char *cc;          /* compiler command; NULL: $CC or "cc" */
+  const char *cflags;      /* NULL: $CFLAGS or "-O3 -march=native" */
+  const char *rt_include;  /* folder of accpar_rt.h */
+  const char *rt_lib;      /* the runtime's static library */
+  const char *kernels_dir; /* folder of codegen/kernels (gemm.c, conv.c) */
+  const char *extra_libs;  /* libraries the runtime needs ("-lprotobuf-c -lpthread -lm") */
+} ap_build_opts;
+
+
+/* ---- build.c ------------------------------------------------------------ */
+
+/* Compiles OUTDIR's sources into OUTDIR/model (through OUTDIR/model.tmp and
+ * a rename); the command is written to OUTDIR/build.sh. On failure the
+ * compiler's messages are left in OUTDIR/build.log, which the diagnostic
+ * names. */
+ap_status ap_codegen_build(const ap_build_opts *b, ap_diag *d);
+
+/* Which node inputs ONNX needs as constants to know shapes (Reshape's shape,
+ * Slice's starts...). */
+bool cg_input_needs_constant(ap_op op, int slot);
+/* Binds DIR/input_N.pb (as ap_bind_inputs_dir) but keeps as constants only
+ * the graph inputs some node needs constant; the others stay run-time
+ * inputs, with the file's (concrete) shape. */
+ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d);
+
+/* ---- shared by the operator emitters (emit_c.c) -------------------------- */
+
+/* A box: the indices [start, start + size) of a tensor, per dim. A device
+ * computes a box of every output and holds a box of every input; on one
+ * device every box is the whole tensor. */
+typedef struct cg_box {
+  int rank;
+  int64_t start[AP_MAX_RANK];
+  int64_t size[AP_MAX_RANK];
+} cg_box;
+
+/* One input or output of the node being emitted. */
+typedef struct cg_operand {
+  const ap_value *v;            /* NULL for an absent or omitted operand */
+  ap_dtype dtype;
+  int rank;
+  int64_t dims[AP_MAX_RANK];    /* of the whole tensor */
+  int64_t numel;                /* of the whole tensor */
+  cg_box box;                   /* the part this device holds or computes */
+} cg_operand;
+
+enum { CG_MAX_OPERANDS = 64 };  /* inputs or outputs of one node (Concat, Split) */
+
+/* What an emitter receives and fills for one node. */
+typedef struct cg_kernel {
+  ap_graph *g;
+  const ap_node *n;
+  ap_diag *d;
+  int n_in, n_out;               /* slots, omitted ones included */
+  cg_operand in[CG_MAX_OPERANDS];
+  cg_operand out[CG_MAX_OPERANDS];
+  FILE *body;                    /* the kernel's body; parameters x<i> (inputs), y<i> (outputs), work */
+  uint64_t skip_in;              /* bit i: input i is read at compile time, not passed */
+  char work_expr[1536];          /* C expression (size_t) of the floats of scratch the kernel
+                                    needs, evaluated in kernels.c; "" for none. The kernel
+                                    receives it as float *work */
+  int alias_in;                  /* >= 0: output 0 is input alias_in's storage; no kernel */
+  bool needs_kernels_lib;        /* the body calls apk_* (codegen/kernels) */
+} cg_kernel;
+
+typedef ap_status (*cg_emit_fn)(cg_kernel *k);
+
+#define OP(id, name, min_in, max_in, min_out, max_out, kind) ap_status cg_emit_##id(cg_kernel *k);
+#include "ir/ops.def"
+#undef OP
+
+/* A user error about the node being emitted: "FILE: node 'N' (OP): ...". */
+ap_status cg_error(cg_kernel *k, ap_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Appends to the kernel body. */
+void cg_printf(cg_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The C type of an element ("float", "int64_t"; bool is "uint8_t"), or NULL. */
+const char *cg_ctype(ap_dtype t);
+bool cg_dtype_is_unsigned(ap_dtype t); /* unsigned integers and bool */
+/* A C literal of value v in type t, exact for every finite float and double
+ * ("0x1.8p+1f", "INFINITY"), written into buf of at least 64 bytes. */
+const char *cg_literal(char *buf, ap_dtype t, double v);
+/* Element i of a constant operand, or false when the operand has no data. */
+bool cg_const_i64(const cg_operand *o, int64_t i, int64_t *out);
+bool cg_const_f64(const cg_operand *o, int64_t i, double *out);
+/* Row-major strides (in elements) of dims. */
+void cg_strides(int rank, const int64_t *dims, int64_t *strides);
+/* Opens `for (int64_t <var>K = 0; <var>K < dims[K]; <var>K++) {` for every
+ * K < rank; cg_loops_close closes them. */
+void cg_loops_open(cg_kernel *k, int rank, const int64_t *dims, const char *var);
+void cg_loops_close(cg_kernel *k, int rank);
+/* Writes "<var>0*s0 + <var>1*s1 ..." (terms with a zero stride dropped; "0"
+ * when none is left) into buf of size cap. */
+const char *cg_index(char *buf, size_t cap, int rank, const int64_t *strides,
+                     const char *var);
+/* Strides of operand o broadcast (numpy rules) to an output of rank r and
+ * dims: 0 along the dims o repeats. */
+void cg_broadcast_strides(const cg_operand *o, int r, int64_t *strides);
+/* y<out> = expr, element by element over output out's box, where expr
+ * reads a<j>, the element of input slots[j] broadcast (numpy rules) to the
+ * output (c_ewise.c). */
+void cg_map(cg_kernel *k, int out, int n_args, const int *slots, const char *expr);
+/* The operator's ONNX opset version in this graph (default domain). */
+int64_t cg_opset(const cg_kernel *k);
+/* An axis attribute normalised to [0, rank), or -1 when out of range. */
+int cg_norm_axis(int64_t axis, int rank);
+
+/* ---- c_layer.c ------------------------------------------------------------ */
+
+/* The spatial window of a convolution or pool: kernel, strides, dilations
+ * and the begin/end pads with auto_pad resolved, for nsp dims after N, C. */
+typedef struct cg_win {
+  int nsp;
+  int64_t kernel[AP_MAX_RANK], stride[AP_MAX_RANK], dilation[AP_MAX_RANK];
+  int64_t pad_begin[AP_MAX_RANK], pad_end[AP_MAX_RANK];
+} cg_win;
+
+/* Reads the window of node k for input x and output y. kernel_from gives the
+ * kernel when kernel_shape is absent (Conv's weight), or NULL. */
+ap_status cg_window(cg_kernel *k, const cg_operand *x, const cg_operand *y,
+                    const cg_operand *kernel_from, bool has_dilations, cg_win *w);
+
+#endif

@@ -166,14 +166,25 @@ aprt_status aprt_exchange(aprt_comm *c, const void *src, int nsend, const aprt_x
 
 typedef enum aprt_dtype { /* numbered as ONNX TensorProto.DataType */
   APRT_FLOAT = 1,
-  APRT_INT64 = 7
+  APRT_UINT8 = 2,
+  APRT_INT8 = 3,
+  APRT_UINT16 = 4,
+  APRT_INT16 = 5,
+  APRT_INT32 = 6,
+  APRT_INT64 = 7,
+  APRT_BOOL = 9,
+  APRT_FLOAT16 = 10,
+  APRT_DOUBLE = 11,
+  APRT_UINT32 = 12,
+  APRT_UINT64 = 13,
+  APRT_BFLOAT16 = 16
 } aprt_dtype;
 
 typedef struct aprt_tensor {
   aprt_dtype dtype;
   int ndim;                    /* 0..APRT_MAX_RANK */
   int64_t dims[APRT_MAX_RANK];
-  void *data;                  /* malloc'd, volume * 4 or 8 bytes, native order */
+  void *data;                  /* malloc'd, volume * aprt_dtype_size bytes, native order */
 } aprt_tensor;
 
 typedef struct aprt_error {
@@ -182,9 +193,10 @@ typedef struct aprt_error {
 
 int64_t aprt_tensor_volume(const aprt_tensor *t);
 size_t aprt_dtype_size(aprt_dtype t);
-const char *aprt_dtype_name(aprt_dtype t); /* "float32", "int64" */
-/* Reads a .pb TensorProto of dtype float32 (raw_data or float_data) or int64
- * (raw_data or int64_data). */
+const char *aprt_dtype_name(aprt_dtype t); /* "float32", "int64"... */
+/* Reads a .pb TensorProto of any fixed-size numeric dtype above, from
+ * raw_data or from the typed field ONNX stores it in (float_data,
+ * int32_data for the narrow types, int64_data, double_data, uint64_data). */
 aprt_status aprt_tensor_read(const char *path, aprt_tensor *out, aprt_error *err);
 /* Reads and checks that dtype and shape are exactly the expected ones. */
 aprt_status aprt_tensor_read_expect(const char *path, aprt_dtype dtype, int ndim,

@@ -263,6 +263,18 @@ static char *path_join(const char *dir, const char *stem, int index) {
   return p;
 }
 
+
+/* Seeded integer inputs (labels, indices) in whatever width the input has;
+ * 16-bit floats get zero bits, the only value that needs no conversion. */
+static void store_integer(aprt_tensor *t, int64_t k, uint64_t v) {
+  switch (aprt_dtype_size(t->dtype)) {
+  case 1: ((uint8_t *)t->data)[k] = (uint8_t)v; break;
+  case 2: ((uint16_t *)t->data)[k] = t->dtype == APRT_FLOAT16 || t->dtype == APRT_BFLOAT16 ? 0 : (uint16_t)v; break;
+  case 4: ((uint32_t *)t->data)[k] = (uint32_t)v; break;
+  default: ((uint64_t *)t->data)[k] = v; break;
+  }
+}
+
 static aprt_status load_inputs(const aprt_program *prog, const aprt_args *a,
                                aprt_tensor *inputs, aprt_error *err) {
   if (!a->inputs_dir && !prog->train && prog->n_inputs > 0) {
@@ -309,14 +321,19 @@ static aprt_status load_inputs(const aprt_program *prog, const aprt_args *a,
       return APRT_ERR_NOMEM;
     }
     for (int64_t k = 0; k < n; k++) {
-      if (t->dtype == APRT_FLOAT)
-        ((float *)t->data)[k] = aprt_rand_uniform(a->seed, 1000u + (uint64_t)i, (uint64_t)k);
-      else
-        ((int64_t *)t->data)[k] =
-            spec->classes > 0
-                ? (int64_t)(aprt_rand_u64(a->seed, 1000u + (uint64_t)i, (uint64_t)k) %
-                            (uint64_t)spec->classes)
-                : 0;
+      uint64_t stream = 1000u + (uint64_t)i;
+      if (t->dtype == APRT_FLOAT || t->dtype == APRT_DOUBLE) {
+        double u = aprt_rand_uniform(a->seed, stream, (uint64_t)k);
+        if (t->dtype == APRT_FLOAT)
+          ((float *)t->data)[k] = (float)u;
+        else
+          ((double *)t->data)[k] = u;
+      } else {
+        uint64_t v = spec->classes > 0
+                         ? aprt_rand_u64(a->seed, stream, (uint64_t)k) % (uint64_t)spec->classes
+                         : 0;
+        store_integer(t, k, v);
+      }
     }
   }
   return APRT_OK;

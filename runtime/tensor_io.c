@@ -1,7 +1,7 @@
 /* TensorProto .pb files, the format of ONNX's test data, through the
- * protobuf-c bindings the build generates (accpar_onnxpb). Only what an
- * executable's inputs and outputs need: float32 and int64, dense, stored in
- * the file itself. */
+ * protobuf-c bindings the build generates (accpar_onnxpb). Every
+ * fixed-size numeric type an executable's inputs and outputs can have,
+ * dense, stored in the file itself (strings and external data are not). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -12,11 +12,13 @@
 #include "transport.h"
 
 size_t aprt_dtype_size(aprt_dtype t) {
-  return t == APRT_FLOAT ? 4 : t == APRT_INT64 ? 8 : 0;
-}
-
-const char *aprt_dtype_name(aprt_dtype t) {
-  return t == APRT_FLOAT ? "float32" : t == APRT_INT64 ? "int64" : "unsupported";
+  switch (t) {
+  case APRT_UINT8: case APRT_INT8: case APRT_BOOL: return 1;
+  case APRT_UINT16: case APRT_INT16: case APRT_FLOAT16: case APRT_BFLOAT16: return 2;
+  case APRT_FLOAT: case APRT_INT32: case APRT_UINT32: return 4;
+  case APRT_INT64: case APRT_DOUBLE: case APRT_UINT64: return 8;
+  }
+  return 0;
 }
 
 /* ONNX names of the types a file may hold, for the error message. */
@@ -26,6 +28,52 @@ static const char *onnx_type_name(int32_t t) {
       "int32",     "int64",   "string", "bool",      "float16",   "float64",
       "uint32",    "uint64",  "complex64", "complex128", "bfloat16"};
   return t >= 0 && t < (int32_t)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+}
+
+const char *aprt_dtype_name(aprt_dtype t) {
+  return aprt_dtype_size(t) ? onnx_type_name((int32_t)t) : "unsupported";
+}
+
+/* Where ONNX stores a dtype's values when raw_data is not used, and how many
+ * there are: narrow integers, bool and 16-bit floats live in int32_data (one
+ * value, or one 16-bit pattern, per int32). */
+static size_t typed_count(const Onnx__TensorProto *tp) {
+  switch ((aprt_dtype)tp->data_type) {
+  case APRT_FLOAT: return tp->n_float_data;
+  case APRT_INT64: return tp->n_int64_data;
+  case APRT_DOUBLE: return tp->n_double_data;
+  case APRT_UINT32: case APRT_UINT64: return tp->n_uint64_data;
+  default: return tp->n_int32_data;
+  }
+}
+
+static const char *typed_field(const Onnx__TensorProto *tp) {
+  switch ((aprt_dtype)tp->data_type) {
+  case APRT_FLOAT: return "float_data";
+  case APRT_INT64: return "int64_data";
+  case APRT_DOUBLE: return "double_data";
+  case APRT_UINT32: case APRT_UINT64: return "uint64_data";
+  default: return "int32_data";
+  }
+}
+
+static void copy_typed(const Onnx__TensorProto *tp, void *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    switch ((aprt_dtype)tp->data_type) {
+    case APRT_FLOAT: ((float *)dst)[i] = tp->float_data[i]; break;
+    case APRT_INT64: ((int64_t *)dst)[i] = tp->int64_data[i]; break;
+    case APRT_DOUBLE: ((double *)dst)[i] = tp->double_data[i]; break;
+    case APRT_UINT32: ((uint32_t *)dst)[i] = (uint32_t)tp->uint64_data[i]; break;
+    case APRT_UINT64: ((uint64_t *)dst)[i] = tp->uint64_data[i]; break;
+    case APRT_INT32: ((int32_t *)dst)[i] = tp->int32_data[i]; break;
+    case APRT_UINT8: case APRT_INT8: case APRT_BOOL:
+      ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i];
+      break;
+    case APRT_UINT16: case APRT_INT16: case APRT_FLOAT16: case APRT_BFLOAT16:
+      ((uint16_t *)dst)[i] = (uint16_t)tp->int32_data[i];
+      break;
+    }
+  }
 }
 
 int64_t aprt_tensor_volume(const aprt_tensor *t) {
@@ -61,6 +109,8 @@ static int host_is_little_endian(void) {
 
 /* raw_data is little-endian whatever the host. */
 static void copy_le(unsigned char *dst, const unsigned char *src, size_t n, size_t es) {
+  if (n == 0) /* an empty tensor may have no buffer at all */
+    return;
   if (host_is_little_endian()) {
     memcpy(dst, src, n * es);
     return;
@@ -108,8 +158,8 @@ static aprt_status read_file(const char *path, unsigned char **data, size_t *siz
 
 static aprt_status convert(const char *path, const Onnx__TensorProto *tp, aprt_tensor *out,
                            aprt_error *err) {
-  if (tp->data_type != APRT_FLOAT && tp->data_type != APRT_INT64) {
-    aprt_errorf(err, "%s: tensor '%s' is %s; only float32 and int64 are supported", path,
+  if (!aprt_dtype_size((aprt_dtype)tp->data_type)) {
+    aprt_errorf(err, "%s: tensor '%s' is %s; only fixed-size numeric types are supported", path,
                 tp->name ? tp->name : "", onnx_type_name(tp->data_type));
     return APRT_ERR_MISMATCH;
   }
@@ -140,7 +190,7 @@ static aprt_status convert(const char *path, const Onnx__TensorProto *tp, aprt_t
     volume *= tp->dims[d];
   }
   size_t es = aprt_dtype_size(out->dtype), n = (size_t)volume;
-  size_t typed = out->dtype == APRT_FLOAT ? tp->n_float_data : tp->n_int64_data;
+  size_t typed = typed_count(tp);
   char shape[160];
   shape_str(shape, sizeof shape, out->ndim, out->dims);
   if (tp->has_raw_data && tp->raw_data.len != n * es) {
@@ -149,8 +199,8 @@ static aprt_status convert(const char *path, const Onnx__TensorProto *tp, aprt_t
     return APRT_ERR_FORMAT;
   }
   if (!tp->has_raw_data && typed != n) {
-    aprt_errorf(err, "%s: %s has %zu values; shape %s needs %zu", path,
-                out->dtype == APRT_FLOAT ? "float_data" : "int64_data", typed, shape, n);
+    aprt_errorf(err, "%s: %s has %zu values; shape %s needs %zu", path, typed_field(tp), typed,
+                shape, n);
     return APRT_ERR_FORMAT;
   }
   out->data = malloc(n ? n * es : 1);
@@ -160,9 +210,8 @@ static aprt_status convert(const char *path, const Onnx__TensorProto *tp, aprt_t
   }
   if (tp->has_raw_data)
     copy_le(out->data, tp->raw_data.data, n, es);
-  else if (n)
-    memcpy(out->data, out->dtype == APRT_FLOAT ? (void *)tp->float_data : (void *)tp->int64_data,
-           n * es);
+  else
+    copy_typed(tp, out->data, n);
   return APRT_OK;
 }
 

@@ -39,26 +39,6 @@ static const struct {
     {"test_training_dropout_default", "training-mode Dropout draws its mask from numpy's RNG"},
     {"test_training_dropout_default_mask", "training-mode Dropout draws its mask from numpy's RNG"},
     {"test_training_dropout_mask", "training-mode Dropout draws its mask from numpy's RNG"},
-    /* The runtime's TensorProto I/O (runtime/tensor_io.c) reads and writes
-     * float32 and int64 only; the kernels handle these types. */
-    {"test_training_dropout_zero_ratio", "runtime .pb I/O: bool input"},
-    {"test_training_dropout_zero_ratio_mask", "runtime .pb I/O: bool input"},
-    {"test_dropout_default_mask", "runtime .pb I/O: bool output"},
-    {"test_dropout_default_mask_ratio", "runtime .pb I/O: bool output"},
-    {"test_add_int8", "runtime .pb I/O: int8"},
-    {"test_add_int16", "runtime .pb I/O: int16"},
-    {"test_add_uint8", "runtime .pb I/O: uint8"},
-    {"test_add_uint16", "runtime .pb I/O: uint16"},
-    {"test_add_uint32", "runtime .pb I/O: uint32"},
-    {"test_add_uint64", "runtime .pb I/O: uint64"},
-    {"test_mul_int8", "runtime .pb I/O: int8"},
-    {"test_mul_int16", "runtime .pb I/O: int16"},
-    {"test_mul_uint8", "runtime .pb I/O: uint8"},
-    {"test_mul_uint16", "runtime .pb I/O: uint16"},
-    {"test_mul_uint32", "runtime .pb I/O: uint32"},
-    {"test_mul_uint64", "runtime .pb I/O: uint64"},
-    {"test_maxpool_2d_uint8", "runtime .pb I/O: uint8"},
-    {"test_clip_default_int8_inbounds_expanded", "runtime .pb I/O: int8"},
 };
 enum { N_EXCLUDED = sizeof excluded / sizeof excluded[0] };
 

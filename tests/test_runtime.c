@@ -750,12 +750,36 @@ Test(tensor_io, typed_fields_float_data_and_int64_data, .init = make_tmpdir) {
   cr_assert_eq(aprt_tensor_read(path, &t, &err), APRT_ERR_FORMAT);
   cr_assert(strstr(err.msg, path) && strstr(err.msg, "int64_data has 3 values; shape [2,2] needs 4"),
             "%s", err.msg);
-  /* An unsupported type names the file and the type. */
-  tp.data_type = 6;
+  /* Narrow integers travel in int32_data, one value per int32. */
+  int32_t i32[4] = {0, 7, 200, 255};
+  tp.data_type = 2; /* uint8 */
   tp.n_int64_data = 0;
+  tp.int64_data = NULL;
+  tp.n_int32_data = 4;
+  tp.int32_data = i32;
+  write_proto(path, &tp);
+  cr_assert_eq(aprt_tensor_read(path, &t, &err), APRT_OK, "%s", err.msg);
+  cr_assert_eq(t.dtype, APRT_UINT8);
+  cr_assert(memcmp(t.data, (uint8_t[]){0, 7, 200, 255}, 4) == 0);
+  aprt_tensor_free(&t);
+  /* uint64 travels in uint64_data, beyond int64's range. */
+  uint64_t u64[4] = {1, 2, UINT64_MAX, 1ull << 63};
+  tp.data_type = 13;
+  tp.n_int32_data = 0;
+  tp.int32_data = NULL;
+  tp.n_uint64_data = 4;
+  tp.uint64_data = u64;
+  write_proto(path, &tp);
+  cr_assert_eq(aprt_tensor_read(path, &t, &err), APRT_OK, "%s", err.msg);
+  cr_assert(memcmp(t.data, u64, sizeof u64) == 0);
+  aprt_tensor_free(&t);
+  /* An unsupported type names the file and the type. */
+  tp.data_type = 8; /* string */
+  tp.n_uint64_data = 0;
+  tp.uint64_data = NULL;
   write_proto(path, &tp);
   cr_assert_eq(aprt_tensor_read(path, &t, &err), APRT_ERR_MISMATCH);
-  cr_assert(strstr(err.msg, path) && strstr(err.msg, "int32"), "%s", err.msg);
+  cr_assert(strstr(err.msg, path) && strstr(err.msg, "string"), "%s", err.msg);
 }
 
 Test(tensor_io, mnist_input_and_clear_errors, .init = make_tmpdir) {

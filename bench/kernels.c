@@ -1,0 +1,363 @@
+/* bench-kernels: speed of the generated programs' GEMM and convolution kernels
+ * beside OpenBLAS, measured in the same run on the same data.
+ *
+ *   bench-kernels [--samples N] [--min-ms T]
+ *
+ * Every figure is the median of N samples (default 7); a sample repeats the
+ * operation until at least T milliseconds (default 30) have passed, so short
+ * operations are not timed at clock resolution. Our kernel and OpenBLAS
+ * alternate sample by sample, so drift in the machine's speed (other jobs,
+ * frequency changes) affects both alike. The ratio is ours / OpenBLAS on one
+ * thread, the fair per-core comparison: our kernels are single-threaded because
+ * the runtime already runs one thread per device. OpenBLAS on two threads is
+ * printed for context only.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+
+/* OpenBLAS extensions; declared here because only OpenBLAS's cblas.h has them. */
+void openblas_set_num_threads(int num_threads);
+char *openblas_get_config(void);
+char *openblas_get_corename(void);
+
+static int samples = 7;
+static double min_sample_s = 0.030;
+
+static double now_s(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+typedef void (*op_fn)(void *ctx);
+
+/* Repetitions per sample so that one sample lasts about min_sample_s. */
+static int calibrate(op_fn op, void *ctx)
+{
+  op(ctx); /* warm caches, page in buffers */
+  int reps = 1;
+  for (;;) {
+    double t0 = now_s();
+    for (int r = 0; r < reps; r++) op(ctx);
+    double t = now_s() - t0;
+    if (t >= min_sample_s || reps >= (1 << 20)) return reps;
+    reps = t <= 0 ? reps * 8 : (int)(reps * (min_sample_s / t) * 1.2) + 1;
+  }
+}
+
+static double sample(op_fn op, void *ctx, int reps)
+{
+  double t0 = now_s();
+  for (int r = 0; r < reps; r++) op(ctx);
+  return (now_s() - t0) / reps;
+}
+
+/* Median seconds per call of each of count operations, sampled alternately. */
+static void measure(int count, op_fn *ops, void **ctxs, double *median_s)
+{
+  int reps[4];
+  double *t = malloc(sizeof(double) * (size_t)samples * (size_t)count);
+  if (!t) {
+    fprintf(stderr, "bench-kernels: out of memory\n");
+    exit(1);
+  }
+  for (int i = 0; i < count; i++) reps[i] = calibrate(ops[i], ctxs[i]);
+  for (int s = 0; s < samples; s++)
+    for (int i = 0; i < count; i++) t[i * samples + s] = sample(ops[i], ctxs[i], reps[i]);
+  for (int i = 0; i < count; i++) {
+    qsort(t + i * samples, (size_t)samples, sizeof(double), cmp_double);
+    median_s[i] = t[i * samples + samples / 2];
+  }
+  free(t);
+}
+
+static float *alloc_floats(size_t count)
+{
+  float *p = malloc(sizeof(float) * (count ? count : 1));
+  if (!p) {
+    fprintf(stderr, "bench-kernels: out of memory (%zu floats)\n", count);
+    exit(1);
+  }
+  return p;
+}
+
+static float *random_floats(size_t count)
+{
+  float *p = alloc_floats(count);
+  unsigned s = 12345u;
+  for (size_t i = 0; i < count; i++) {
+    s = s * 1103515245u + 12345u;
+    p[i] = (float)((s >> 8) & 0xffff) / 65536.0f - 0.5f;
+  }
+  return p;
+}
+
+/* Largest |x - y| relative to the largest |y|: a sanity check that both sides
+ * computed the same thing, printed beside the speed. */
+static double max_rel_diff(const float *x, const float *y, size_t count)
+{
+  double diff = 0.0, mag = 0.0;
+  for (size_t i = 0; i < count; i++) {
+    double d = fabs((double)x[i] - y[i]);
+    if (d > diff) diff = d;
+    if (fabs(y[i]) > mag) mag = fabs(y[i]);
+  }
+  return mag > 0 ? diff / mag : diff;
+}
+
+/* ---- GEMM ---- */
+
+typedef struct gemm_case {
+  const char *name;
+  int trans_a, trans_b, m, n, k;
+} gemm_case;
+
+typedef struct gemm_ctx {
+  gemm_case c;
+  const float *a, *b;
+  float *out, *work;
+} gemm_ctx;
+
+static void run_ours_gemm(void *p)
+{
+  gemm_ctx *g = p;
+  gemm_case c = g->c;
+  apk_sgemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, g->a, c.trans_a ? c.m : c.k, g->b,
+            c.trans_b ? c.k : c.n, 0.0f, g->out, c.n, g->work);
+}
+
+static void run_blas_gemm(void *p)
+{
+  gemm_ctx *g = p;
+  gemm_case c = g->c;
+  cblas_sgemm(CblasRowMajor, c.trans_a ? CblasTrans : CblasNoTrans,
+              c.trans_b ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, 1.0f, g->a,
+              c.trans_a ? c.m : c.k, g->b, c.trans_b ? c.k : c.n, 0.0f, g->out, c.n);
+}
+
+static void bench_gemm(const gemm_case *c)
+{
+  float *a = random_floats((size_t)c->m * c->k), *b = random_floats((size_t)c->k * c->n);
+  float *ours = alloc_floats((size_t)c->m * c->n), *blas = alloc_floats((size_t)c->m * c->n);
+  float *work = alloc_floats(apk_sgemm_work_floats(c->m, c->n, c->k));
+  gemm_ctx mine = {*c, a, b, ours, work}, theirs = {*c, a, b, blas, NULL};
+  op_fn ops[2] = {run_ours_gemm, run_blas_gemm};
+  void *ctxs[2] = {&mine, &theirs};
+  double t[2], t2;
+  measure(2, ops, ctxs, t);
+  op_fn op2 = run_blas_gemm;
+  void *ctx2 = &theirs;
+  openblas_set_num_threads(2);
+  measure(1, &op2, &ctx2, &t2);
+  openblas_set_num_threads(1);
+  run_ours_gemm(&mine);
+  run_blas_gemm(&theirs);
+  double gflop = 2.0 * c->m * c->n * c->k * 1e-9;
+  printf("| %-22s | %c%c | %5d | %5d | %5d | %7.1f | %7.1f | %5.2f | %7.1f | %.0e |\n", c->name,
+         c->trans_a ? 'T' : 'N', c->trans_b ? 'T' : 'N', c->m, c->n, c->k, gflop / t[0],
+         gflop / t[1], t[1] / t[0], gflop / t2,
+         max_rel_diff(ours, blas, (size_t)c->m * c->n));
+  fflush(stdout);
+  free(a), free(b), free(ours), free(blas), free(work);
+}
+
+/* ---- convolution ---- */
+
+typedef struct conv_case {
+  const char *name;
+  apk_conv2d p;
+} conv_case;
+
+typedef struct conv_ctx {
+  const apk_conv2d *p;
+  const float *x, *w, *dy;
+  float *y, *dx, *dw, *col, *work;
+  int ohw, kg;
+  int pointwise;  /* 1x1, unit strides, no pads: x is its own im2col */
+} conv_ctx;
+
+static void run_ours_fwd(void *v)
+{
+  conv_ctx *c = v;
+  apk_conv2d_forward(c->p, c->x, c->w, NULL, c->y, c->work);
+}
+
+/* The same lowering as ours (im2col unless pointwise), with OpenBLAS's GEMM. */
+static void run_blas_fwd(void *v)
+{
+  conv_ctx *c = v;
+  const apk_conv2d *p = c->p;
+  const float *cols = c->x;
+  if (!c->pointwise) {
+    apk_im2col(p, c->x, p->in_channels, c->col);
+    cols = c->col;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->out_channels, c->ohw, c->kg, 1.0f,
+              c->w, c->kg, cols, c->ohw, 0.0f, c->y, c->ohw);
+}
+
+static void run_ours_bwd_data(void *v)
+{
+  conv_ctx *c = v;
+  apk_conv2d_backward_data(c->p, c->dy, c->w, c->dx, c->work);
+}
+
+static void run_blas_bwd_data(void *v)
+{
+  conv_ctx *c = v;
+  const apk_conv2d *p = c->p;
+  int pointwise = c->pointwise;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->kg, c->ohw, p->out_channels, 1.0f,
+              c->w, c->kg, c->dy, c->ohw, 0.0f, pointwise ? c->dx : c->col, c->ohw);
+  if (!pointwise) {
+    memset(c->dx, 0, sizeof(float) * (size_t)p->in_channels * p->in_h * p->in_w);
+    apk_col2im(p, c->col, p->in_channels, c->dx);
+  }
+}
+
+static void run_ours_bwd_weights(void *v)
+{
+  conv_ctx *c = v;
+  apk_conv2d_backward_weights(c->p, c->x, c->dy, c->dw, NULL, c->work);
+}
+
+static void run_blas_bwd_weights(void *v)
+{
+  conv_ctx *c = v;
+  const apk_conv2d *p = c->p;
+  const float *cols = c->x;
+  if (!c->pointwise) {
+    apk_im2col(p, c->x, p->in_channels, c->col);
+    cols = c->col;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->out_channels, c->kg, c->ohw, 1.0f,
+              c->dy, c->ohw, cols, c->ohw, 0.0f, c->dw, c->kg);
+}
+
+static void bench_conv(const conv_case *cc)
+{
+  const apk_conv2d *p = &cc->p;
+  /* The OpenBLAS side is written for batch 1 and one group, as the ResNet-50
+   * cases are. */
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  int kg = p->in_channels * p->kernel_h * p->kernel_w;
+  size_t nx = (size_t)p->in_channels * p->in_h * p->in_w;
+  size_t nw = (size_t)p->out_channels * kg, ny = (size_t)p->out_channels * ohw;
+  float *x = random_floats(nx), *w = random_floats(nw), *dy = random_floats(ny);
+  int pointwise = p->kernel_h == 1 && p->kernel_w == 1 && p->stride_h == 1 &&
+                  p->stride_w == 1 && p->pad_top == 0 && p->pad_left == 0;
+  conv_ctx mine = {p, x, w, dy, alloc_floats(ny), alloc_floats(nx), alloc_floats(nw), NULL,
+                   alloc_floats(apk_conv2d_work_floats(p)), ohw, kg, pointwise};
+  conv_ctx theirs = {p, x, w, dy, alloc_floats(ny), alloc_floats(nx), alloc_floats(nw),
+                     alloc_floats((size_t)kg * ohw), NULL, ohw, kg, pointwise};
+  static const char *phase[3] = {"forward", "backward data", "backward weights"};
+  op_fn ours_ops[3] = {run_ours_fwd, run_ours_bwd_data, run_ours_bwd_weights};
+  op_fn blas_ops[3] = {run_blas_fwd, run_blas_bwd_data, run_blas_bwd_weights};
+  double gflop = 2.0 * p->out_channels * (double)ohw * kg * 1e-9;
+  for (int i = 0; i < 3; i++) {
+    op_fn ops[2] = {ours_ops[i], blas_ops[i]};
+    void *ctxs[2] = {&mine, &theirs};
+    double t[2];
+    measure(2, ops, ctxs, t);
+    ours_ops[i](&mine);
+    blas_ops[i](&theirs);
+    double diff = i == 0   ? max_rel_diff(mine.y, theirs.y, ny)
+                  : i == 1 ? max_rel_diff(mine.dx, theirs.dx, nx)
+                           : max_rel_diff(mine.dw, theirs.dw, nw);
+    printf("| %-26s | %-16s | %5d | %5d | %5d | %7.1f | %7.1f | %5.2f | %.0e |\n", cc->name,
+           phase[i], p->out_channels, ohw, kg, gflop / t[0], gflop / t[1], t[1] / t[0], diff);
+    fflush(stdout);
+  }
+  free(x), free(w), free(dy);
+  free(mine.y), free(mine.dx), free(mine.dw), free(mine.work);
+  free(theirs.y), free(theirs.dx), free(theirs.dw), free(theirs.col);
+}
+
+/* batch 1: C, H, W, M, KH, KW, stride, pad */
+#define RESNET_CONV(c, h, m, k, s, pad)                                                        \
+  { 1, c, h, h, m, k, k, s, s, pad, pad, pad, pad, 1, 1, 1 }
+
+static const conv_case resnet50_convs[] = {
+    {"conv1 7x7/2 3->64 @224", RESNET_CONV(3, 224, 64, 7, 2, 3)},
+    {"res2 1x1 64->256 @56", RESNET_CONV(64, 56, 256, 1, 1, 0)},
+    {"res2 3x3 64->64 @56", RESNET_CONV(64, 56, 64, 3, 1, 1)},
+    {"res3 1x1/2 256->512 @56", RESNET_CONV(256, 56, 512, 1, 2, 0)},
+    {"res3 3x3 128->128 @28", RESNET_CONV(128, 28, 128, 3, 1, 1)},
+    {"res4 3x3 256->256 @14", RESNET_CONV(256, 14, 256, 3, 1, 1)},
+    {"res5 3x3 512->512 @7", RESNET_CONV(512, 7, 512, 3, 1, 1)},
+};
+
+static void usage(void)
+{
+  fprintf(stderr, "usage: bench-kernels [--samples N] [--min-ms T]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv)
+{
+  for (int i = 1; i < argc; i++) {
+    if (i + 1 < argc && strcmp(argv[i], "--samples") == 0)
+      samples = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--min-ms") == 0)
+      min_sample_s = atof(argv[++i]) * 1e-3;
+    else
+      usage();
+  }
+  if (samples < 1 || min_sample_s <= 0) usage();
+
+  openblas_set_num_threads(1);
+  apk_gemm_config cfg = apk_gemm_get_config();
+  printf("kernels: %s, %d floats per vector, register tile %dx%d, blocks mc=%d kc=%d nc=%d\n",
+         cfg.isa, cfg.vector_floats, cfg.mr, cfg.nr, cfg.mc, cfg.kc, cfg.nc);
+  printf("OpenBLAS: %s (core %s)\n", openblas_get_config(), openblas_get_corename());
+  printf("median of %d samples of >= %.0f ms each; GFLOP/s; ratio = ours / OpenBLAS 1 thread\n\n",
+         samples, min_sample_s * 1e3);
+
+  /* Square sizes in the three orientations training uses: forward (NN),
+   * error E * W^T (NT) and gradient F^T * E (TN); then the forward GEMMs of
+   * ResNet-50's convolutions lowered by im2col (m = out channels,
+   * n = output pixels, k = in channels * kernel area). */
+  static const gemm_case gemms[] = {
+      {"square 256", 0, 0, 256, 256, 256},
+      {"square 512", 0, 0, 512, 512, 512},
+      {"square 1024", 0, 0, 1024, 1024, 1024},
+      {"square 1024", 0, 1, 1024, 1024, 1024},
+      {"square 1024", 1, 0, 1024, 1024, 1024},
+      {"conv1 7x7/2 3->64", 0, 0, 64, 12544, 147},
+      {"res2 1x1 64->256", 0, 0, 256, 3136, 64},
+      {"res2 3x3 64->64", 0, 0, 64, 3136, 576},
+      {"res3 1x1/2 256->512", 0, 0, 512, 784, 256},
+      {"res3 3x3 128->128", 0, 0, 128, 784, 1152},
+      {"res4 3x3 256->256", 0, 0, 256, 196, 2304},
+      {"res5 3x3 512->512", 0, 0, 512, 49, 4608},
+  };
+  printf("GEMM\n\n");
+  printf("| shape                  | op |     m |     n |     k |    ours | OpenBLAS | ratio | "
+         "OpenBLAS 2 thr | max rel diff |\n");
+  printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) bench_gemm(&gemms[i]);
+
+  printf("\nConvolution, ResNet-50 batch 1 (OpenBLAS side: the same im2col/col2im, "
+         "cblas_sgemm)\n\n");
+  printf("| layer                      | kernel           |     m |     n |     k |    ours | "
+         "OpenBLAS | ratio | max rel diff |\n");
+  printf("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
+  for (size_t i = 0; i < sizeof resnet50_convs / sizeof resnet50_convs[0]; i++)
+    bench_conv(&resnet50_convs[i]);
+  return 0;
+}

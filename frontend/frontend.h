@@ -38,6 +38,12 @@ typedef struct ap_pb_alloc {
 void ap_pb_alloc_init(ap_pb_alloc *pa);
 void ap_pb_alloc_release(ap_pb_alloc *pa); /* frees every block still live */
 
+/* protobuf-c unpacks nested messages recursively without a limit, so a
+ * crafted file could overflow the stack; deeper files are refused first.
+ * 100 is the default limit of Google's protobuf. */
+enum { AP_PB_MAX_DEPTH = 100 };
+bool ap_pb_nesting_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t size);
+
 /* Reads the whole file at path into a buffer from ap_xrealloc. */
 ap_status ap_pb_read_file(const char *path, uint8_t **data, size_t *size, ap_diag *d);
 /* Writes size bytes to path through a temporary file in the same folder and

@@ -507,6 +507,9 @@ static ap_status convert(reader *r, const Onnx__ModelProto *m) {
  * for a buffer; file is the name used in diagnostics. */
 static ap_status load(const uint8_t *data, size_t size, const char *path, const char *file,
                       ap_graph **out, ap_diag *d) {
+  if (!ap_pb_nesting_ok(&onnx__model_proto__descriptor, data, size))
+    return ap_error(d, AP_ERR_PARSE, file, NULL, NULL,
+                    "protobuf messages nest deeper than %d levels", AP_PB_MAX_DEPTH);
   ap_pb_alloc pa;
   ap_pb_alloc_init(&pa);
   Onnx__ModelProto *m = onnx__model_proto__unpack(&pa.base, size, data);
@@ -539,6 +542,9 @@ static ap_status load(const uint8_t *data, size_t size, const char *path, const 
 }
 
 ap_status ap_load_onnx(const char *path, ap_graph **out, ap_diag *diag) {
+  if (!out || !path)
+    return ap_error(diag, AP_ERR_USAGE, path, NULL, NULL,
+                    "ap_load_onnx needs a path and a result");
   *out = NULL;
   uint8_t *data;
   size_t size;
@@ -552,6 +558,9 @@ ap_status ap_load_onnx(const char *path, ap_graph **out, ap_diag *diag) {
 
 ap_status ap_load_onnx_buffer(const void *data, size_t size, const char *name, ap_graph **out,
                               ap_diag *diag) {
+  if (!out || (!data && size))
+    return ap_error(diag, AP_ERR_USAGE, name, NULL, NULL,
+                    "ap_load_onnx_buffer needs the data and a result");
   *out = NULL;
   return load(data, size, NULL, name ? name : "<buffer>", out, diag);
 }

@@ -44,7 +44,7 @@ static char *copy_str(writer *w, const char *s) { return ap_arena_strdup(w->a, s
 static ap_status value_info(writer *w, const ap_value *v, Onnx__ValueInfoProto **out) {
   if (v->non_tensor)
     return ap_error(w->d, AP_ERR_UNSUPPORTED, w->path, NULL, NULL,
-                    "value '%s' has a %s type, which accpar does not keep and cannot write",
+                    "value '%s' is of %s type, which accpar does not keep and cannot write",
                     v->name, v->non_tensor);
   Onnx__ValueInfoProto *vi = new_msg(w, sizeof *vi, init_value_info);
   if (!vi || !(vi->name = copy_str(w, v->name)))
@@ -288,7 +288,8 @@ static ap_status build_model(writer *w, Onnx__ModelProto *m, Onnx__GraphProto *g
       ir = 4;
   m->has_ir_version = 1;
   m->ir_version = ir;
-  if (!(m->producer_name = copy_str(w, "accpar")) || !(m->producer_version = copy_str(w, ap_version())))
+  if (!(m->producer_name = copy_str(w, "accpar")) ||
+      !(m->producer_version = copy_str(w, ap_version())))
     return nomem(w);
   m->opset_import = ap_arena_array(w->a, (size_t)g->n_opsets + 1, sizeof *m->opset_import);
   if (!m->opset_import)
@@ -306,6 +307,8 @@ static ap_status build_model(writer *w, Onnx__ModelProto *m, Onnx__GraphProto *g
 }
 
 ap_status ap_write_onnx(const ap_graph *g, const char *path, ap_diag *diag) {
+  if (!g || !path)
+    return ap_error(diag, AP_ERR_USAGE, path, NULL, NULL, "ap_write_onnx needs a graph and a path");
   writer w = {.g = g, .d = diag, .path = path, .a = ap_arena_new()};
   if (!w.a)
     return nomem(&w);

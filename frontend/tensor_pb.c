@@ -4,9 +4,9 @@
 #define _XOPEN_SOURCE 700 /* realpath, pread, mkstemp, fchmod */
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,12 +69,76 @@ void ap_pb_alloc_release(ap_pb_alloc *pa) {
     pb_free(pa, (block_hdr *)pa->blocks + 1);
 }
 
+/* ---- nesting -------------------------------------------------------------- */
+
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t b = *(*p)++;
+    r |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Walks the wire format guided by the descriptors, descending only into
+ * fields the schema says are messages. Malformed data ends the walk with
+ * true: protobuf-c reports it; only excess depth is this function's call. */
+static bool nesting_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                       const uint8_t *end, int depth_left) {
+  while (p < end) {
+    uint64_t key, len;
+    if (!read_varint(&p, end, &key))
+      return true;
+    switch (key & 7) {
+    case PROTOBUF_C_WIRE_TYPE_VARINT:
+      if (!read_varint(&p, end, &len))
+        return true;
+      break;
+    case PROTOBUF_C_WIRE_TYPE_64BIT:
+      if (end - p < 8)
+        return true;
+      p += 8;
+      break;
+    case PROTOBUF_C_WIRE_TYPE_32BIT:
+      if (end - p < 4)
+        return true;
+      p += 4;
+      break;
+    case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
+      if (!read_varint(&p, end, &len) || len > (uint64_t)(end - p))
+        return true;
+      const ProtobufCFieldDescriptor *f =
+          (key >> 3) <= UINT_MAX
+              ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3))
+              : NULL;
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+          (depth_left == 0 || !nesting_ok(f->descriptor, p, p + len, depth_left - 1)))
+        return false;
+      p += len;
+      break;
+    }
+    default:
+      return true;
+    }
+  }
+  return true;
+}
+
+bool ap_pb_nesting_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t size) {
+  return nesting_ok(desc, data, data + size, AP_PB_MAX_DEPTH);
+}
+
 /* ---- files ---------------------------------------------------------------- */
 
 ap_status ap_pb_read_file(const char *path, uint8_t **data, size_t *size, ap_diag *d) {
   *data = NULL;
   *size = 0;
-  int fd = open(path, O_RDONLY);
+  /* O_NONBLOCK: a FIFO must not hang the reader; fstat then refuses it. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return ap_error(d, AP_ERR_IO, path, NULL, NULL, "cannot open: %s", strerror(errno));
   struct stat st;
@@ -284,7 +348,6 @@ static ap_status read_external(const Onnx__TensorProto *tp, ap_arena *a, size_t 
   /* The spelling check cannot see symbolic links: compare real paths too. */
   char real_dir[PATH_MAX], real_file[PATH_MAX];
   ap_status s = AP_OK;
-  int fd = -1;
   if (!realpath(w->dir, real_dir) || !realpath(full, real_file))
     s = TERR(AP_ERR_IO, "cannot open external data '%s': %s", loc, strerror(errno));
   ap_xfree(full);
@@ -296,7 +359,7 @@ static ap_status read_external(const Onnx__TensorProto *tp, ap_arena *a, size_t 
   if (!inside)
     return TERR(AP_ERR_INVALID, "external data location '%s' resolves outside the model's folder",
                 loc);
-  fd = open(real_file, O_RDONLY);
+  int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     if (fd >= 0)
@@ -420,7 +483,6 @@ static ap_status convert_typed(const Onnx__TensorProto *tp, enum field f, ap_are
     break;
   default: break;
   }
-  t->data = data;
   return AP_OK;
 }
 
@@ -573,6 +635,11 @@ ap_status ap_read_tensor_pb(const char *path, ap_arena *a, ap_tensor *t, const c
   ap_status s = ap_pb_read_file(path, &buf, &size, d);
   if (s != AP_OK)
     return s;
+  if (!ap_pb_nesting_ok(&onnx__tensor_proto__descriptor, buf, size)) {
+    ap_xfree(buf);
+    return ap_error(d, AP_ERR_PARSE, path, NULL, NULL,
+                    "protobuf messages nest deeper than %d levels", AP_PB_MAX_DEPTH);
+  }
   ap_pb_alloc pa;
   ap_pb_alloc_init(&pa);
   Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&pa.base, size, buf);

@@ -169,7 +169,8 @@ static ap_status sort_nodes(ap_graph *g, ap_diag *d) {
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int i = 0; i < n; i++)
     sorted[i] = g->nodes[order[i]];
-  memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
+  if (n) /* a graph folded down to no node at all may have no node array */
+    memcpy(g->nodes, sorted, (size_t)n * sizeof *sorted);
   ap_graph_link(g);
   return AP_OK;
 }

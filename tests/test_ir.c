@@ -248,3 +248,15 @@ Test(arena, every_allocation_failure_is_reported) {
   }
   cr_expect_gt(fail_at, 3, "the loop must have exercised several failure points");
 }
+
+Test(verify, accepts_a_graph_without_nodes) {
+  ap_graph *g = ap_graph_new("empty.onnx");
+  int64_t d4[1] = {4};
+  int x = value(g, "x", AP_VAL_INPUT, 1, d4);
+  ap_graph_add_input(g, x);
+  ap_graph_add_output(g, x);
+  ap_diag d = {0};
+  cr_expect_eq(ap_verify(g, &d), AP_OK, "%s", d.message);
+  cr_expect_eq(ap_run_pipeline(g, NULL, &d), AP_OK, "%s", d.message);
+  ap_graph_free(g);
+}

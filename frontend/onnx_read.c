@@ -83,6 +83,12 @@ static ap_status read_header(reader *r, const Onnx__ModelProto *m) {
   if (!(g->producer_name = ap_arena_strdup(g->arena, str_or_empty(m->producer_name))) ||
       !(g->producer_version = ap_arena_strdup(g->arena, str_or_empty(m->producer_version))))
     return nomem(r);
+  if (m->n_metadata_props > MAX_COUNT)
+    return ap_error(r->d, AP_ERR_INVALID, r->file, NULL, NULL, "too many metadata entries");
+  for (size_t i = 0; i < m->n_metadata_props; i++)
+    if (!ap_graph_set_meta(g, str_or_empty(m->metadata_props[i]->key),
+                           str_or_empty(m->metadata_props[i]->value)))
+      return nomem(r);
   if (m->n_opset_import > MAX_COUNT)
     return ap_error(r->d, AP_ERR_INVALID, r->file, NULL, NULL, "too many opset imports");
   g->n_opsets = (int)m->n_opset_import;

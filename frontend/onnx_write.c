@@ -302,6 +302,20 @@ static ap_status build_model(writer *w, Onnx__ModelProto *m, Onnx__GraphProto *g
     os->version = g->opsets[i].version;
     m->opset_import[m->n_opset_import++] = os;
   }
+  if (g->n_meta) {
+    m->metadata_props = ap_arena_array(w->a, (size_t)g->n_meta, sizeof *m->metadata_props);
+    if (!m->metadata_props)
+      return nomem(w);
+    for (int i = 0; i < g->n_meta; i++) {
+      Onnx__StringStringEntryProto *e = ap_arena_alloc(w->a, sizeof *e);
+      if (!e)
+        return nomem(w);
+      onnx__string_string_entry_proto__init(e);
+      if (!(e->key = copy_str(w, g->meta_keys[i])) || !(e->value = copy_str(w, g->meta_values[i])))
+        return nomem(w);
+      m->metadata_props[m->n_metadata_props++] = e;
+    }
+  }
   m->graph = gp;
   return build_graph(w, gp);
 }

@@ -125,6 +125,26 @@ bool ap_graph_add_input(ap_graph *g, int v) {
   return true;
 }
 
+bool ap_graph_set_meta(ap_graph *g, const char *key, const char *value) {
+  char *v = ap_arena_strdup(g->arena, value);
+  if (!v)
+    return false;
+  for (int i = 0; i < g->n_meta; i++)
+    if (strcmp(g->meta_keys[i], key) == 0) {
+      g->meta_values[i] = v;
+      return true;
+    }
+  int cap = g->cap_meta;
+  if (!ap_arena_grow(g->arena, (void **)&g->meta_keys, &cap, g->n_meta + 1, sizeof(char *)) ||
+      !ap_arena_grow(g->arena, (void **)&g->meta_values, &g->cap_meta, g->n_meta + 1,
+                     sizeof(char *)))
+    return false;
+  if (!(g->meta_keys[g->n_meta] = ap_arena_strdup(g->arena, key)))
+    return false;
+  g->meta_values[g->n_meta++] = v;
+  return true;
+}
+
 bool ap_graph_add_output(ap_graph *g, int v) {
   if (!ap_arena_grow(g->arena, (void **)&g->outputs, &g->cap_outputs, g->n_outputs + 1,
                      sizeof *g->outputs))
@@ -278,6 +298,17 @@ ap_value *ap_node_out(ap_graph *g, const ap_node *n, int i) {
 }
 
 /* ---- the public inspection API ---- */
+
+const char *ap_graph_metadata(const ap_graph *g, const char *key) {
+  for (int i = 0; i < g->n_meta; i++)
+    if (strcmp(g->meta_keys[i], key) == 0)
+      return g->meta_values[i];
+  return NULL;
+}
+
+ap_status ap_graph_set_metadata(ap_graph *g, const char *key, const char *value) {
+  return ap_graph_set_meta(g, key, value) ? AP_OK : AP_ERR_NOMEM;
+}
 
 int ap_graph_num_values(const ap_graph *g) { return g->n_values; }
 int ap_graph_num_nodes(const ap_graph *g) { return g->n_nodes; }

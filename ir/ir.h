@@ -207,6 +207,9 @@ struct ap_graph {
   int n_inputs, cap_inputs;
   int *outputs;
   int n_outputs, cap_outputs;
+  const char **meta_keys;  /* the model's metadata_props, in file order */
+  const char **meta_values;
+  int n_meta, cap_meta;
   int *name_index;         /* open-addressing hash: value name -> id + 1 */
   int name_index_cap;
   void *plan;              /* the partition pass's plan (passes/passes.h), or NULL */
@@ -223,6 +226,8 @@ int ap_graph_add_value(ap_graph *g, const char *name, ap_value_kind kind);
 int ap_graph_add_node(ap_graph *g, const char *name, const char *domain,
                       const char *op_type, int n_in, int n_out, int n_attr);
 bool ap_graph_add_input(ap_graph *g, int v);
+/* Sets the model metadata entry key (copied), replacing an existing one. */
+bool ap_graph_set_meta(ap_graph *g, const char *key, const char *value);
 bool ap_graph_add_output(ap_graph *g, int v);
 /* Drops dead nodes and values no node, input or output refers to, and
  * renumbers; recomputes producers. false if out of memory. */

@@ -14,6 +14,7 @@ static const struct {
     {"dump", cmd_dump, "print the IR of a model (text or JSON)"},
     {"plan", cmd_plan, "partition a model over a device array and print the plan"},
     {"compare", cmd_compare, "dp, owt, hypar and accpar side by side"},
+    {"export", cmd_export, "write the model with its plan inside (metadata_props)"},
     {"compile", cmd_compile, "generate and build the program of a model (OUTDIR/model)"},
 };
 

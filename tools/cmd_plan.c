@@ -1,7 +1,8 @@
 /* accparc plan    MODEL.onnx --devices SPEC [--strategy S] [--batch N]
  *                            [--cost time|paper] [--mem-limit BYTES] [--format table|json]
  * accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]
- * Load, bind, run the pipeline, partition, print. */
+ * accparc export  MODEL.onnx --devices SPEC [plan options] -o ANNOTATED.onnx
+ * Load, bind, run the pipeline, partition, print (or write). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -28,14 +29,21 @@ static const char compare_usage[] =
     "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]\n"
     "  plans with dp, owt, hypar and accpar and prints them side by side\n";
 
+static const char export_usage[] =
+    "usage: accparc export MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "                                 [--cost time|paper] [--mem-limit BYTES] -o ANNOTATED.onnx\n"
+    "  writes the model as planned (bound and folded) with the plan's JSON, as\n"
+    "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan'\n";
+
 typedef struct plan_args {
   const char *model, *devices, *format;
+  const char *output; /* export's -o */
   ap_plan_opts opts;
   int64_t batch;
 } plan_args;
 
-static int parse(const char *cmd, const char *usage, bool plan_options, int argc, char **argv,
-                 plan_args *a) {
+static int parse(const char *cmd, const char *usage, bool plan_options, bool wants_output,
+                 int argc, char **argv, plan_args *a) {
   memset(a, 0, sizeof *a);
   a->format = "table";
   a->opts.strategy = AP_STRATEGY_ACCPAR;
@@ -75,6 +83,8 @@ static int parse(const char *cmd, const char *usage, bool plan_options, int argc
         return cli_usage_error(cmd, "--mem-limit expects a positive number of bytes, got '%s'",
                                argv[i]);
       a->opts.mem_limit_bytes = b;
+    } else if (wants_output && strcmp(s, "-o") == 0 && has_value) {
+      a->output = argv[++i];
     } else if (s[0] == '-' && s[1]) {
       return cli_usage_error(cmd, "unknown option or missing value: %s (try --help)", s);
     } else if (!a->model) {
@@ -87,6 +97,8 @@ static int parse(const char *cmd, const char *usage, bool plan_options, int argc
     return cli_usage_error(cmd, "no model given (try --help)");
   if (!a->devices)
     return cli_usage_error(cmd, "--devices is required (try --help)");
+  if (wants_output && !a->output)
+    return cli_usage_error(cmd, "-o ANNOTATED.onnx is required (try --help)");
   if (strcmp(a->format, "table") != 0 && strcmp(a->format, "json") != 0)
     return cli_usage_error(cmd, "--format must be table or json, got '%s'", a->format);
   return 0;
@@ -120,7 +132,7 @@ static ap_status emit_plan(void *ctx, FILE *out) {
 
 int cmd_plan(int argc, char **argv) {
   plan_args a;
-  int rc = parse("plan", plan_usage, true, argc, argv, &a);
+  int rc = parse("plan", plan_usage, true, false, argc, argv, &a);
   if (rc)
     return rc < 0 ? 0 : rc;
   ap_diag d = {0};
@@ -200,7 +212,7 @@ static int64_t model_batch(const ap_graph *g) {
 
 int cmd_compare(int argc, char **argv) {
   plan_args a;
-  int rc = parse("compare", compare_usage, false, argc, argv, &a);
+  int rc = parse("compare", compare_usage, false, false, argc, argv, &a);
   if (rc)
     return rc < 0 ? 0 : rc;
   ap_diag d = {0};
@@ -221,6 +233,47 @@ int cmd_compare(int argc, char **argv) {
   }
   if (rc == 0)
     rc = cli_emit(stdout, emit_compare, &job, &d);
+  ap_graph_free(g);
+  return rc;
+}
+
+/* ---- export ---- */
+
+int cmd_export(int argc, char **argv) {
+  plan_args a;
+  int rc = parse("export", export_usage, true, true, argc, argv, &a);
+  if (rc)
+    return rc < 0 ? 0 : rc;
+  ap_diag d = {0};
+  ap_devices dv;
+  if (ap_devices_parse(a.devices, &dv, &d) != AP_OK)
+    return cli_fail(&d);
+  a.opts.devices = &dv;
+  ap_graph *g = NULL;
+  if (load(&a, &g, &d) != AP_OK)
+    return cli_fail(&d);
+  char *json = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&json, &len);
+  ap_status st = mem ? ap_partition(g, &a.opts, &d) : AP_ERR_NOMEM;
+  if (st == AP_OK)
+    st = ap_plan_print_json(g, mem);
+  if (mem)
+    fclose(mem);
+  if (st == AP_OK)
+    st = ap_graph_set_metadata(g, "accpar.plan", json);
+  if (st == AP_OK)
+    st = ap_graph_set_metadata(g, "accpar.version", ap_version());
+  /* The writer goes through a temporary file and a rename, so a failure
+   * leaves no half-written model behind. */
+  if (st == AP_OK)
+    st = ap_write_onnx(g, a.output, &d);
+  if (st != AP_OK) {
+    if (d.status == AP_OK)
+      d.status = st;
+    rc = cli_fail(&d);
+  }
+  free(json);
   ap_graph_free(g);
   return rc;
 }

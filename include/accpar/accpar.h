@@ -85,6 +85,11 @@ int ap_node_num_outputs(const ap_graph *g, int n);
 int ap_node_input(const ap_graph *g, int n, int i); /* -1 for an omitted optional input */
 int ap_node_output(const ap_graph *g, int n, int i);
 
+/* The model's metadata_props (accparc export keeps the plan under
+ * "accpar.plan"). ap_graph_metadata returns NULL for a missing key. */
+const char *ap_graph_metadata(const ap_graph *g, const char *key);
+ap_status ap_graph_set_metadata(ap_graph *g, const char *key, const char *value);
+
 const char *ap_status_name(ap_status s);
 const char *ap_version(void);
 

@@ -128,52 +128,69 @@ static void print_tensor_text(FILE *out, const ap_tensor *t) {
   }
 }
 
-static void print_attr_text(FILE *out, const ap_attr *a) {
-  fprintf(out, "%s=", a->name);
+static void print_tensor_json(FILE *out, const ap_tensor *t) {
+  fprintf(out, "{\"dtype\": \"%s\", \"shape\": [", ap_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank; i++)
+    fprintf(out, "%s%" PRId64, i ? ", " : "", t->dims[i]);
+  fputc(']', out);
+  if (printable_data(t)) {
+    fputs(", \"data\": ", out);
+    print_elems(out, t, true);
+  }
+  fputc('}', out);
+}
+
+/* An attribute's value in either form: lists are comma-separated (with a
+ * space in JSON), strings quoted by the form's own rules. */
+static void print_attr_value(FILE *out, const ap_attr *a, bool json) {
+  const char *sep = json ? ", " : ",";
+  void (*print_string)(FILE *, const char *, size_t) = json ? print_json_string : print_text_string;
+  void (*print_tensor)(FILE *, const ap_tensor *) = json ? print_tensor_json : print_tensor_text;
   switch (a->type) {
   case AP_ATTR_INT: fprintf(out, "%" PRId64, a->i); break;
-  case AP_ATTR_FLOAT: print_float(out, a->f, false); break;
-  case AP_ATTR_STRING: print_text_string(out, a->s, a->s_len); break;
+  case AP_ATTR_FLOAT: print_float(out, a->f, json); break;
+  case AP_ATTR_STRING: print_string(out, a->s, a->s_len); break;
   case AP_ATTR_INTS:
     fputc('[', out);
     for (int i = 0; i < a->n; i++)
-      fprintf(out, "%s%" PRId64, i ? "," : "", a->ints[i]);
+      fprintf(out, "%s%" PRId64, i ? sep : "", a->ints[i]);
     fputc(']', out);
     break;
   case AP_ATTR_FLOATS:
     fputc('[', out);
     for (int i = 0; i < a->n; i++) {
-      if (i)
-        fputc(',', out);
-      print_float(out, a->floats[i], false);
+      fputs(i ? sep : "", out);
+      print_float(out, a->floats[i], json);
     }
     fputc(']', out);
     break;
   case AP_ATTR_STRINGS:
     fputc('[', out);
     for (int i = 0; i < a->n; i++) {
-      if (i)
-        fputc(',', out);
-      print_text_string(out, a->strings[i], strlen(a->strings[i]));
+      fputs(i ? sep : "", out);
+      print_string(out, a->strings[i], strlen(a->strings[i]));
     }
     fputc(']', out);
     break;
   case AP_ATTR_TENSOR:
     if (a->t)
-      print_tensor_text(out, a->t);
+      print_tensor(out, a->t);
+    else if (json)
+      fputs("null", out);
     break;
   case AP_ATTR_TENSORS:
     fputc('[', out);
     for (int i = 0; i < a->n; i++) {
-      if (i)
-        fputs(", ", out);
-      print_tensor_text(out, &a->t[i]);
+      fputs(i ? ", " : "", out);
+      print_tensor(out, &a->t[i]);
     }
     fputc(']', out);
     break;
-  default: fputs("<graph>", out); break;
+  default: fputs(json ? "\"<graph>\"" : "<graph>", out); break;
   }
 }
+
+
 
 /* Attributes print sorted by name, whatever order the exporter used. */
 static const ap_attr **sorted_attrs(const ap_graph *g, const ap_node *n) {
@@ -234,7 +251,8 @@ ap_status ap_dump_text(const ap_graph *g, FILE *out) {
       for (int k = 0; k < n->n_attr; k++) {
         if (k)
           fputs(", ", out);
-        print_attr_text(out, attrs[k]);
+        fprintf(out, "%s=", attrs[k]->name);
+        print_attr_value(out, attrs[k], false);
       }
       fputc('}', out);
     }
@@ -263,65 +281,7 @@ ap_status ap_dump_text(const ap_graph *g, FILE *out) {
 
 /* ---- JSON ---- */
 
-static void print_tensor_json(FILE *out, const ap_tensor *t) {
-  fprintf(out, "{\"dtype\": \"%s\", \"shape\": [", ap_dtype_name(t->dtype));
-  for (int i = 0; i < t->rank; i++)
-    fprintf(out, "%s%" PRId64, i ? ", " : "", t->dims[i]);
-  fputc(']', out);
-  if (printable_data(t)) {
-    fputs(", \"data\": ", out);
-    print_elems(out, t, true);
-  }
-  fputc('}', out);
-}
 
-static void print_attr_json(FILE *out, const ap_attr *a) {
-  switch (a->type) {
-  case AP_ATTR_INT: fprintf(out, "%" PRId64, a->i); break;
-  case AP_ATTR_FLOAT: print_float(out, a->f, true); break;
-  case AP_ATTR_STRING: print_json_string(out, a->s, a->s_len); break;
-  case AP_ATTR_INTS:
-    fputc('[', out);
-    for (int i = 0; i < a->n; i++)
-      fprintf(out, "%s%" PRId64, i ? ", " : "", a->ints[i]);
-    fputc(']', out);
-    break;
-  case AP_ATTR_FLOATS:
-    fputc('[', out);
-    for (int i = 0; i < a->n; i++) {
-      if (i)
-        fputs(", ", out);
-      print_float(out, a->floats[i], true);
-    }
-    fputc(']', out);
-    break;
-  case AP_ATTR_STRINGS:
-    fputc('[', out);
-    for (int i = 0; i < a->n; i++) {
-      if (i)
-        fputs(", ", out);
-      print_json_string(out, a->strings[i], strlen(a->strings[i]));
-    }
-    fputc(']', out);
-    break;
-  case AP_ATTR_TENSOR:
-    if (a->t)
-      print_tensor_json(out, a->t);
-    else
-      fputs("null", out);
-    break;
-  case AP_ATTR_TENSORS:
-    fputc('[', out);
-    for (int i = 0; i < a->n; i++) {
-      if (i)
-        fputs(", ", out);
-      print_tensor_json(out, &a->t[i]);
-    }
-    fputc(']', out);
-    break;
-  default: fputs("\"<graph>\"", out); break;
-  }
-}
 
 static void print_shape_json(FILE *out, const ap_value *v) {
   if (v->rank < 0) {
@@ -399,7 +359,7 @@ ap_status ap_dump_json(const ap_graph *g, FILE *out) {
         fputs(", ", out);
       print_json_string(out, attrs[k]->name, strlen(attrs[k]->name));
       fputs(": ", out);
-      print_attr_json(out, attrs[k]);
+      print_attr_value(out, attrs[k], true);
     }
     fputc('}', out);
     if (n->n_types) {

@@ -130,23 +130,34 @@ static ap_status emit_plan(void *ctx, FILE *out) {
   return job->json ? ap_plan_print_json(job->g, out) : ap_plan_print_table(job->g, out);
 }
 
-int cmd_plan(int argc, char **argv) {
-  plan_args a;
-  int rc = parse("plan", plan_usage, true, false, argc, argv, &a);
+/* What plan and export share: parse, load, bind, run the pipeline and
+ * partition. Returns the exit status to use now, or -1 with *g planned. */
+static int plan_model(const char *cmd, const char *usage, bool wants_output, int argc,
+                      char **argv, plan_args *a, ap_devices *dv, ap_graph **g, ap_diag *d) {
+  int rc = parse(cmd, usage, true, wants_output, argc, argv, a);
   if (rc)
     return rc < 0 ? 0 : rc;
-  ap_diag d = {0};
+  if (ap_devices_parse(a->devices, dv, d) != AP_OK)
+    return cli_fail(d);
+  a->opts.devices = dv;
+  if (load(a, g, d) != AP_OK)
+    return cli_fail(d);
+  if (ap_partition(*g, &a->opts, d) != AP_OK) {
+    ap_graph_free(*g);
+    return cli_fail(d);
+  }
+  return -1;
+}
+
+int cmd_plan(int argc, char **argv) {
+  plan_args a;
   ap_devices dv;
-  if (ap_devices_parse(a.devices, &dv, &d) != AP_OK)
-    return cli_fail(&d);
-  a.opts.devices = &dv;
+  ap_diag d = {0};
   ap_graph *g = NULL;
-  if (load(&a, &g, &d) != AP_OK)
-    return cli_fail(&d);
-  if (ap_partition(g, &a.opts, &d) != AP_OK)
-    rc = cli_fail(&d);
-  else
-    rc = cli_emit(stdout, emit_plan, &(plan_job){g, strcmp(a.format, "json") == 0}, &d);
+  int rc = plan_model("plan", plan_usage, false, argc, argv, &a, &dv, &g, &d);
+  if (rc >= 0)
+    return rc;
+  rc = cli_emit(stdout, emit_plan, &(plan_job){g, strcmp(a.format, "json") == 0}, &d);
   ap_graph_free(g);
   return rc;
 }
@@ -241,23 +252,17 @@ int cmd_compare(int argc, char **argv) {
 
 int cmd_export(int argc, char **argv) {
   plan_args a;
-  int rc = parse("export", export_usage, true, true, argc, argv, &a);
-  if (rc)
-    return rc < 0 ? 0 : rc;
-  ap_diag d = {0};
   ap_devices dv;
-  if (ap_devices_parse(a.devices, &dv, &d) != AP_OK)
-    return cli_fail(&d);
-  a.opts.devices = &dv;
+  ap_diag d = {0};
   ap_graph *g = NULL;
-  if (load(&a, &g, &d) != AP_OK)
-    return cli_fail(&d);
+  int rc = plan_model("export", export_usage, true, argc, argv, &a, &dv, &g, &d);
+  if (rc >= 0)
+    return rc;
+  rc = 0;
   char *json = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&json, &len);
-  ap_status st = mem ? ap_partition(g, &a.opts, &d) : AP_ERR_NOMEM;
-  if (st == AP_OK)
-    st = ap_plan_print_json(g, mem);
+  ap_status st = mem ? ap_plan_print_json(g, mem) : AP_ERR_NOMEM;
   if (mem)
     fclose(mem);
   if (st == AP_OK)

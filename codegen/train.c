@@ -1,0 +1,1215 @@
+/* Training programs for one device: the training schedule (which values are
+ * trainable, which carry a gradient, the backward steps in order and where
+ * gradients accumulate), and the program that runs forward, the loss,
+ * backward and the SGD update for --steps steps.
+ *
+ * The program's structure follows emit_c.c (one kernel per distinct body,
+ * an activation arena planned from last use, constants in weights.bin), with
+ * three more kinds of storage: the trainable weights, copied out of the blob
+ * into a writable region at start; their momentum, zeroed; and gradients,
+ * which live in the arena like activations. The arena is planned over the
+ * whole step (forward, loss, backward, update), so a forward value a backward
+ * kernel reads stays live until that kernel has run. */
+#define _XOPEN_SOURCE 700 /* realpath, open_memstream */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codegen/train.h"
+
+static const cg_emit_fn forward_emitters[AP_OP_COUNT] = {
+#define OP(id, name, min_in, max_in, min_out, max_out, kind) [AP_OP_##id] = cg_emit_##id,
+#include "ir/ops.def"
+#undef OP
+};
+
+enum { ALIGN = 64 };
+
+/* ---- helpers shared by the backward emitters ----------------------------- */
+
+const cg_grad_op *cg_grad_op_of(ap_op op) {
+  static const cg_grad_op *const families[] = {cg_grad_ops_layer, cg_grad_ops_ewise,
+                                               cg_grad_ops_pool, cg_grad_ops_norm,
+                                               cg_grad_ops_reduce, cg_grad_ops_move};
+  if (op >= AP_OP_COUNT)
+    return NULL;
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+    if (families[f][op].emit)
+      return &families[f][op];
+  return NULL;
+}
+
+uint64_t cg_grad_reads_in(const cg_grad_op *op, uint64_t want) {
+  if (!op->bilinear)
+    return op->reads_in;
+  return (op->reads_in & ~(uint64_t)3) | (want & 1 ? 2 : 0) | (want & 2 ? 1 : 0);
+}
+
+const char *cg_grad_assign(const cg_grad_kernel *gk, int slot) {
+  return gk->acc >> slot & 1 ? "+=" : "=";
+}
+
+void cg_grad_zero(cg_grad_kernel *gk, int slot) {
+  if (gk->acc >> slot & 1)
+    return;
+  cg_printf(gk->k, "for (int64_t i = 0; i < %lld; i++)\n  dx%d[i] = 0;\n",
+            (long long)gk->k->in[slot].numel, slot);
+}
+
+void cg_grad_unbroadcast(cg_grad_kernel *gk, int slot, const char *expr) {
+  cg_kernel *k = gk->k;
+  const cg_operand *x = &k->in[slot], *y = &k->out[0];
+  /* Broadcast along some dim: several output elements add into one. */
+  bool reduces = x->numel != y->numel;
+  if (reduces)
+    cg_grad_zero(gk, slot);
+  int64_t st[AP_MAX_RANK];
+  char idx[512];
+  cg_broadcast_strides(x, y->rank, st);
+  cg_printf(k, "{\nint64_t o = 0;\n");
+  cg_loops_open(k, y->rank, y->dims, "j");
+  cg_printf(k, "const int64_t i = %s;\ndx%d[i] %s %s;\no++;\n",
+            cg_index(idx, sizeof idx, y->rank, st, "j"), slot,
+            reduces ? "+=" : cg_grad_assign(gk, slot), expr);
+  cg_loops_close(k, y->rank);
+  cg_printf(k, "}\n");
+}
+
+const char *cg_grad_bcast_elem(cg_grad_kernel *gk, int slot, char *buf, size_t cap) {
+  const cg_operand *x = &gk->k->in[slot], *y = &gk->k->out[0];
+  int64_t st[AP_MAX_RANK];
+  char idx[512];
+  if (x->numel == y->numel)
+    snprintf(buf, cap, "x%d[o]", slot);
+  else if (x->numel == 1)
+    snprintf(buf, cap, "x%d[0]", slot);
+  else {
+    cg_broadcast_strides(x, y->rank, st);
+    if (snprintf(buf, cap, "x%d[%s]", slot, cg_index(idx, sizeof idx, y->rank, st, "j")) >=
+        (int)cap)
+      ap_die("index expression longer than %zu bytes", cap);
+  }
+  return buf;
+}
+
+void cg_grad_gemm(cg_kernel *k, ap_dtype t, int ta, int tb, int64_t m, int64_t n, int64_t kk,
+                  double alpha, const char *a, const char *b, int beta, const char *c) {
+  int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
+  char al[64];
+  if (t == AP_DT_FLOAT) {
+    cg_printf(k, "apk_sgemm(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld, work);\n",
+              ta, tb, (long long)m, (long long)n, (long long)kk, cg_literal(al, t, alpha), a,
+              (long long)lda, b, (long long)ldb, beta ? "1.0f" : "0.0f", c, (long long)n);
+    k->needs_kernels_lib = true;
+    return;
+  }
+  char ai[96], bi[96];
+  snprintf(ai, sizeof ai, ta ? "l * %lld + i" : "i * %lld + l", (long long)lda);
+  snprintf(bi, sizeof bi, tb ? "j * %lld + l" : "l * %lld + j", (long long)ldb);
+  cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\nfor (int64_t j = 0; j < %lld; j++) {\n"
+               "double s = 0;\nfor (int64_t l = 0; l < %lld; l++)\n"
+               "  s += (double)(%s)[%s] * (%s)[%s];\n"
+               "(%s)[i * %lld + j] %s %s * s;\n}\n",
+            (long long)m, (long long)n, (long long)kk, a, ai, b, bi, c, (long long)n,
+            beta ? "+=" : "=", cg_literal(al, AP_DT_DOUBLE, alpha));
+}
+
+/* ---- the schedule --------------------------------------------------------- */
+
+static ap_status oom_d(ap_graph *g, ap_diag *d) {
+  return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+}
+
+/* Input slots of n through which a gradient can flow: the operator's table,
+ * or every slot for an operator without a backward (so that the schedule
+ * notices it on the gradient path and says so). */
+static uint64_t diff_slots(const ap_node *n) {
+  const cg_grad_op *op = cg_grad_op_of(n->op);
+  if (op)
+    return op->diff_in;
+  return n->n_in >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n->n_in) - 1;
+}
+
+static bool node_folded(const ap_graph *g, const ap_node *n) {
+  for (int i = 0; i < n->n_out; i++)
+    if (n->out[i] >= 0 && !g->values[n->out[i]].data)
+      return false;
+  return true;
+}
+
+ap_status cg_train_schedule_build(ap_graph *g, bool grad_inputs, cg_train_schedule *s,
+                                  ap_diag *d) {
+  memset(s, 0, sizeof *s);
+  int nv = g->n_values;
+  if (g->n_outputs < 1)
+    return ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL, "the graph has no output to train");
+  s->logits = g->outputs[0];
+  const ap_value *lv = &g->values[s->logits];
+  if (lv->dtype != AP_DT_FLOAT && lv->dtype != AP_DT_DOUBLE)
+    return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                    "output '%s' is %s: the loss needs float32 or float64", lv->name,
+                    ap_dtype_name(lv->dtype));
+  bool *diff = ap_arena_array(g->arena, (size_t)nv + 1, sizeof *diff);
+  bool *reach = ap_arena_array(g->arena, (size_t)nv + 1, sizeof *reach);
+  bool *written = ap_arena_array(g->arena, (size_t)nv + 1, sizeof *written);
+  s->trainable = ap_arena_array(g->arena, (size_t)nv + 1, sizeof *s->trainable);
+  s->needs_grad = ap_arena_array(g->arena, (size_t)nv + 1, sizeof *s->needs_grad);
+  s->kept = ap_arena_array(g->arena, (size_t)nv + 1, sizeof *s->kept);
+  s->steps = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *s->steps);
+  if (!diff || !reach || !written || !s->trainable || !s->needs_grad || !s->kept || !s->steps)
+    return oom_d(g, d);
+  for (int v = 0; v < nv; v++) {
+    const ap_value *val = &g->values[v];
+    bool fl = val->dtype == AP_DT_FLOAT || val->dtype == AP_DT_DOUBLE;
+    diff[v] = fl && ((val->kind == AP_VAL_WEIGHT && val->data) ||
+                     (grad_inputs && val->kind == AP_VAL_INPUT && !val->data));
+  }
+  /* Forward: a node's float outputs are differentiable when a
+   * differentiable value enters one of its differentiable slots. */
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || node_folded(g, n))
+      continue;
+    uint64_t slots = diff_slots(n);
+    bool any = false;
+    for (int i = 0; i < n->n_in && i < 64; i++)
+      any |= (slots >> i & 1) && n->in[i] >= 0 && diff[n->in[i]];
+    for (int i = 0; i < n->n_out && any; i++) {
+      const ap_value *o = n->out[i] >= 0 ? &g->values[n->out[i]] : NULL;
+      if (o && (o->dtype == AP_DT_FLOAT || o->dtype == AP_DT_DOUBLE))
+        diff[n->out[i]] = true;
+    }
+  }
+  /* Backward: which values the loss depends on through differentiable
+   * slots. */
+  reach[s->logits] = true;
+  for (int ni = g->n_nodes - 1; ni >= 0; ni--) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || node_folded(g, n))
+      continue;
+    bool any = false;
+    for (int i = 0; i < n->n_out; i++)
+      any |= n->out[i] >= 0 && reach[n->out[i]] && diff[n->out[i]];
+    uint64_t slots = diff_slots(n);
+    for (int i = 0; i < n->n_in && i < 64 && any; i++)
+      if ((slots >> i & 1) && n->in[i] >= 0)
+        reach[n->in[i]] = true;
+  }
+  for (int v = 0; v < nv; v++) {
+    s->needs_grad[v] = diff[v] && reach[v];
+    s->trainable[v] = s->needs_grad[v] && g->values[v].kind == AP_VAL_WEIGHT;
+  }
+  /* The loss writes the gradient of the logits first. */
+  written[s->logits] = true;
+  for (int ni = g->n_nodes - 1; ni >= 0; ni--) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || node_folded(g, n))
+      continue;
+    cg_grad_step st = {.node = ni};
+    for (int i = 0; i < n->n_out && i < 64; i++)
+      if (n->out[i] >= 0 && s->needs_grad[n->out[i]])
+        st.has_dy |= (uint64_t)1 << i;
+    if (!st.has_dy)
+      continue;
+    uint64_t slots = diff_slots(n);
+    for (int i = 0; i < n->n_in && i < 64; i++)
+      if ((slots >> i & 1) && n->in[i] >= 0 && s->needs_grad[n->in[i]]) {
+        st.want |= (uint64_t)1 << i;
+        if (written[n->in[i]])
+          st.acc |= (uint64_t)1 << i;
+        written[n->in[i]] = true;
+      }
+    if (!st.want)
+      continue;
+    const cg_grad_op *op = cg_grad_op_of(n->op);
+    if (!op)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                      "training: the operator has no backward kernel, and the gradient of "
+                      "a trainable weight flows through it");
+    uint64_t reads = cg_grad_reads_in(op, st.want);
+    for (int i = 0; i < n->n_in && i < 64; i++)
+      if ((reads >> i & 1) && n->in[i] >= 0)
+        s->kept[n->in[i]] = true;
+    for (int i = 0; i < n->n_out && i < 64; i++)
+      if ((op->reads_out >> i & 1) && n->out[i] >= 0)
+        s->kept[n->out[i]] = true;
+    s->steps[s->n_steps++] = st;
+  }
+  return AP_OK;
+}
+
+/* ---- the program: buffers and storage ------------------------------------- */
+
+/* Buffer ids: the forward value v is v, its gradient NV + v, its momentum
+ * 2 NV + v; 3 NV is the loss's fed operand (labels or weights). */
+typedef enum storage {
+  ST_NONE,
+  ST_INPUT,  /* a run-time input */
+  ST_CONST,  /* the constant blob */
+  ST_PARAM,  /* the writable copy of the trainable weights */
+  ST_MOM,    /* the momentum of a trainable weight */
+  ST_ARENA,  /* the arena */
+  ST_ALIAS   /* another buffer's storage */
+} storage;
+
+typedef struct buf_info {
+  storage st;
+  ap_dtype dtype;
+  int64_t bytes;
+  int64_t offset;   /* into the blob, the weights, the momentum or the arena */
+  int input_index;  /* ST_INPUT */
+  int alias_of;     /* ST_ALIAS */
+  int last_use;     /* position of the last call reading or writing it (via aliases) */
+  bool placed;      /* ST_ARENA: offset assigned */
+} buf_info;
+
+enum { MAX_ARGS = 2 * CG_MAX_OPERANDS + 4, ARG_LOSS = -1, ARG_LR = -2 };
+
+typedef enum call_phase { PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_UPDATE } call_phase;
+
+typedef struct call {
+  int node;                 /* for the comment; -1 for the loss */
+  const char *what;         /* "forward", "backward", "loss", "sgd" */
+  call_phase phase;
+  int kernel;
+  int n_args;
+  int args[MAX_ARGS];       /* buffer ids, ARG_LOSS, ARG_LR */
+  uint64_t writes;          /* bit a: args[a] is written */
+  bool work;
+} call;
+
+typedef struct kernel_text {
+  char *sig, *body, *work;
+} kernel_text;
+
+typedef struct text {
+  char *s;
+  size_t len;
+  FILE *f;
+} text;
+
+typedef struct tgen {
+  ap_graph *g;
+  ap_diag *d;
+  const cg_train_opts *o;
+  cg_train_schedule sch;
+  int nv;
+  buf_info *bufs;
+  call *calls;
+  int n_calls, cap_calls;
+  kernel_text *kernels;
+  int n_kernels, cap_kernels;
+  bool needs_kernels_lib;
+  cg_kernel *kernel;
+  int *prog_inputs;         /* value ids, then -1 for the loss's fed operand */
+  int n_prog_inputs;
+  int64_t blob_bytes, params_bytes, arena_bytes;
+  int *exports;             /* values whose gradient is an output */
+  int n_exports;
+} tgen;
+
+static bool text_open(text *t) {
+  t->s = NULL;
+  t->len = 0;
+  t->f = open_memstream(&t->s, &t->len);
+  return t->f != NULL;
+}
+
+static bool text_close(text *t) {
+  bool ok = t->f && fclose(t->f) == 0;
+  t->f = NULL;
+  return ok;
+}
+
+static ap_status oom(tgen *G) { return oom_d(G->g, G->d); }
+
+static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int grad_buf(const tgen *G, int v) { return G->nv + v; }
+static int mom_buf(const tgen *G, int v) { return 2 * G->nv + v; }
+static int fed_buf(const tgen *G) { return 3 * G->nv; }
+
+static int root_of(const tgen *G, int b) {
+  while (G->bufs[b].st == ST_ALIAS)
+    b = G->bufs[b].alias_of;
+  return b;
+}
+
+static int64_t value_bytes(const ap_value *v) {
+  return ap_numel(v->rank, v->dims) * (int64_t)ap_dtype_size(v->dtype);
+}
+
+static ap_status check_value(tgen *G, const ap_node *n, const ap_value *v) {
+  const char *what = NULL;
+  if (v->non_tensor)
+    what = "non-tensor values are not supported by the C backend";
+  else if (!ap_value_shape_known(v))
+    what = "shape not known at compile time (bind it with --batch or --inputs)";
+  else if (!cg_ctype(v->dtype))
+    what = "element type not supported by the C backend";
+  if (what)
+    return ap_error(G->d, AP_ERR_UNSUPPORTED, G->g->path, n ? n->name : NULL,
+                    n ? n->op_type : NULL, "value '%s': %s", v->name, what);
+  return AP_OK;
+}
+
+static void place_constant(tgen *G, int v) {
+  buf_info *b = &G->bufs[v];
+  if (b->st != ST_NONE)
+    return;
+  b->st = ST_CONST;
+  b->dtype = G->g->values[v].dtype;
+  b->bytes = value_bytes(&G->g->values[v]);
+  b->offset = G->blob_bytes;
+  G->blob_bytes = align_up(G->blob_bytes + b->bytes);
+}
+
+static void arena_buf(tgen *G, int b, const ap_value *v) {
+  if (G->bufs[b].st != ST_NONE)
+    return;
+  G->bufs[b].st = ST_ARENA;
+  G->bufs[b].dtype = v->dtype;
+  G->bufs[b].bytes = value_bytes(v);
+}
+
+static void operand_of(const ap_value *v, cg_operand *o) {
+  memset(o, 0, sizeof *o);
+  if (!v)
+    return;
+  o->v = v;
+  o->dtype = v->dtype;
+  o->rank = v->rank;
+  for (int i = 0; i < v->rank; i++)
+    o->dims[i] = v->dims[i];
+  o->numel = ap_numel(v->rank, v->dims);
+  o->box.rank = v->rank;
+  for (int i = 0; i < v->rank; i++)
+    o->box.size[i] = v->dims[i];
+}
+
+/* Storage of the program's inputs and the trainable weights, which come
+ * first in the blob so one copy fills the writable region. */
+static ap_status plan_storage(tgen *G) {
+  ap_graph *g = G->g;
+  G->prog_inputs = ap_arena_array(g->arena, (size_t)g->n_inputs + 2, sizeof *G->prog_inputs);
+  G->exports = ap_arena_array(g->arena, (size_t)g->n_inputs + (size_t)G->nv + 1,
+                              sizeof *G->exports);
+  if (!G->prog_inputs || !G->exports)
+    return oom(G);
+  for (int v = 0; v < G->nv; v++)
+    if (G->sch.trainable[v]) {
+      buf_info *b = &G->bufs[v];
+      b->st = ST_PARAM;
+      b->dtype = g->values[v].dtype;
+      b->bytes = value_bytes(&g->values[v]);
+      b->offset = G->blob_bytes;
+      G->blob_bytes = align_up(G->blob_bytes + b->bytes);
+      G->bufs[mom_buf(G, v)] = (buf_info){.st = ST_MOM, .dtype = b->dtype, .bytes = b->bytes,
+                                          .offset = b->offset};
+    }
+  G->params_bytes = G->blob_bytes;
+  /* Exported gradients: the differentiable graph inputs in graph order,
+   * then the trainable weights in value order. */
+  for (int i = 0; G->o->export_grads && i < g->n_inputs; i++)
+    if (G->sch.needs_grad[g->inputs[i]] && g->values[g->inputs[i]].kind != AP_VAL_WEIGHT)
+      G->exports[G->n_exports++] = g->inputs[i];
+  for (int v = 0; G->o->export_grads && v < G->nv; v++)
+    if (G->sch.trainable[v])
+      G->exports[G->n_exports++] = v;
+  for (int i = 0; i < g->n_inputs; i++) {
+    int v = g->inputs[i];
+    ap_value *val = &g->values[v];
+    if (val->kind == AP_VAL_WEIGHT)
+      continue;
+    ap_status s = check_value(G, NULL, val);
+    if (s != AP_OK)
+      return s;
+    G->bufs[v].input_index = G->n_prog_inputs;
+    G->prog_inputs[G->n_prog_inputs++] = v;
+    if (!val->data) {
+      G->bufs[v].st = ST_INPUT;
+      G->bufs[v].dtype = val->dtype;
+    }
+  }
+  buf_info *fb = &G->bufs[fed_buf(G)];
+  fb->st = ST_INPUT;
+  fb->input_index = G->n_prog_inputs;
+  fb->dtype = G->o->loss == CG_LOSS_SOFTMAX_CE ? AP_DT_INT64 : g->values[G->sch.logits].dtype;
+  G->prog_inputs[G->n_prog_inputs++] = -1;
+  return AP_OK;
+}
+
+/* ---- the program: kernels and calls --------------------------------------- */
+
+static int find_kernel(tgen *G, const char *sig, const char *body) {
+  for (int i = 0; i < G->n_kernels; i++)
+    if (strcmp(G->kernels[i].sig, sig) == 0 && strcmp(G->kernels[i].body, body) == 0)
+      return i;
+  return -1;
+}
+
+/* Takes ownership of sig and body (malloc'd). */
+static ap_status add_kernel(tgen *G, char *sig, char *body, const char *work, int *out) {
+  int ki = find_kernel(G, sig, body);
+  if (ki >= 0) {
+    free(sig);
+    free(body);
+    *out = ki;
+    return AP_OK;
+  }
+  char *w = ap_arena_strdup(G->g->arena, work ? work : "");
+  if (!w || !ap_arena_grow(G->g->arena, (void **)&G->kernels, &G->cap_kernels,
+                           G->n_kernels + 1, sizeof *G->kernels)) {
+    free(sig);
+    free(body);
+    return oom(G);
+  }
+  G->kernels[G->n_kernels] = (kernel_text){sig, body, w};
+  *out = G->n_kernels++;
+  return AP_OK;
+}
+
+static ap_status push_call(tgen *G, const call *c) {
+  if (!ap_arena_grow(G->g->arena, (void **)&G->calls, &G->cap_calls, G->n_calls + 1,
+                     sizeof *G->calls))
+    return oom(G);
+  G->calls[G->n_calls++] = *c;
+  return AP_OK;
+}
+
+static void add_arg(call *c, int buf, bool written) {
+  if (c->n_args >= MAX_ARGS)
+    ap_die("more than %d kernel arguments", MAX_ARGS);
+  if (written)
+    c->writes |= (uint64_t)1 << c->n_args;
+  c->args[c->n_args++] = buf;
+}
+
+/* Fills G->kernel with node ni's operands. */
+static ap_status setup_kernel(tgen *G, int ni) {
+  ap_graph *g = G->g;
+  const ap_node *n = &g->nodes[ni];
+  if (n->n_in > CG_MAX_OPERANDS || n->n_out > CG_MAX_OPERANDS)
+    return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                    "more than %d inputs or outputs", CG_MAX_OPERANDS);
+  cg_kernel *k = G->kernel;
+  memset(k, 0, sizeof *k);
+  k->g = g;
+  k->n = n;
+  k->d = G->d;
+  k->n_in = n->n_in;
+  k->n_out = n->n_out;
+  k->alias_in = -1;
+  for (int i = 0; i < n->n_in; i++) {
+    const ap_value *v = ap_node_in(g, n, i);
+    ap_status s;
+    if (v && (s = check_value(G, n, v)) != AP_OK)
+      return s;
+    operand_of(v, &k->in[i]);
+  }
+  for (int i = 0; i < n->n_out; i++) {
+    const ap_value *v = ap_node_out(g, n, i);
+    ap_status s;
+    if (v && (s = check_value(G, n, v)) != AP_OK)
+      return s;
+    operand_of(v, &k->out[i]);
+  }
+  return AP_OK;
+}
+
+static ap_status emit_forward(tgen *G, int ni) {
+  ap_graph *g = G->g;
+  const ap_node *n = &g->nodes[ni];
+  if (node_folded(g, n))
+    return AP_OK;
+  ap_status s = setup_kernel(G, ni);
+  if (s != AP_OK)
+    return s;
+  cg_kernel *k = G->kernel;
+  text body;
+  if (!text_open(&body))
+    return oom(G);
+  k->body = body.f;
+  s = forward_emitters[n->op](k);
+  bool ok = text_close(&body);
+  if (s != AP_OK || !ok) {
+    free(body.s);
+    return s != AP_OK ? s : oom(G);
+  }
+  if (k->alias_in >= 0) {
+    free(body.s);
+    int out = n->out[0], src = n->in[k->alias_in];
+    G->bufs[out].st = ST_ALIAS;
+    G->bufs[out].alias_of = src;
+    G->bufs[out].dtype = g->values[out].dtype;
+    if (G->bufs[src].st == ST_NONE && g->values[src].data)
+      place_constant(G, src);
+    return AP_OK;
+  }
+  text sig;
+  if (!text_open(&sig)) {
+    free(body.s);
+    return oom(G);
+  }
+  call c = {.node = ni, .what = "forward", .phase = PH_FORWARD, .work = k->work_expr[0] != 0};
+  for (int i = 0; i < n->n_in; i++) {
+    if (n->in[i] < 0 || (k->skip_in >> i & 1))
+      continue;
+    fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
+    if (G->bufs[n->in[i]].st == ST_NONE && g->values[n->in[i]].data)
+      place_constant(G, n->in[i]);
+    add_arg(&c, n->in[i], false);
+  }
+  for (int i = 0; i < n->n_out; i++) {
+    if (n->out[i] < 0)
+      continue;
+    fprintf(sig.f, "%s%s *restrict y%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
+    arena_buf(G, n->out[i], &g->values[n->out[i]]);
+    add_arg(&c, n->out[i], true);
+  }
+  if (c.work)
+    fprintf(sig.f, "%sfloat *restrict work", c.n_args ? ", " : "");
+  else if (!c.n_args)
+    fprintf(sig.f, "void");
+  if (!text_close(&sig)) {
+    free(body.s);
+    free(sig.s);
+    return oom(G);
+  }
+  G->needs_kernels_lib |= k->needs_kernels_lib;
+  if ((s = add_kernel(G, sig.s, body.s, k->work_expr, &c.kernel)) != AP_OK)
+    return s;
+  return push_call(G, &c);
+}
+
+static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
+  ap_graph *g = G->g;
+  const ap_node *n = &g->nodes[st->node];
+  const cg_grad_op *op = cg_grad_op_of(n->op);
+  ap_status s = setup_kernel(G, st->node);
+  if (s != AP_OK)
+    return s;
+  cg_kernel *k = G->kernel;
+  cg_grad_kernel gk = {.k = k, .want = st->want, .acc = st->acc, .has_dy = st->has_dy};
+  text body;
+  if (!text_open(&body))
+    return oom(G);
+  k->body = body.f;
+  s = op->emit(&gk);
+  bool ok = text_close(&body);
+  if (s != AP_OK || !ok) {
+    free(body.s);
+    return s != AP_OK ? s : oom(G);
+  }
+  text sig;
+  if (!text_open(&sig)) {
+    free(body.s);
+    return oom(G);
+  }
+  call c = {.node = st->node, .what = "backward", .phase = PH_BACKWARD,
+            .work = k->work_expr[0] != 0};
+  uint64_t reads = cg_grad_reads_in(op, st->want);
+  for (int i = 0; i < n->n_in; i++) {
+    if (n->in[i] < 0 || !(reads >> i & 1))
+      continue;
+    fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
+    if (G->bufs[n->in[i]].st == ST_NONE && g->values[n->in[i]].data)
+      place_constant(G, n->in[i]);
+    add_arg(&c, n->in[i], false);
+  }
+  for (int i = 0; i < n->n_out; i++) {
+    if (n->out[i] < 0 || !(op->reads_out >> i & 1))
+      continue;
+    fprintf(sig.f, "%sconst %s *restrict y%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
+    add_arg(&c, n->out[i], false);
+  }
+  for (int i = 0; i < n->n_out; i++) {
+    if (n->out[i] < 0 || !(st->has_dy >> i & 1))
+      continue;
+    fprintf(sig.f, "%sconst %s *restrict dy%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
+    add_arg(&c, grad_buf(G, n->out[i]), false);
+  }
+  for (int i = 0; i < n->n_in; i++) {
+    if (n->in[i] < 0 || !(st->want >> i & 1))
+      continue;
+    fprintf(sig.f, "%s%s *dx%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
+    arena_buf(G, grad_buf(G, n->in[i]), &g->values[n->in[i]]);
+    add_arg(&c, grad_buf(G, n->in[i]), true);
+  }
+  if (c.work)
+    fprintf(sig.f, "%sfloat *restrict work", c.n_args ? ", " : "");
+  if (!text_close(&sig)) {
+    free(body.s);
+    free(sig.s);
+    return oom(G);
+  }
+  G->needs_kernels_lib |= k->needs_kernels_lib;
+  if ((s = add_kernel(G, sig.s, body.s, k->work_expr, &c.kernel)) != AP_OK)
+    return s;
+  return push_call(G, &c);
+}
+
+/* The loss over the logits: its value into *loss, its gradient into the
+ * logits' gradient buffer. */
+static ap_status emit_loss(tgen *G) {
+  const ap_value *lv = &G->g->values[G->sch.logits];
+  const char *ct = cg_ctype(lv->dtype);
+  int64_t numel = ap_numel(lv->rank, lv->dims);
+  text body, sig;
+  if (!text_open(&body))
+    return oom(G);
+  if (G->o->loss == CG_LOSS_SOFTMAX_CE) {
+    int64_t n = lv->rank >= 1 ? lv->dims[0] : 1;
+    int64_t classes = n ? numel / n : 0;
+    if (lv->rank < 1 || classes < 1) {
+      text_close(&body);
+      free(body.s);
+      return ap_error(G->d, AP_ERR_UNSUPPORTED, G->g->path, NULL, NULL,
+                      "output '%s': the cross-entropy loss needs [N, classes...] logits",
+                      lv->name);
+    }
+    /* The class axis is everything after the batch, flattened. */
+    fprintf(body.f,
+            "double total = 0;\n"
+            "for (int64_t n = 0; n < %lld; n++) {\n"
+            "const %s *z = x0 + n * %lld;\n%s *dz = dx0 + n * %lld;\n"
+            "const int64_t label = labels[n];\n"
+            "double top = z[0], sum = 0;\n"
+            "for (int64_t c = 1; c < %lld; c++)\n  if (z[c] > top)\n    top = z[c];\n"
+            "for (int64_t c = 0; c < %lld; c++)\n  sum += exp((double)z[c] - top);\n"
+            "total += top + log(sum) - z[label];\n"
+            "for (int64_t c = 0; c < %lld; c++)\n"
+            "  dz[c] = (%s)((exp((double)z[c] - top) / sum - (c == label)) / %lld);\n"
+            "}\n*loss = total / %lld;\n",
+            (long long)n, ct, (long long)classes, ct, (long long)classes, (long long)classes,
+            (long long)classes, (long long)classes, ct, (long long)n, (long long)n);
+  } else {
+    fprintf(body.f,
+            "double total = 0;\nfor (int64_t i = 0; i < %lld; i++) {\n"
+            "  total += (double)w[i] * x0[i];\n  dx0[i] = w[i];\n}\n*loss = total;\n",
+            (long long)numel);
+  }
+  if (!text_close(&body) || !text_open(&sig)) {
+    free(body.s);
+    return oom(G);
+  }
+  fprintf(sig.f, "const %s *restrict x0, const %s *restrict %s, %s *restrict dx0, "
+                 "double *restrict loss",
+          ct, G->o->loss == CG_LOSS_SOFTMAX_CE ? "int64_t" : ct,
+          G->o->loss == CG_LOSS_SOFTMAX_CE ? "labels" : "w", ct);
+  if (!text_close(&sig)) {
+    free(body.s);
+    free(sig.s);
+    return oom(G);
+  }
+  call c = {.node = -1, .what = "loss", .phase = PH_LOSS};
+  ap_status s = add_kernel(G, sig.s, body.s, "", &c.kernel);
+  if (s != AP_OK)
+    return s;
+  add_arg(&c, G->sch.logits, false);
+  add_arg(&c, fed_buf(G), false);
+  arena_buf(G, grad_buf(G, G->sch.logits), lv);
+  add_arg(&c, grad_buf(G, G->sch.logits), true);
+  add_arg(&c, ARG_LOSS, false);
+  return push_call(G, &c);
+}
+
+/* SGD on one trainable weight: v = mu v + g; w -= lr v (w -= lr g without
+ * momentum), in the weight's type with the rate rounded to it. */
+static ap_status emit_update(tgen *G, int v) {
+  const ap_value *val = &G->g->values[v];
+  const char *ct = cg_ctype(val->dtype);
+  int64_t numel = ap_numel(val->rank, val->dims);
+  bool mom = G->o->momentum != 0;
+  char mu[64];
+  text body, sig;
+  if (!text_open(&body))
+    return oom(G);
+  if (mom)
+    fprintf(body.f, "for (int64_t i = 0; i < %lld; i++) {\n  v[i] = %s * v[i] + g[i];\n"
+                    "  w[i] -= (%s)lr * v[i];\n}\n",
+            (long long)numel, cg_literal(mu, val->dtype, G->o->momentum), ct);
+  else
+    fprintf(body.f, "for (int64_t i = 0; i < %lld; i++)\n  w[i] -= (%s)lr * g[i];\n",
+            (long long)numel, ct);
+  if (!text_close(&body) || !text_open(&sig)) {
+    free(body.s);
+    return oom(G);
+  }
+  fprintf(sig.f, "%s *restrict w, const %s *restrict g, %s%s%sfloat lr", ct, ct,
+          mom ? ct : "", mom ? " *restrict v" : "", mom ? ", " : "");
+  if (!text_close(&sig)) {
+    free(body.s);
+    free(sig.s);
+    return oom(G);
+  }
+  call c = {.node = -1, .what = "sgd", .phase = PH_UPDATE};
+  ap_status s = add_kernel(G, sig.s, body.s, "", &c.kernel);
+  if (s != AP_OK)
+    return s;
+  add_arg(&c, v, true);
+  add_arg(&c, grad_buf(G, v), false);
+  if (mom)
+    add_arg(&c, mom_buf(G, v), true);
+  add_arg(&c, ARG_LR, false);
+  return push_call(G, &c);
+}
+
+/* ---- the arena ------------------------------------------------------------ */
+
+typedef struct block {
+  int64_t offset, bytes;
+  int buf;
+} block;
+
+static int64_t arena_alloc(block *live, int *n_live, int64_t bytes, int buf) {
+  int64_t size = align_up(bytes), at = 0;
+  int pos = 0;
+  for (; pos < *n_live; pos++) {
+    if (live[pos].offset - at >= size)
+      break;
+    at = live[pos].offset + live[pos].bytes;
+  }
+  memmove(&live[pos + 1], &live[pos], (size_t)(*n_live - pos) * sizeof *live);
+  live[pos] = (block){at, size, buf};
+  (*n_live)++;
+  return at;
+}
+
+static ap_status plan_arena(tgen *G) {
+  int nb = 3 * G->nv + 1;
+  for (int b = 0; b < nb; b++)
+    G->bufs[b].last_use = -1;
+  for (int pos = 0; pos < G->n_calls; pos++)
+    for (int a = 0; a < G->calls[pos].n_args; a++)
+      if (G->calls[pos].args[a] >= 0) {
+        int r = root_of(G, G->calls[pos].args[a]);
+        if (G->bufs[r].last_use < pos)
+          G->bufs[r].last_use = pos;
+      }
+  /* Read after the steps: the outputs and the exported gradients. */
+  for (int i = 0; i < G->g->n_outputs; i++)
+    G->bufs[root_of(G, G->g->outputs[i])].last_use = INT32_MAX;
+  for (int i = 0; i < G->n_exports; i++)
+    G->bufs[grad_buf(G, G->exports[i])].last_use = INT32_MAX;
+  block *live = ap_arena_array(G->g->arena, (size_t)nb + 1, sizeof *live);
+  if (!live)
+    return oom(G);
+  int n_live = 0;
+  for (int pos = 0; pos < G->n_calls; pos++) {
+    const call *c = &G->calls[pos];
+    for (int a = 0; a < c->n_args; a++) {
+      int b = c->args[a];
+      if (b < 0 || !(c->writes >> a & 1))
+        continue;
+      buf_info *bi = &G->bufs[b];
+      if (bi->st == ST_ARENA && !bi->placed && bi->bytes > 0) {
+        bi->offset = arena_alloc(live, &n_live, bi->bytes, b);
+        bi->placed = true;
+        if (bi->offset + align_up(bi->bytes) > G->arena_bytes)
+          G->arena_bytes = bi->offset + align_up(bi->bytes);
+      }
+    }
+    for (int i = 0; i < n_live; i++)
+      if (G->bufs[live[i].buf].last_use <= pos) {
+        memmove(&live[i], &live[i + 1], (size_t)(n_live - i - 1) * sizeof *live);
+        n_live--;
+        i--;
+      }
+  }
+  return AP_OK;
+}
+
+/* ---- writing the files ---------------------------------------------------- */
+
+static ap_status write_file(tgen *G, const char *name, const void *data, size_t size) {
+  char *path = ap_arena_printf(G->g->arena, "%s/%s", G->o->outdir, name);
+  char *tmp = ap_arena_printf(G->g->arena, "%s/.%s.tmp", G->o->outdir, name);
+  if (!path || !tmp)
+    return oom(G);
+  FILE *f = fopen(tmp, "wb");
+  if (!f)
+    return ap_error(G->d, AP_ERR_IO, path, NULL, NULL, "cannot write: %s", strerror(errno));
+  bool ok = fwrite(data, 1, size, f) == size;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    unlink(tmp);
+    return ap_error(G->d, AP_ERR_IO, path, NULL, NULL, "cannot write: %s", strerror(e));
+  }
+  return AP_OK;
+}
+
+static ap_status write_text(tgen *G, const char *name, text *t) {
+  if (!text_close(t)) {
+    free(t->s);
+    return oom(G);
+  }
+  ap_status s = write_file(G, name, t->s, t->len);
+  free(t->s);
+  return s;
+}
+
+static void put_cstring(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 32 || ch >= 127)
+      fprintf(f, "\\%03o", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static void put_comment_name(FILE *f, const char *s) {
+  for (; *s; s++)
+    fputc((*s == '*' || (unsigned char)*s < 32) ? '_' : *s, f);
+}
+
+static const char kernels_prelude[] =
+    "/* Generated by accparc: the kernels of this training program, each emitted once. */\n"
+    "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n#include \"kernels.h\"\n\n"
+    "#define AP_MINMAX(T) \\\n"
+    "  static inline T ap_max_##T(T p, T q) { return (p != p || p > q) ? p : q; } \\\n"
+    "  static inline T ap_min_##T(T p, T q) { return (p != p || p < q) ? p : q; }\n"
+    "AP_MINMAX(float)\nAP_MINMAX(double)\nAP_MINMAX(int8_t)\nAP_MINMAX(uint8_t)\n"
+    "AP_MINMAX(int16_t)\nAP_MINMAX(uint16_t)\nAP_MINMAX(int32_t)\nAP_MINMAX(uint32_t)\n"
+    "AP_MINMAX(int64_t)\nAP_MINMAX(uint64_t)\n";
+
+static ap_status write_kernels(tgen *G) {
+  text h, c;
+  if (!text_open(&h))
+    return oom(G);
+  if (!text_open(&c)) {
+    text_close(&h);
+    free(h.s);
+    return oom(G);
+  }
+  fprintf(h.f, "/* Generated by accparc: kernel prototypes. */\n#ifndef ACCPAR_GEN_KERNELS_H\n"
+               "#define ACCPAR_GEN_KERNELS_H\n#include <stddef.h>\n#include <stdint.h>\n\n"
+               "/* Floats of scratch the largest kernel needs. */\nsize_t cgk_work_floats(void);\n");
+  fputs(kernels_prelude, c.f);
+  if (G->needs_kernels_lib)
+    fprintf(c.f, "\n/* The project's GEMM and convolution, static in this unit so the\n"
+                 " * compiler specialises them for the constant shapes of the calls. */\n"
+                 "#define APK_STATIC\n#include \"gemm.c\"\n#include \"conv.c\"\n");
+  for (int i = 0; i < G->n_kernels; i++) {
+    fprintf(h.f, "void cgk_%d(%s);\n", i, G->kernels[i].sig);
+    fprintf(c.f, "\nvoid cgk_%d(%s) {\n%s}\n", i, G->kernels[i].sig, G->kernels[i].body);
+  }
+  fprintf(c.f, "\nsize_t cgk_work_floats(void) {\n  size_t most = 0, need;\n  (void)need;\n");
+  for (int i = 0; i < G->n_kernels; i++)
+    if (G->kernels[i].work[0])
+      fprintf(c.f, "  need = %s;\n  if (need > most)\n    most = need;\n", G->kernels[i].work);
+  fprintf(c.f, "  return most;\n}\n");
+  fprintf(h.f, "\n#endif\n");
+  ap_status s = write_text(G, "kernels.h", &h);
+  if (s != AP_OK) {
+    text_close(&c);
+    free(c.s);
+    return s;
+  }
+  return write_text(G, "kernels.c", &c);
+}
+
+static void put_buf_ptr(tgen *G, FILE *f, int b) {
+  if (b == ARG_LOSS) {
+    fputs("&loss", f);
+    return;
+  }
+  if (b == ARG_LR) {
+    fputs("lr", f);
+    return;
+  }
+  int r = root_of(G, b);
+  const buf_info *bi = &G->bufs[r];
+  const char *ct = cg_ctype(G->bufs[b].dtype ? G->bufs[b].dtype : bi->dtype);
+  switch (bi->st) {
+  case ST_INPUT: fprintf(f, "((%s *)in%d)", ct, bi->input_index); break;
+  case ST_CONST: fprintf(f, "((%s *)(ap_blob + %lld))", ct, (long long)bi->offset); break;
+  case ST_PARAM: fprintf(f, "((%s *)(params + %lld))", ct, (long long)bi->offset); break;
+  case ST_MOM: fprintf(f, "((%s *)(mom + %lld))", ct, (long long)bi->offset); break;
+  case ST_ARENA: fprintf(f, "((%s *)(arena + %lld))", ct, (long long)bi->offset); break;
+  default: ap_die("buffer %d has no storage", b);
+  }
+}
+
+static void put_output(tgen *G, FILE *f, int index, const ap_value *v, int buf) {
+  fprintf(f, "  {\n    static const int64_t shape[] = {");
+  for (int k = 0; k < v->rank; k++)
+    fprintf(f, "%s%lld", k ? ", " : "", (long long)v->dims[k]);
+  fprintf(f, "%s}, start[%d] = {0};\n", v->rank ? "" : "0", v->rank ? v->rank : 1);
+  fprintf(f, "    aprt_box box = aprt_box_dense(%d, shape, start, shape);\n", v->rank);
+  fprintf(f, "    if (!s)\n      s = aprt_output_box(c, %d, &box, ", index);
+  put_buf_ptr(G, f, buf);
+  fprintf(f, ");\n  }\n");
+}
+
+static const char *const phase_names[] = {"APRT_PHASE_FORWARD", "APRT_PHASE_LOSS",
+                                          "APRT_PHASE_BACKWARD", "APRT_PHASE_UPDATE"};
+
+static ap_status write_device(tgen *G) {
+  ap_graph *g = G->g;
+  text t;
+  if (!text_open(&t))
+    return oom(G);
+  FILE *f = t.f;
+  fprintf(f, "/* Generated by accparc: the training program of device 0 (the whole graph).\n"
+             " * Activations and gradients live in one arena of %lld bytes planned from\n"
+             " * last use over a whole step; the %lld bytes of trainable weights are a\n"
+             " * writable copy of the start of the blob. */\n"
+             "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
+             "#include \"accpar_rt.h\"\n#include \"kernels.h\"\n\n"
+             "extern const unsigned char ap_blob[];\n"
+             "int ap_device_0(aprt_comm *c);\n\n",
+          (long long)G->arena_bytes, (long long)G->params_bytes);
+  fprintf(f, "int ap_device_0(aprt_comm *c) {\n");
+  fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", ALIGN,
+          (long long)(G->arena_bytes ? G->arena_bytes : ALIGN));
+  fprintf(f, "  unsigned char *params = aligned_alloc(%d, %lld);\n", ALIGN,
+          (long long)(G->params_bytes ? G->params_bytes : ALIGN));
+  fprintf(f, "  unsigned char *mom = calloc(1, %lld);\n",
+          (long long)(G->params_bytes ? G->params_bytes : ALIGN));
+  fprintf(f, "  float *work = aligned_alloc(%d, (cgk_work_floats() * 4 + %d) / %d * %d);\n", ALIGN,
+          2 * ALIGN - 1, ALIGN, ALIGN);
+  fprintf(f, "  if (!arena || !params || !mom || !work) {\n"
+             "    free(arena);\n    free(params);\n    free(mom);\n    free(work);\n"
+             "    return aprt_fail(c, APRT_ERR_NOMEM, \"device 0: out of memory\");\n  }\n");
+  fprintf(f, "  (void)work;\n  (void)mom;\n  memcpy(params, ap_blob, %lld);\n",
+          (long long)G->params_bytes);
+  fprintf(f, "  const aprt_args *args = aprt_get_args(c);\n  const float lr = args->lr;\n"
+             "  (void)lr;\n  double loss = 0;\n  aprt_status s = APRT_OK;\n");
+  for (int i = 0; i < G->n_prog_inputs; i++) {
+    fprintf(f, "  const void *in%d = aprt_input(c, %d)->data;\n  (void)in%d;\n", i, i, i);
+  }
+  fprintf(f, "  for (int step = 0; step < args->steps && !s; step++) {\n");
+  for (int ci = 0; ci < G->n_calls; ci++) {
+    const call *cl = &G->calls[ci];
+    if (ci == 0 || G->calls[ci - 1].phase != cl->phase) {
+      if (ci)
+        fprintf(f, "    aprt_phase_end(c);\n");
+      if (ci && G->calls[ci - 1].phase == PH_LOSS) /* the loss could not be reported */
+        fprintf(f, "    if (s)\n      break;\n");
+      fprintf(f, "    aprt_phase_begin(c, %s);\n", phase_names[cl->phase]);
+    }
+    fprintf(f, "    /* %s", cl->what);
+    if (cl->phase == PH_UPDATE) {
+      fprintf(f, " '");
+      put_comment_name(f, g->values[cl->args[0]].name);
+      fprintf(f, "'");
+    } else if (cl->node >= 0) {
+      fprintf(f, " %s '", g->nodes[cl->node].op_type);
+      put_comment_name(f, g->nodes[cl->node].name);
+      fprintf(f, "'");
+    }
+    fprintf(f, " */\n    cgk_%d(", cl->kernel);
+    for (int a = 0; a < cl->n_args; a++) {
+      if (a)
+        fprintf(f, ", ");
+      put_buf_ptr(G, f, cl->args[a]);
+    }
+    if (cl->work)
+      fprintf(f, "%swork", cl->n_args ? ", " : "");
+    fprintf(f, ");\n");
+    if (cl->phase == PH_LOSS)
+      fprintf(f, "    s = aprt_step_loss(c, step, loss);\n");
+  }
+  if (G->n_calls)
+    fprintf(f, "    aprt_phase_end(c);\n");
+  fprintf(f, "  }\n");
+  int index = 0;
+  for (int i = 0; i < g->n_outputs; i++, index++)
+    put_output(G, f, index, &g->values[g->outputs[i]], g->outputs[i]);
+  if (G->o->export_grads) {
+    fprintf(f, "  {\n    static const int64_t one[] = {1}, zero[] = {0};\n"
+               "    aprt_box box = aprt_box_dense(0, one, zero, one);\n"
+               "    if (!s)\n      s = aprt_output_box(c, %d, &box, &loss);\n  }\n",
+            index++);
+    for (int i = 0; i < G->n_exports; i++, index++)
+      put_output(G, f, index, &g->values[G->exports[i]], grad_buf(G, G->exports[i]));
+  }
+  fprintf(f, "  free(arena);\n  free(params);\n  free(mom);\n  free(work);\n  return s;\n}\n");
+  return write_text(G, "dev0.c", &t);
+}
+
+static void put_spec(FILE *f, const char *name, ap_dtype dt, int rank, const int64_t *dims,
+                     int64_t classes) {
+  fprintf(f, "    {");
+  put_cstring(f, name);
+  fprintf(f, ", (aprt_dtype)%d, %d, {", (int)dt, rank);
+  for (int k = 0; k < rank; k++)
+    fprintf(f, "%s%lld", k ? ", " : "", (long long)dims[k]);
+  fprintf(f, "%s}, %lld},\n", rank ? "" : "0", (long long)classes);
+}
+
+static ap_status write_main(tgen *G, const char *blob_path) {
+  ap_graph *g = G->g;
+  const cg_train_opts *o = G->o;
+  text t;
+  if (!text_open(&t))
+    return oom(G);
+  FILE *f = t.f;
+  fprintf(f, "/* Generated by accparc: the training program's description and main. */\n"
+             "#include <stdint.h>\n\n#include \"accpar_rt.h\"\n\n"
+             "int ap_device_0(aprt_comm *c);\n\n");
+  fprintf(f, "__asm__(\".section .rodata\\n\"\n        \".balign %d\\n\"\n"
+             "        \".globl ap_blob\\n\"\n        \".type ap_blob, @object\\n\"\n"
+             "        \"ap_blob:\\n\"\n        \".incbin ",
+          ALIGN);
+  fputs("\\\"", f);
+  for (const char *p = blob_path; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fputs("\\\\\\", f);
+    fputc(*p, f);
+  }
+  fputs("\\\"\\n\"\n        \".byte 0\\n\"\n        \".previous\\n\");\n\n", f);
+  fprintf(f, "static const char *const device_names[] = {");
+  put_cstring(f, o->device_kind ? o->device_kind : "cpu");
+  fprintf(f, "};\n\n");
+  const ap_value *lv = &g->values[G->sch.logits];
+  fprintf(f, "static const aprt_tensor_spec inputs[] = {\n");
+  for (int i = 0; i < G->n_prog_inputs; i++) {
+    int v = G->prog_inputs[i];
+    if (v >= 0) {
+      const ap_value *val = &g->values[v];
+      put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+    } else if (o->loss == CG_LOSS_SOFTMAX_CE) {
+      int64_t n = lv->dims[0], numel = ap_numel(lv->rank, lv->dims);
+      put_spec(f, "labels", AP_DT_INT64, 1, &n, n ? numel / n : 0);
+    } else {
+      put_spec(f, "loss_weights", lv->dtype, lv->rank, lv->dims, 0);
+    }
+  }
+  fprintf(f, "};\n\nstatic const aprt_tensor_spec outputs[] = {\n");
+  int n_out = 0;
+  for (int i = 0; i < g->n_outputs; i++, n_out++) {
+    const ap_value *val = &g->values[g->outputs[i]];
+    put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+  }
+  if (o->export_grads) {
+    put_spec(f, "loss", AP_DT_DOUBLE, 0, NULL, 0);
+    n_out++;
+    for (int i = 0; i < G->n_exports; i++, n_out++) {
+      const ap_value *val = &g->values[G->exports[i]];
+      char *name = ap_arena_printf(g->arena, "grad:%s", val->name);
+      if (!name) {
+        text_close(&t);
+        free(t.s);
+        return oom(G);
+      }
+      put_spec(f, name, val->dtype, val->rank, val->dims, 0);
+    }
+  }
+  fprintf(f, "};\n\n");
+  fprintf(f, "static int run(aprt_comm *c, void *arg) {\n  (void)arg;\n"
+             "  if (aprt_rank(c) == 0)\n    return ap_device_0(c);\n"
+             "  return aprt_fail(c, APRT_ERR_USAGE, \"this program has 1 device, not %%d\", aprt_size(c));\n}\n\n");
+  fprintf(f, "static const aprt_program program = {\n  .name = ");
+  put_cstring(f, o->model_name ? o->model_name : "model");
+  fprintf(f, ",\n  .ndev = 1,\n  .device_names = device_names,\n  .train = 1,\n"
+             "  .n_inputs = %d,\n  .inputs = inputs,\n  .n_outputs = %d,\n  .outputs = outputs,\n"
+             "  .run = run,\n};\n\n",
+          G->n_prog_inputs, n_out);
+  fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
+  return write_text(G, "main.c", &t);
+}
+
+static ap_status write_blob(tgen *G) {
+  ap_graph *g = G->g;
+  unsigned char *blob = ap_arena_alloc(g->arena, (size_t)G->blob_bytes + 1);
+  if (!blob)
+    return oom(G);
+  for (int v = 0; v < G->nv; v++) {
+    const buf_info *b = &G->bufs[v];
+    if ((b->st == ST_CONST || b->st == ST_PARAM) && b->bytes)
+      memcpy(blob + b->offset, g->values[v].data, (size_t)b->bytes);
+  }
+  return write_file(G, "weights.bin", blob, (size_t)G->blob_bytes);
+}
+
+static ap_status make_dir(tgen *G, const char *dir) {
+  struct stat st;
+  if (stat(dir, &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      return ap_error(G->d, AP_ERR_IO, dir, NULL, NULL, "exists and is not a directory");
+    return AP_OK;
+  }
+  if (mkdir(dir, 0777) != 0)
+    return ap_error(G->d, AP_ERR_IO, dir, NULL, NULL, "cannot create: %s", strerror(errno));
+  return AP_OK;
+}
+
+ap_status cg_emit_train_program(ap_graph *g, const cg_train_opts *o, ap_diag *d) {
+  tgen G = {.g = g, .d = d, .o = o, .nv = g->n_values};
+  ap_graph_link(g);
+  ap_status s = cg_train_schedule_build(g, o->grad_inputs, &G.sch, d);
+  if (s != AP_OK)
+    return s;
+  G.bufs = ap_arena_array(g->arena, 3 * (size_t)G.nv + 2, sizeof *G.bufs);
+  G.kernel = ap_arena_alloc(g->arena, sizeof *G.kernel);
+  if (!G.bufs || !G.kernel)
+    return oom(&G);
+  for (int b = 0; b < 3 * G.nv + 1; b++) {
+    G.bufs[b].input_index = -1;
+    G.bufs[b].alias_of = -1;
+  }
+  s = plan_storage(&G);
+  for (int ni = 0; s == AP_OK && ni < g->n_nodes; ni++)
+    if (!g->nodes[ni].dead)
+      s = emit_forward(&G, ni);
+  for (int i = 0; s == AP_OK && i < g->n_outputs; i++) {
+    int v = g->outputs[i];
+    if ((s = check_value(&G, NULL, &g->values[v])) == AP_OK && G.bufs[v].st == ST_NONE &&
+        g->values[v].data)
+      place_constant(&G, v);
+    if (s == AP_OK && G.bufs[root_of(&G, v)].st == ST_NONE)
+      s = ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL,
+                   "graph output '%s' is computed by no node", g->values[v].name);
+  }
+  if (s == AP_OK)
+    s = emit_loss(&G);
+  for (int i = 0; s == AP_OK && i < G.sch.n_steps; i++)
+    s = emit_backward(&G, &G.sch.steps[i]);
+  for (int v = 0; s == AP_OK && v < G.nv; v++)
+    if (G.sch.trainable[v])
+      s = emit_update(&G, v);
+  if (s == AP_OK)
+    s = plan_arena(&G);
+  if (s == AP_OK)
+    s = make_dir(&G, o->outdir);
+  if (s == AP_OK) {
+    char *model = ap_arena_printf(g->arena, "%s/model", o->outdir);
+    if (!model)
+      s = oom(&G);
+    else if (unlink(model) != 0 && errno != ENOENT)
+      s = ap_error(d, AP_ERR_IO, model, NULL, NULL, "cannot remove: %s", strerror(errno));
+  }
+  char *blob_path = NULL;
+  if (s == AP_OK) {
+    char *abs = realpath(o->outdir, NULL);
+    if (!abs)
+      s = ap_error(d, AP_ERR_IO, o->outdir, NULL, NULL, "cannot resolve: %s", strerror(errno));
+    else if (!(blob_path = ap_arena_printf(g->arena, "%s/weights.bin", abs)))
+      s = oom(&G);
+    free(abs);
+  }
+  if (s == AP_OK)
+    s = write_blob(&G);
+  if (s == AP_OK)
+    s = write_kernels(&G);
+  if (s == AP_OK)
+    s = write_device(&G);
+  if (s == AP_OK)
+    s = write_main(&G, blob_path);
+  for (int i = 0; i < G.n_kernels; i++) {
+    free(G.kernels[i].sig);
+    free(G.kernels[i].body);
+  }
+  return s;
+}

@@ -1,0 +1,335 @@
+"""Tiny ONNX graphs for the gradient checks of tests/test_grad.c.
+
+Usage: grad_models.py OUTDIR CASE...   (writes OUTDIR/CASE.onnx)
+       grad_models.py --list
+
+Every differentiable operand is a graph input (not an initializer), so the
+test can perturb it through input files; only values without a gradient
+(BatchNormalization's statistics, shapes, split sizes, slice parameters)
+are initializers. Cases whose name ends in _f32 are float32 (the project's
+GEMM and convolution kernels); the others are float64, so that central
+differences are accurate to ~1e-9. Run with /usr/bin/python3 (Debian's onnx).
+"""
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+D, F, I64 = TensorProto.DOUBLE, TensorProto.FLOAT, TensorProto.INT64
+
+
+def model(nodes, inputs, output, inits=(), opset=17):
+    """inputs: [(name, dtype, shape)]; output: (name, dtype)."""
+    g = helper.make_graph(
+        nodes, "grad",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(output[0], output[1], None)],
+        initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def const(name, values, dtype=np.int64):
+    return numpy_helper.from_array(np.array(values, dtype=dtype), name)
+
+
+def unary(op, t=D, opset=17, **attrs):
+    return model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", t, [3, 4])], ("y", t),
+                 opset=opset)
+
+
+def binary(op, sa, sb):
+    return model([helper.make_node(op, ["a", "b"], ["y"])], [("a", D, sa), ("b", D, sb)],
+                 ("y", D))
+
+
+def conv(t, xs, ws, bias, **attrs):
+    ins = [("x", t, xs), ("w", t, ws)] + ([("b", t, [ws[0]])] if bias else [])
+    return model([helper.make_node("Conv", [n for n, _, _ in ins], ["y"], **attrs)], ins, ("y", t))
+
+
+def gemm(t, sa, sb, sc, **attrs):
+    ins = [("a", t, sa), ("b", t, sb)] + ([("c", t, sc)] if sc else [])
+    return model([helper.make_node("Gemm", [n for n, _, _ in ins], ["y"], **attrs)], ins, ("y", t))
+
+
+def pool(op, **attrs):
+    return model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", D, [2, 2, 5, 5])], ("y", D))
+
+
+def batch_norm():
+    c = 3
+    inits = [numpy_helper.from_array(np.array([0.1, -0.2, 0.3]), "mean"),
+             numpy_helper.from_array(np.array([0.5, 1.5, 0.8]), "var")]
+    n = helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["y"], epsilon=1e-3)
+    return model([n], [("x", D, [2, c, 2, 2]), ("s", D, [c]), ("b", D, [c])], ("y", D), inits)
+
+
+def layer_norm(axis, ss):
+    n = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=axis, epsilon=1e-3)
+    return model([n], [("x", D, [2, 3, 4]), ("s", D, ss), ("b", D, ss)], ("y", D))
+
+
+def softmax(op, axis, opset=17):
+    return model([helper.make_node(op, ["x"], ["y"], axis=axis)], [("x", D, [2, 3, 4])], ("y", D),
+                 opset=opset)
+
+
+def split():
+    n1 = helper.make_node("Split", ["x", "sizes"], ["s0", "s1", "s2"], axis=1)
+    n2 = helper.make_node("Concat", ["s2", "s0"], ["y"], axis=1)
+    return model([n1, n2], [("x", D, [2, 6])], ("y", D), [const("sizes", [2, 1, 3])])
+
+
+def slice_():
+    n = helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])
+    inits = [const("starts", [1, -1]), const("ends", [4, -9]), const("axes", [0, 1]),
+             const("steps", [2, -2])]
+    return model([n], [("x", D, [4, 5])], ("y", D), inits)
+
+
+def shortcut():
+    """A residual block: x reaches the output through a convolution and
+    directly, so its gradient accumulates."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Add", ["r", "x"], ["y"])]
+    return model(nodes, [("x", D, [1, 2, 4, 4]), ("w", D, [2, 2, 3, 3])], ("y", D))
+
+
+def branches():
+    """An Inception-style block: x feeds three branches joined by Concat."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
+             helper.make_node("Conv", ["x", "w2"], ["b0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b0"], ["b"]),
+             helper.make_node("MaxPool", ["x"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              strides=[1, 1]),
+             helper.make_node("Concat", ["a", "b", "c"], ["y"], axis=1)]
+    return model(nodes, [("x", D, [1, 2, 4, 4]), ("w1", D, [3, 2, 1, 1]),
+                         ("w2", D, [2, 2, 3, 3])], ("y", D))
+
+
+def branches_f32():
+    """The float32 kernels with accumulating gradients: x feeds two
+    convolutions (apk_conv2d_backward_data adds through the workspace) and a
+    pool; linear in every operand, as the float32 checks need."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
+             helper.make_node("Conv", ["x", "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["x"], ["c"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["a", "b", "c"], ["y"], axis=1)]
+    return model(nodes, [("x", F, [2, 2, 4, 4]), ("w1", F, [3, 2, 1, 1]),
+                         ("w2", F, [2, 2, 3, 3])], ("y", F))
+
+
+def shared_gemm_f32():
+    """h feeds a Gemm and an Add: the Gemm's input gradient accumulates
+    (apk_sgemm with beta 1)."""
+    nodes = [helper.make_node("Gemm", ["x", "w1"], ["h"]),
+             helper.make_node("Gemm", ["h", "w2"], ["g"], transB=1),
+             helper.make_node("Add", ["g", "h"], ["y"])]
+    return model(nodes, [("x", F, [3, 4]), ("w1", F, [4, 5]), ("w2", F, [5, 5])], ("y", F))
+
+
+def exp_sqrt_log_neg():
+    """y = -(log(sqrt(exp(x))) * exp(x)) = -x e^x / 2."""
+    nodes = [helper.make_node("Exp", ["x"], ["e"]),
+             helper.make_node("Sqrt", ["e"], ["s"]),
+             helper.make_node("Log", ["s"], ["l"]),
+             helper.make_node("Mul", ["l", "e"], ["m"]),
+             helper.make_node("Neg", ["m"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D))
+
+
+def reshaping():
+    """Unsqueeze, Dropout (the identity), Expand and Squeeze."""
+    nodes = [helper.make_node("Unsqueeze", ["x", "ax0"], ["u"]),
+             helper.make_node("Dropout", ["u"], ["d"]),
+             helper.make_node("Expand", ["d", "shape"], ["e"]),
+             helper.make_node("Squeeze", ["e", "ax1"], ["y"])]
+    inits = [const("ax0", [0]), const("shape", [2, 1, 3, 4]), const("ax1", [1])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D), inits)
+
+
+def div():
+    nodes = [helper.make_node("Exp", ["c"], ["b"]),
+             helper.make_node("Div", ["a", "b"], ["y"])]
+    return model(nodes, [("a", D, [2, 3, 4]), ("c", D, [3, 1])], ("y", D))
+
+
+def pow_():
+    nodes = [helper.make_node("Exp", ["a"], ["e"]),
+             helper.make_node("Pow", ["e", "b"], ["y"])]
+    return model(nodes, [("a", D, [3, 4]), ("b", D, [4])], ("y", D))
+
+
+def erf_abs_reciprocal():
+    nodes = [helper.make_node("Erf", ["x"], ["e"]),
+             helper.make_node("Abs", ["e"], ["a"]),
+             helper.make_node("Exp", ["a"], ["p"]),
+             helper.make_node("Reciprocal", ["p"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D))
+
+
+def clip():
+    n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
+    inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
+             numpy_helper.from_array(np.array(0.6), "hi")]
+    return model([n], [("x", D, [3, 4])], ("y", D), inits)
+
+
+def sum_max_min():
+    nodes = [helper.make_node("Max", ["a", "b", "c"], ["m"]),
+             helper.make_node("Min", ["a", "b"], ["n"]),
+             helper.make_node("Sum", ["m", "n", "c"], ["y"])]
+    return model(nodes, [("a", D, [3, 4]), ("b", D, [4]), ("c", D, [3, 1])], ("y", D))
+
+
+def where():
+    cond = numpy_helper.from_array(np.array([[True, False, True, True],
+                                             [False, False, True, False],
+                                             [True, True, False, True]]), "cond")
+    n = helper.make_node("Where", ["cond", "a", "b"], ["y"])
+    return model([n], [("a", D, [3, 4]), ("b", D, [4])], ("y", D), [cond])
+
+
+def reductions():
+    """ReduceSum (axes input), ReduceMean and ReduceMax (axes attributes
+    at opset 17), joined by broadcasting."""
+    nodes = [helper.make_node("ReduceSum", ["x", "ax1"], ["s"], keepdims=1),
+             helper.make_node("ReduceMean", ["x"], ["m"], axes=[2], keepdims=1),
+             helper.make_node("ReduceMax", ["x"], ["x2"], axes=[0, 2], keepdims=1),
+             helper.make_node("Add", ["s", "m"], ["a"]),
+             helper.make_node("Mul", ["a", "x2"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 4])], ("y", D), [const("ax1", [1])])
+
+
+def flatten():
+    n = helper.make_node("Flatten", ["x"], ["y"], axis=2)
+    return model([n], [("x", D, [2, 3, 2])], ("y", D))
+
+
+def reshape():
+    n1 = helper.make_node("Reshape", ["x", "shape"], ["r"])
+    n2 = helper.make_node("Tanh", ["r"], ["y"])
+    return model([n1, n2], [("x", D, [2, 6])], ("y", D), [const("shape", [3, 4])])
+
+
+def sgd_gemm():
+    """y = x W^T + b with W and b trainable initializers (float64)."""
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.uniform(-1, 1, (5, 4)), "W"),
+             numpy_helper.from_array(rng.uniform(-1, 1, (5,)), "bias")]
+    n = helper.make_node("Gemm", ["x", "W", "bias"], ["y"], transB=1)
+    return model([n], [("x", D, [3, 4])], ("y", D), inits)
+
+
+CASES = {
+    "cast_no_backward": lambda: model(
+        [helper.make_node("Conv", ["x", "w"], ["c"]),
+         helper.make_node("Cast", ["c"], ["y"], to=F)],
+        [("x", D, [1, 2, 3, 3])], ("y", F),
+        [numpy_helper.from_array(np.ones((2, 2, 1, 1)), "w")]),
+    "lrn": lambda: model([helper.make_node("LRN", ["x"], ["y"], size=3, alpha=0.5, beta=0.75,
+                                           bias=1.5)],
+                         [("x", D, [2, 5, 2, 2])], ("y", D)),
+    "lrn_even_size": lambda: model([helper.make_node("LRN", ["x"], ["y"], size=4, alpha=0.3)],
+                                   [("x", D, [1, 6, 3])], ("y", D)),
+    "gather_repeated_negative": lambda: model(
+        [helper.make_node("Gather", ["x", "idx"], ["y"], axis=1)],
+        [("x", D, [2, 5, 3])], ("y", D), [const("idx", [[4, -1], [0, 2]])]),
+    "conv_transpose": lambda: model(
+        [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 1],
+                          pads=[1, 0, 0, 1], output_padding=[1, 0], group=2,
+                          dilations=[1, 2])],
+        [("x", D, [1, 4, 3, 4]), ("w", D, [4, 3, 2, 2]), ("b", D, [6])], ("y", D)),
+    "sgd_gemm": sgd_gemm,
+    "ce_identity": lambda: model([helper.make_node("Identity", ["x"], ["y"])],
+                                 [("x", D, [4, 5])], ("y", D)),
+    "gemm": lambda: gemm(D, [3, 4], [4, 5], [5]),
+    "gemm_trans_alpha_beta": lambda: gemm(D, [4, 3], [5, 4], [3, 1], transA=1, transB=1,
+                                          alpha=0.7, beta=1.3),
+    "gemm_transa": lambda: gemm(D, [4, 3], [4, 5], None, transA=1),
+    "gemm_f32": lambda: gemm(F, [3, 6], [5, 6], [1, 5], transB=1),
+    "matmul_batched_broadcast": lambda: model(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        [("a", D, [2, 1, 3, 4]), ("b", D, [3, 4, 2])], ("y", D)),
+    "matmul_1d": lambda: model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                               [("a", D, [4]), ("b", D, [2, 4, 3])], ("y", D)),
+    "matmul_f32": lambda: model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                                [("a", F, [2, 3, 4]), ("b", F, [4, 5])], ("y", F)),
+    "conv": lambda: conv(D, [2, 3, 5, 5], [4, 3, 3, 3], True, pads=[1, 1, 1, 1]),
+    "conv_groups_strides_pads_dilations": lambda: conv(
+        D, [1, 4, 7, 6], [6, 2, 3, 2], True, group=2, strides=[2, 1], pads=[1, 0, 0, 1],
+        dilations=[1, 2]),
+    "conv_1d": lambda: conv(D, [2, 2, 7], [3, 2, 3], False, strides=[2], pads=[1, 1]),
+    "conv_f32": lambda: conv(F, [2, 3, 5, 5], [4, 3, 3, 3], True, pads=[1, 1, 1, 1]),
+    "conv_groups_f32": lambda: conv(F, [1, 4, 7, 6], [6, 2, 3, 2], True, group=2,
+                                    strides=[2, 1], pads=[1, 0, 0, 1], dilations=[1, 2]),
+    "relu": lambda: unary("Relu"),
+    "sigmoid": lambda: unary("Sigmoid"),
+    "tanh": lambda: unary("Tanh"),
+    "gelu_none": lambda: unary("Gelu", opset=20),
+    "gelu_tanh": lambda: unary("Gelu", opset=20, approximate="tanh"),
+    "maxpool_pads_ceil": lambda: pool("MaxPool", kernel_shape=[3, 3], strides=[2, 2],
+                                      pads=[1, 1, 1, 1], ceil_mode=1),
+    "maxpool_dilations": lambda: pool("MaxPool", kernel_shape=[2, 2], dilations=[2, 2]),
+    "averagepool_pads_ceil": lambda: pool("AveragePool", kernel_shape=[3, 3], strides=[2, 2],
+                                          pads=[1, 1, 1, 1], ceil_mode=1),
+    "averagepool_count_include_pad": lambda: pool("AveragePool", kernel_shape=[3, 2],
+                                                  strides=[2, 2], pads=[1, 0, 1, 1],
+                                                  count_include_pad=1),
+    "global_average_pool": lambda: pool("GlobalAveragePool"),
+    "global_max_pool": lambda: pool("GlobalMaxPool"),
+    "batch_norm": batch_norm,
+    "add_broadcast": lambda: binary("Add", [2, 3, 4], [3, 1]),
+    "sub_broadcast": lambda: binary("Sub", [3, 1], [2, 1, 4]),
+    "mul_broadcast": lambda: binary("Mul", [2, 3, 4], [4]),
+    "mul_broadcast_both": lambda: binary("Mul", [2, 1, 4], [3, 1]),
+    "mul_square": lambda: model([helper.make_node("Mul", ["x", "x"], ["y"])],
+                                [("x", D, [3, 4])], ("y", D)),
+    "flatten": flatten,
+    "div_broadcast": div,
+    "pow_broadcast": pow_,
+    "erf_abs_reciprocal": erf_abs_reciprocal,
+    "clip": clip,
+    "sum_max_min_broadcast": sum_max_min,
+    "where_broadcast": where,
+    "reduce_sum_mean_max": reductions,
+    "exp_sqrt_log_neg": exp_sqrt_log_neg,
+    "unsqueeze_dropout_expand_squeeze": reshaping,
+    "reshape": reshape,
+    "transpose": lambda: model([helper.make_node("Transpose", ["x"], ["y"], perm=[2, 0, 1])],
+                               [("x", D, [2, 3, 4])], ("y", D)),
+    "concat": lambda: model([helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+                            [("a", D, [2, 2, 3]), ("b", D, [2, 1, 3])], ("y", D)),
+    "split": split,
+    "slice_negative_steps": slice_,
+    "softmax_axis1": lambda: softmax("Softmax", 1),
+    "softmax_last": lambda: softmax("Softmax", -1),
+    "softmax_opset11": lambda: softmax("Softmax", 1, opset=11),
+    "logsoftmax_axis0": lambda: softmax("LogSoftmax", 0),
+    "logsoftmax_last": lambda: softmax("LogSoftmax", -1),
+    "layer_norm_last": lambda: layer_norm(-1, [4]),
+    "layer_norm_axis1": lambda: layer_norm(1, [3, 4]),
+    "shortcut": shortcut,
+    "branches": branches,
+    "branches_f32": branches_f32,
+    "shared_gemm_f32": shared_gemm_f32,
+}
+
+
+def main():
+    if sys.argv[1:] == ["--list"]:
+        print("\n".join(CASES))
+        return
+    outdir = sys.argv[1]
+    for case in sys.argv[2:]:
+        m = CASES[case]()
+        with open(f"{outdir}/{case}.onnx", "wb") as f:
+            f.write(m.SerializeToString())
+
+
+if __name__ == "__main__":
+    main()

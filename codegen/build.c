@@ -90,7 +90,10 @@ ap_status ap_codegen_build(const ap_build_opts *b, ap_diag *d) {
   put_quoted(f, b->rt_include);
   fprintf(f, " -I");
   put_quoted(f, b->kernels_dir);
-  fprintf(f, " -o model.tmp kernels.c dev0.c main.c ");
+  fprintf(f, " -o model.tmp kernels.c");
+  for (int dev = 0; dev < (b->n_devices > 1 ? b->n_devices : 1); dev++)
+    fprintf(f, " dev%d.c", dev);
+  fprintf(f, " main.c ");
   put_quoted(f, b->rt_lib);
   fprintf(f, " %s\nmv model.tmp model\n", b->extra_libs ? b->extra_libs : "");
   bool ok = fclose(f) == 0;

@@ -30,8 +30,10 @@ typedef struct ap_codegen_opts {
   const char *device_kind; /* the one device's kind name ("cpu") */
 } ap_codegen_opts;
 
-/* Writes OUTDIR/kernels.h, kernels.c, dev0.c, main.c and weights.bin for g
- * (after ap_run_pipeline). Graph inputs that are not initializers become the
+/* Writes OUTDIR/kernels.h, kernels.c, dev<d>.c for every device, main.c and
+ * weights.bin for g (after ap_run_pipeline, and after ap_partition when the
+ * array has several devices: each device computes its box of every value,
+ * passes/distribute.h). Graph inputs that are not initializers become the
  * program's inputs, in graph order (input_N.pb); inputs bound to constants
  * before the pipeline stay inputs, checked at run time against the bound
  * values. Files are written to temporaries and renamed. */
@@ -45,6 +47,7 @@ typedef struct ap_build_opts {
   const char *rt_lib;      /* the runtime's static library */
   const char *kernels_dir; /* folder of codegen/kernels (gemm.c, conv.c) */
   const char *extra_libs;  /* libraries the runtime needs ("-lprotobuf-c -lpthread -lm") */
+  int n_devices;           /* dev0.c .. dev<n-1>.c; 0 or 1: dev0.c alone */
 } ap_build_opts;
 
 

@@ -1,8 +1,11 @@
-/* The C backend's program structure: which values live where (run-time
- * inputs, the constant blob, the activation arena planned from last use),
- * one kernel per distinct (operator, attributes, dtypes, box sizes), the
- * device function calling them in node order, and the program description
- * the runtime's main runs. Per-operator kernels come from the c_*.c files. */
+/* The C backend's program structure: for every device, which boxes of which
+ * values it holds where (run-time inputs, the constant blob, its activation
+ * arena planned from last use), the steps it runs in node order (kernel
+ * calls, local slices, the transfers and partial-sum reductions of the
+ * distribution, passes/distribute.h), one kernel per distinct (operator,
+ * attributes, dtypes, box sizes) shared by all devices, and the program
+ * description the runtime's main runs. Per-operator kernels come from the
+ * c_*.c files. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
 #include <math.h>
@@ -13,6 +16,9 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "passes/distribute.h"
+#include "passes/passes.h"
+#include "runtime/accpar_rt.h"
 
 static const cg_emit_fn emitters[AP_OP_COUNT] = {
 #define OP(id, name, min_in, max_in, min_out, max_out, kind) [AP_OP_##id] = cg_emit_##id,
@@ -178,33 +184,58 @@ static bool text_close(text *t) {
   return ok;
 }
 
-/* ---- values and storage -------------------------------------------------- */
+/* ---- what a device holds ------------------------------------------------- */
 
+/* Every device computes its box of every value (passes/distribute.h): on
+ * one device the whole tensor. A slot is one box of one value a device
+ * holds, with its storage; a value can have several (its computed box, the
+ * boxes transfers or local slices make of it for its readers). */
 typedef enum storage {
-  ST_NONE,   /* not used by the program */
-  ST_INPUT,  /* a run-time input: the runtime's copy of input_N.pb */
+  ST_INPUT,  /* a run-time input, whole: the runtime's copy of input_N.pb */
   ST_CONST,  /* in the constant blob (weights.bin) */
-  ST_ARENA,  /* in the activation arena */
-  ST_ALIAS   /* the storage of another value (Reshape, Identity...) */
+  ST_ARENA,  /* in the device's activation arena */
+  ST_ALIAS   /* the storage of another slot (Reshape, Identity...) */
 } storage;
 
-typedef struct value_info {
+typedef struct slot {
+  int value;
+  ap_dbox box;       /* of the value's index space; the slot holds it dense, row-major */
   storage st;
   int64_t bytes;
-  int64_t offset;    /* into the blob or the arena */
-  int input_index;   /* ST_INPUT: program input; also for bound constants, else -1 */
-  int alias_of;      /* ST_ALIAS: the value whose storage this is */
-  int last_use;      /* position in G->order of the last reader (of any alias); INT32_MAX
-                        for graph outputs */
-} value_info;
+  int64_t offset;    /* into the blob or the arena; -1 while not placed */
+  int input_index;   /* ST_INPUT: program input */
+  int alias_of;      /* ST_ALIAS: the slot whose storage this is */
+  int last_use;      /* the last step reading or writing it (or an alias of it) */
+} slot;
 
-typedef struct call {
+/* A constant as some device reads it: a box of an initializer or folded
+ * value, sliced at compile time; the blob holds each (value, box) once. */
+typedef struct const_box {
+  int value;
+  ap_dbox box;
+  ap_value *view;    /* the box as a value of its own (dims = box sizes, data) */
+  int64_t offset;    /* into the blob; -1 while no kernel reads it */
+} const_box;
+
+typedef enum step_kind {
+  SK_CALL,      /* a kernel: args are the slots passed, the last n_write written */
+  SK_PACK,      /* a local slice: args[0]'s box into args[1] */
+  SK_XFER,      /* box exchange: args[0] (held) into args[1] (needed) */
+  SK_ALLREDUCE, /* partial sums of args[0], in place */
+  SK_REDUCE,    /* partial sums of args[0] through the staging slot args[1] */
+  SK_ZERO       /* args[0] = 0: a partial sum over an empty share of the contraction */
+} step_kind;
+
+typedef struct step {
+  step_kind kind;
   int node;
-  int kernel;                  /* index into kernels */
-  int n_args;
-  int args[2 * CG_MAX_OPERANDS]; /* value ids: passed inputs, then present outputs */
+  int kernel;                        /* SK_CALL */
+  int n_args, n_write;
+  int args[2 * CG_MAX_OPERANDS + 1]; /* slots */
   bool work;
-} call;
+  const ap_dxfer *xfer;              /* SK_XFER, SK_ALLREDUCE, SK_REDUCE */
+  int tag;
+} step;
 
 typedef struct kernel_text {
   char *sig;       /* parameter list */
@@ -212,30 +243,42 @@ typedef struct kernel_text {
   char *work;      /* its scratch floats as a C expression, or "" */
 } kernel_text;
 
+typedef struct device {
+  int dev;
+  slot *slots;
+  int n_slots, cap_slots;
+  step *steps;
+  int n_steps, cap_steps;
+  int *held;          /* per value: the slot of the box it computes; -1 */
+  int *input_slot;    /* per program input: its whole slot; -1 */
+  int64_t arena_bytes, unshared_bytes;
+} device;
+
 typedef struct gen {
   ap_graph *g;
   ap_diag *d;
-  value_info *vals;
-  call *calls;
-  int n_calls;
+  const ap_dist *dist;
+  int n_dev;
   kernel_text *kernels;
   int n_kernels, cap_kernels;
+  const_box *consts;
+  int n_consts, cap_consts;
   int64_t blob_bytes;
-  int64_t arena_bytes;
   bool needs_kernels_lib;
   cg_kernel *kernel;  /* the node being emitted */
-  int *order;         /* node ids in the order the device runs them */
+  int *order;         /* node ids in the order every device runs them */
   int n_order;
   int *prog_inputs;   /* value ids of the program's inputs */
   int n_prog_inputs;
+  int *input_index;   /* per value: its program input, or -1 */
+  device *dv;         /* the device being generated */
+  int n_tags;         /* transfers so far: the next one's tag */
 } gen;
 
 static int64_t align_up(int64_t x) { return (x + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
 
-static int root_of(const gen *G, int v) {
-  while (G->vals[v].st == ST_ALIAS)
-    v = G->vals[v].alias_of;
-  return v;
+static ap_status oom(gen *G) {
+  return ap_error(G->d, AP_ERR_NOMEM, G->g->path, NULL, NULL, "out of memory");
 }
 
 static ap_status value_error(gen *G, const ap_node *n, const ap_value *v, const char *what) {
@@ -259,11 +302,29 @@ static ap_status check_value(gen *G, const ap_node *n, const ap_value *v) {
   return AP_OK;
 }
 
-static int64_t value_bytes(const ap_value *v) {
-  return ap_numel(v->rank, v->dims) * (int64_t)ap_dtype_size(v->dtype);
+static int64_t box_bytes(const ap_value *v, const ap_dbox *b) {
+  return ap_dbox_volume(v->rank, b) * (int64_t)ap_dtype_size(v->dtype);
 }
 
-static void operand_of(const ap_value *v, cg_operand *o) {
+static ap_dbox whole(const ap_value *v) {
+  ap_dbox b;
+  memset(&b, 0, sizeof b);
+  for (int i = 0; i < v->rank; i++)
+    b.hi[i] = v->dims[i];
+  return b;
+}
+
+static const ap_dbox *dist_in(const gen *G, int node, int i) {
+  return &G->dist->node[node].in[i * G->n_dev + G->dv->dev];
+}
+
+static const ap_dbox *dist_out(const gen *G, int node, int o) {
+  return &G->dist->node[node].out[o * G->n_dev + G->dv->dev];
+}
+
+/* The operand an emitter sees: the box as a whole tensor of its own (the
+ * kernels are specialised to the box sizes). */
+static void operand_of(const ap_value *v, const ap_dbox *b, cg_operand *o) {
   memset(o, 0, sizeof *o);
   if (!v)
     return;
@@ -271,20 +332,22 @@ static void operand_of(const ap_value *v, cg_operand *o) {
   o->dtype = v->dtype;
   o->rank = v->rank;
   for (int i = 0; i < v->rank; i++)
-    o->dims[i] = v->dims[i];
-  o->numel = ap_numel(v->rank, v->dims);
-  /* One device holds every tensor whole. */
+    o->dims[i] = b->hi[i] - b->lo[i];
+  o->numel = ap_numel(v->rank, o->dims);
   o->box.rank = v->rank;
   for (int i = 0; i < v->rank; i++)
-    o->box.size[i] = v->dims[i];
+    o->box.size[i] = o->dims[i];
 }
 
 /* Program inputs: graph inputs that are not initializers, in graph order. */
 static ap_status plan_inputs(gen *G) {
   ap_graph *g = G->g;
   G->prog_inputs = ap_arena_array(g->arena, (size_t)g->n_inputs + 1, sizeof *G->prog_inputs);
-  if (!G->prog_inputs)
-    return ap_error(G->d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  G->input_index = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *G->input_index);
+  if (!G->prog_inputs || !G->input_index)
+    return oom(G);
+  for (int v = 0; v < g->n_values; v++)
+    G->input_index[v] = -1;
   for (int i = 0; i < g->n_inputs; i++) {
     int v = g->inputs[i];
     ap_value *val = &g->values[v];
@@ -293,26 +356,170 @@ static ap_status plan_inputs(gen *G) {
     ap_status s = check_value(G, NULL, val);
     if (s != AP_OK)
       return s;
-    G->vals[v].input_index = G->n_prog_inputs;
+    G->input_index[v] = G->n_prog_inputs;
     G->prog_inputs[G->n_prog_inputs++] = v;
-    if (!val->data)
-      G->vals[v].st = ST_INPUT;
   }
   return AP_OK;
 }
 
-/* Every constant the program reads goes into the blob, 64-byte aligned. */
-static void place_constant(gen *G, int v) {
-  value_info *vi = &G->vals[v];
-  if (vi->st == ST_CONST)
-    return;
-  vi->st = ST_CONST;
-  vi->bytes = value_bytes(&G->g->values[v]);
-  vi->offset = G->blob_bytes;
-  G->blob_bytes = align_up(G->blob_bytes + vi->bytes);
+/* ---- constants, sliced ----------------------------------------------------- */
+
+/* Copies box b of a row-major tensor (dims, es bytes per element) into dst. */
+static void slice_copy(unsigned char *dst, const unsigned char *src, int rank,
+                       const int64_t *dims, const ap_dbox *b, size_t es) {
+  int64_t strides[AP_MAX_RANK], idx[AP_MAX_RANK] = {0}, size[AP_MAX_RANK];
+  cg_strides(rank, dims, strides);
+  int64_t total = 1;
+  for (int i = 0; i < rank; i++) {
+    size[i] = b->hi[i] - b->lo[i];
+    total *= size[i];
+  }
+  for (int64_t k = 0; k < total; k++) {
+    int64_t off = 0;
+    for (int i = 0; i < rank; i++)
+      off += (b->lo[i] + idx[i]) * strides[i];
+    memcpy(dst + (size_t)k * es, src + (size_t)off * es, es);
+    for (int i = rank - 1; i >= 0 && ++idx[i] == size[i]; i--)
+      idx[i] = 0;
+  }
 }
 
-/* ---- emitting one node --------------------------------------------------- */
+/* The constant box b of value v (registered once). */
+static int const_box_of(gen *G, int v, const ap_dbox *b) {
+  ap_graph *g = G->g;
+  const ap_value *val = &g->values[v];
+  for (int i = 0; i < G->n_consts; i++)
+    if (G->consts[i].value == v && ap_dbox_equal(val->rank, &G->consts[i].box, b))
+      return i;
+  if (!ap_arena_grow(g->arena, (void **)&G->consts, &G->cap_consts, G->n_consts + 1,
+                     sizeof *G->consts))
+    return -1;
+  const_box *c = &G->consts[G->n_consts];
+  c->value = v;
+  c->box = *b;
+  c->offset = -1;
+  if (ap_dbox_whole(val, b)) {
+    c->view = &g->values[v];
+  } else {
+    ap_value *view = ap_arena_alloc(g->arena, sizeof *view);
+    size_t es = ap_dtype_size(val->dtype);
+    int64_t n = ap_dbox_volume(val->rank, b);
+    unsigned char *data = ap_arena_alloc(g->arena, (size_t)n * es + 1);
+    if (!view || !data)
+      return -1;
+    *view = *val;
+    for (int i = 0; i < val->rank; i++)
+      view->dims[i] = b->hi[i] - b->lo[i];
+    slice_copy(data, val->data, val->rank, val->dims, b, es);
+    view->data = data;
+    c->view = view;
+  }
+  return G->n_consts++;
+}
+
+static void place_const(gen *G, int ci) {
+  const_box *c = &G->consts[ci];
+  if (c->offset >= 0)
+    return;
+  c->offset = G->blob_bytes;
+  G->blob_bytes = align_up(G->blob_bytes + box_bytes(&G->g->values[c->value], &c->box));
+}
+
+/* ---- slots and steps of the device being generated ------------------------- */
+
+static int new_slot(gen *G, int v, const ap_dbox *b, storage st) {
+  device *D = G->dv;
+  if (!ap_arena_grow(G->g->arena, (void **)&D->slots, &D->cap_slots, D->n_slots + 1,
+                     sizeof *D->slots))
+    return -1;
+  slot *s = &D->slots[D->n_slots];
+  memset(s, 0, sizeof *s);
+  s->value = v;
+  s->box = *b;
+  s->st = st;
+  s->bytes = v >= 0 ? box_bytes(&G->g->values[v], b) : 0;
+  s->offset = -1;
+  s->input_index = -1;
+  s->alias_of = -1;
+  s->last_use = -1;
+  return D->n_slots++;
+}
+
+static step *new_step(gen *G, step_kind kind, int node) {
+  device *D = G->dv;
+  if (!ap_arena_grow(G->g->arena, (void **)&D->steps, &D->cap_steps, D->n_steps + 1,
+                     sizeof *D->steps))
+    return NULL;
+  step *s = &D->steps[D->n_steps++];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->node = node;
+  return s;
+}
+
+static int root_slot(const device *D, int s) {
+  while (D->slots[s].st == ST_ALIAS)
+    s = D->slots[s].alias_of;
+  return s;
+}
+
+/* The slot of the run-time input v, whole. */
+static int input_slot(gen *G, int v) {
+  device *D = G->dv;
+  int i = G->input_index[v];
+  if (D->input_slot[i] < 0) {
+    ap_dbox w = whole(&G->g->values[v]);
+    int s = new_slot(G, v, &w, ST_INPUT);
+    if (s < 0)
+      return -1;
+    D->slots[s].input_index = i;
+    D->input_slot[i] = s;
+  }
+  return D->input_slot[i];
+}
+
+/* A new slot holding box b of what slot src holds, copied locally. */
+static int pack_slot(gen *G, int node, int src, const ap_dbox *b) {
+  int s = new_slot(G, G->dv->slots[src].value, b, ST_ARENA);
+  step *st = s >= 0 ? new_step(G, SK_PACK, node) : NULL;
+  if (!st)
+    return -1;
+  st->n_args = 2;
+  st->n_write = 1;
+  st->args[0] = src;
+  st->args[1] = s;
+  return s;
+}
+
+/* The slot input i of node ni reads on this device, after its transfer (if
+ * any) ran. Constants are sliced at compile time, run-time inputs sliced
+ * from the whole tensor every device reads. */
+static int operand_slot(gen *G, int ni, int i, int transferred) {
+  ap_graph *g = G->g;
+  int v = g->nodes[ni].in[i];
+  const ap_value *val = &g->values[v];
+  const ap_dbox *b = dist_in(G, ni, i);
+  if (transferred >= 0)
+    return transferred;
+  if (val->data) {
+    int ci = const_box_of(G, v, b);
+    if (ci < 0)
+      return -1;
+    place_const(G, ci);
+    int s = new_slot(G, v, b, ST_CONST);
+    if (s >= 0)
+      G->dv->slots[s].offset = G->consts[ci].offset;
+    return s;
+  }
+  int src = G->input_index[v] >= 0 && val->producer < 0 ? input_slot(G, v) : G->dv->held[v];
+  if (src < 0)
+    return -1;
+  if (ap_dbox_equal(val->rank, &G->dv->slots[src].box, b))
+    return src;
+  return pack_slot(G, ni, src, b);
+}
+
+/* ---- emitting one node on one device --------------------------------------- */
 
 static int find_kernel(gen *G, const char *sig, const char *body) {
   for (int i = 0; i < G->n_kernels; i++)
@@ -321,13 +528,100 @@ static int find_kernel(gen *G, const char *sig, const char *body) {
   return -1;
 }
 
-static ap_status oom(gen *G) {
-  return ap_error(G->d, AP_ERR_NOMEM, G->g->path, NULL, NULL, "out of memory");
+/* The kernel (sig, body), emitted once; takes ownership of both. */
+static int add_kernel(gen *G, char *sig, char *body, const char *work_expr) {
+  int ki = find_kernel(G, sig, body);
+  if (ki >= 0) {
+    free(sig);
+    free(body);
+    return ki;
+  }
+  char *work = ap_arena_strdup(G->g->arena, work_expr);
+  if (!work || !ap_arena_grow(G->g->arena, (void **)&G->kernels, &G->cap_kernels,
+                              G->n_kernels + 1, sizeof *G->kernels)) {
+    free(sig);
+    free(body);
+    return -1;
+  }
+  G->kernels[G->n_kernels] = (kernel_text){sig, body, work};
+  return G->n_kernels++;
+}
+
+/* Adds the bias a partial layer left out, once its partial sums are
+ * resolved: per channel (Conv, ConvTranspose) or Gemm's beta * C
+ * broadcast. Adding it after the sum rather than in one summand keeps it
+ * right whichever devices hold an empty share of the contraction. */
+static ap_status emit_bias(gen *G, int ni, int bias_slot, int out_slot, int transferred) {
+  ap_graph *g = G->g;
+  const ap_node *n = &g->nodes[ni];
+  device *D = G->dv;
+  const ap_value *y = &g->values[n->out[0]], *bv = &g->values[n->in[bias_slot]];
+  const ap_dbox *bb = dist_in(G, ni, bias_slot);
+  if (bv->data) {
+    int ci = const_box_of(G, n->in[bias_slot], bb);
+    if (ci < 0)
+      return oom(G);
+    bv = G->consts[ci].view;
+  }
+  cg_kernel *k = G->kernel;
+  memset(k, 0, sizeof *k);
+  k->g = g;
+  k->n = n;
+  k->d = G->d;
+  cg_operand yo, bo;
+  operand_of(y, &D->slots[out_slot].box, &yo);
+  operand_of(bv, bb, &bo);
+  int64_t ys[AP_MAX_RANK], bs[AP_MAX_RANK];
+  cg_strides(yo.rank, yo.dims, ys);
+  double scale = 1;
+  if (n->op == AP_OP_GEMM) {
+    cg_broadcast_strides(&bo, yo.rank, bs);
+    scale = ap_attr_float(n, "beta", 1.0f);
+  } else {
+    for (int i = 0; i < yo.rank; i++)
+      bs[i] = i == 1;
+  }
+  text body, sig;
+  if (!text_open(&body))
+    return oom(G);
+  if (!text_open(&sig)) {
+    text_close(&body);
+    free(body.s);
+    return oom(G);
+  }
+  k->body = body.f;
+  char lit[64], yi[512], bi[512];
+  cg_literal(lit, y->dtype, scale);
+  cg_loops_open(k, yo.rank, yo.dims, "i");
+  cg_printf(k, "y0[%s] += %s * x0[%s];\n", cg_index(yi, sizeof yi, yo.rank, ys, "i"), lit,
+            cg_index(bi, sizeof bi, yo.rank, bs, "i"));
+  cg_loops_close(k, yo.rank);
+  fprintf(sig.f, "const %s *restrict x0, %s *restrict y0", cg_ctype(y->dtype), cg_ctype(y->dtype));
+  bool ok = text_close(&body);
+  ok &= text_close(&sig);
+  if (!ok) {
+    free(body.s);
+    free(sig.s);
+    return oom(G);
+  }
+  int ki = add_kernel(G, sig.s, body.s, "");
+  int src = ki >= 0 ? operand_slot(G, ni, bias_slot, transferred) : -1;
+  step *st = src >= 0 ? new_step(G, SK_CALL, ni) : NULL;
+  if (!st)
+    return oom(G);
+  st->kernel = ki;
+  st->n_args = 2;
+  st->n_write = 1;
+  st->args[0] = src;
+  st->args[1] = out_slot;
+  return AP_OK;
 }
 
 static ap_status emit_node(gen *G, int ni) {
   ap_graph *g = G->g;
   const ap_node *n = &g->nodes[ni];
+  const ap_dnode *dn = &G->dist->node[ni];
+  device *D = G->dv;
   bool all_const = true;
   for (int i = 0; i < n->n_out; i++)
     if (n->out[i] >= 0 && !g->values[n->out[i]].data)
@@ -337,98 +631,182 @@ static ap_status emit_node(gen *G, int ni) {
   if (n->n_in > CG_MAX_OPERANDS || n->n_out > CG_MAX_OPERANDS)
     return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
                     "more than %d inputs or outputs", CG_MAX_OPERANDS);
-  cg_kernel *k = G->kernel; /* one per compilation: it is large */
-  memset(k, 0, sizeof *k);
-  k->g = g;
-  k->n = n;
-  k->d = G->d;
-  k->n_in = n->n_in;
-  k->n_out = n->n_out;
-  k->alias_in = -1;
   for (int i = 0; i < n->n_in; i++) {
     const ap_value *v = ap_node_in(g, n, i);
     ap_status s;
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
-    operand_of(v, &k->in[i]);
   }
   for (int i = 0; i < n->n_out; i++) {
     const ap_value *v = ap_node_out(g, n, i);
     ap_status s;
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
-    operand_of(v, &k->out[i]);
   }
-  text body;
-  if (!text_open(&body))
-    return oom(G);
-  k->body = body.f;
-  ap_status s = emitters[n->op](k);
-  bool ok = text_close(&body);
-  if (s != AP_OK || !ok) {
-    free(body.s);
-    return s != AP_OK ? s : oom(G);
-  }
-  if (k->alias_in >= 0) {
-    free(body.s);
-    int out = n->out[0], src = n->in[k->alias_in];
-    G->vals[out].st = ST_ALIAS;
-    G->vals[out].alias_of = src;
-    if (G->vals[src].st == ST_NONE && g->values[src].data)
-      place_constant(G, src);
-    return AP_OK;
-  }
-
-  /* The signature: passed inputs, present outputs, the workspace. */
-  text sig;
-  if (!text_open(&sig)) {
-    free(body.s);
-    return oom(G);
-  }
-  call c = {.node = ni, .work = k->work_expr[0] != 0};
+  /* Transfers first: every device takes part in every one, in node order. */
+  int transferred[CG_MAX_OPERANDS];
   for (int i = 0; i < n->n_in; i++) {
-    if (n->in[i] < 0 || (k->skip_in >> i & 1))
+    transferred[i] = -1;
+    const ap_dxfer *t = dn->xfer_in ? dn->xfer_in[i] : NULL;
+    if (!t)
       continue;
-    fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
-    c.args[c.n_args++] = n->in[i];
-    if (G->vals[n->in[i]].st == ST_NONE && g->values[n->in[i]].data)
-      place_constant(G, n->in[i]);
+    int v = n->in[i];
+    int dst = new_slot(G, v, dist_in(G, ni, i), ST_ARENA);
+    step *st = dst >= 0 ? new_step(G, SK_XFER, ni) : NULL;
+    if (!st)
+      return oom(G);
+    st->n_args = 2;
+    st->n_write = 1;
+    st->args[0] = D->held[v];
+    st->args[1] = dst;
+    st->xfer = t;
+    st->tag = G->n_tags++ % (APRT_TAG_MAX + 1);
+    transferred[i] = dst;
   }
-  for (int i = 0; i < n->n_out; i++) {
-    if (n->out[i] < 0)
-      continue;
-    fprintf(sig.f, "%s%s *restrict y%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
-    c.args[c.n_args++] = n->out[i];
-    G->vals[n->out[i]].st = ST_ARENA;
-    G->vals[n->out[i]].bytes = value_bytes(&g->values[n->out[i]]);
-  }
-  if (c.work)
-    fprintf(sig.f, "%sfloat *restrict work", c.n_args ? ", " : "");
-  else if (!c.n_args)
-    fprintf(sig.f, "void");
-  if (!text_close(&sig)) {
-    free(body.s);
-    free(sig.s);
-    return oom(G);
-  }
-  G->needs_kernels_lib |= k->needs_kernels_lib;
-  int ki = find_kernel(G, sig.s, body.s);
-  if (ki >= 0) {
-    free(sig.s);
-    free(body.s);
+  bool partial = dn->reduce != NULL;
+  /* A device whose boxes of every output are empty (a share of 0) has
+   * nothing to compute; a partial sum over an empty share of the
+   * contraction is zero. */
+  bool empty_out = true, empty_in = false;
+  for (int o = 0; o < n->n_out; o++)
+    if (n->out[o] >= 0 && ap_dbox_volume(g->values[n->out[o]].rank, dist_out(G, ni, o)) > 0)
+      empty_out = false;
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i] >= 0 && i != dn->bias_slot &&
+        ap_dbox_volume(g->values[n->in[i]].rank, dist_in(G, ni, i)) == 0 &&
+        ap_numel(g->values[n->in[i]].rank, g->values[n->in[i]].dims) > 0)
+      empty_in = true;
+  if (G->n_dev > 1 && (empty_out || (partial && empty_in))) {
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o] >= 0) {
+        int s = new_slot(G, n->out[o], dist_out(G, ni, o), ST_ARENA);
+        if (s < 0)
+          return oom(G);
+        D->held[n->out[o]] = s;
+        if (!empty_out) {
+          step *st = new_step(G, SK_ZERO, ni);
+          if (!st)
+            return oom(G);
+          st->n_args = st->n_write = 1;
+          st->args[0] = s;
+        }
+      }
   } else {
-    char *work = ap_arena_strdup(g->arena, k->work_expr);
-    if (!work || !ap_arena_grow(g->arena, (void **)&G->kernels, &G->cap_kernels,
-                                G->n_kernels + 1, sizeof *G->kernels)) {
-      free(sig.s);
+    cg_kernel *k = G->kernel; /* one per compilation: it is large */
+    memset(k, 0, sizeof *k);
+    k->g = g;
+    k->n = n;
+    k->d = G->d;
+    k->n_in = n->n_in;
+    k->n_out = n->n_out;
+    k->alias_in = -1;
+    for (int i = 0; i < n->n_in; i++) {
+      if (n->in[i] < 0 || (partial && i == dn->bias_slot))
+        continue;
+      const ap_value *v = &g->values[n->in[i]];
+      const ap_dbox *b = dist_in(G, ni, i);
+      if (v->data) {
+        int ci = const_box_of(G, n->in[i], b);
+        if (ci < 0)
+          return oom(G);
+        v = G->consts[ci].view;
+      }
+      operand_of(v, b, &k->in[i]);
+    }
+    for (int i = 0; i < n->n_out; i++)
+      if (n->out[i] >= 0)
+        operand_of(&g->values[n->out[i]], dist_out(G, ni, i), &k->out[i]);
+    text body;
+    if (!text_open(&body))
+      return oom(G);
+    k->body = body.f;
+    ap_status s = emitters[n->op](k);
+    bool ok = text_close(&body);
+    if (s != AP_OK || !ok) {
+      free(body.s);
+      return s != AP_OK ? s : oom(G);
+    }
+    if (k->alias_in >= 0) {
+      free(body.s);
+      int src = operand_slot(G, ni, k->alias_in, transferred[k->alias_in]);
+      int out = src >= 0 ? new_slot(G, n->out[0], dist_out(G, ni, 0), ST_ALIAS) : -1;
+      if (out < 0)
+        return oom(G);
+      D->slots[out].alias_of = src;
+      D->held[n->out[0]] = out;
+      return AP_OK;
+    }
+    /* The signature: passed inputs, present outputs, the workspace. */
+    text sig;
+    if (!text_open(&sig)) {
       free(body.s);
       return oom(G);
     }
-    ki = G->n_kernels++;
-    G->kernels[ki] = (kernel_text){sig.s, body.s, work};
+    step call = {.kind = SK_CALL, .node = ni, .work = k->work_expr[0] != 0};
+    for (int i = 0; i < n->n_in; i++) {
+      if (!k->in[i].v || (k->skip_in >> i & 1))
+        continue;
+      fprintf(sig.f, "%sconst %s *restrict x%d", call.n_args ? ", " : "",
+              cg_ctype(k->in[i].dtype), i);
+      call.args[call.n_args++] = operand_slot(G, ni, i, transferred[i]);
+    }
+    for (int i = 0; i < n->n_out; i++) {
+      if (n->out[i] < 0)
+        continue;
+      fprintf(sig.f, "%s%s *restrict y%d", call.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
+      int s2 = new_slot(G, n->out[i], dist_out(G, ni, i), ST_ARENA);
+      call.args[call.n_args++] = s2;
+      call.n_write++;
+      D->held[n->out[i]] = s2;
+    }
+    if (call.work)
+      fprintf(sig.f, "%sfloat *restrict work", call.n_args ? ", " : "");
+    else if (!call.n_args)
+      fprintf(sig.f, "void");
+    if (!text_close(&sig)) {
+      free(body.s);
+      free(sig.s);
+      return oom(G);
+    }
+    for (int a = 0; a < call.n_args; a++)
+      if (call.args[a] < 0) {
+        free(body.s);
+        free(sig.s);
+        return oom(G);
+      }
+    G->needs_kernels_lib |= k->needs_kernels_lib;
+    call.kernel = add_kernel(G, sig.s, body.s, k->work_expr);
+    step *st = call.kernel >= 0 ? new_step(G, SK_CALL, ni) : NULL;
+    if (!st)
+      return oom(G);
+    *st = call;
   }
-  c.kernel = ki;
-  G->calls[G->n_calls++] = c;
+  if (partial) {
+    int out = D->held[n->out[0]];
+    const ap_dxfer *t = dn->reduce;
+    step *st = new_step(G, t->kind == AP_DX_ALLREDUCE ? SK_ALLREDUCE : SK_REDUCE, ni);
+    if (!st)
+      return oom(G);
+    st->xfer = t;
+    st->tag = G->n_tags++ % (APRT_TAG_MAX + 1);
+    st->n_args = 1;
+    st->args[0] = out;
+    if (t->kind == AP_DX_REDUCE) {
+      /* One copy of the box per summand, summed in summand order. */
+      int staging = new_slot(G, -1, &D->slots[out].box, ST_ARENA);
+      if (staging < 0)
+        return oom(G);
+      D->slots[staging].bytes = D->slots[out].bytes * t->n_summands;
+      st = &D->steps[D->n_steps - 1];
+      st->args[st->n_args++] = staging;
+      st->n_write = 1;
+    }
+    if (dn->bias_slot >= 0) {
+      ap_status s = emit_bias(G, ni, dn->bias_slot, out, transferred[dn->bias_slot]);
+      if (s != AP_OK)
+        return s;
+    }
+  }
   return AP_OK;
 }
 
@@ -465,45 +843,44 @@ static void arena_free(block *live, int *n_live, int value) {
 
 static ap_status plan_arena(gen *G) {
   ap_graph *g = G->g;
-  for (int v = 0; v < g->n_values; v++)
-    G->vals[v].last_use = -1;
-  for (int pos = 0; pos < G->n_order; pos++) {
-    const ap_node *n = &g->nodes[G->order[pos]];
-    for (int i = 0; i < n->n_in; i++)
-      if (n->in[i] >= 0) {
-        int r = root_of(G, n->in[i]);
-        if (G->vals[r].last_use < pos)
-          G->vals[r].last_use = pos;
-      }
-    for (int i = 0; i < n->n_out; i++)
-      if (n->out[i] >= 0) {
-        int r = root_of(G, n->out[i]);
-        if (G->vals[r].last_use < pos)
-          G->vals[r].last_use = pos;
-      }
+  device *D = G->dv;
+  for (int si = 0; si < D->n_slots; si++)
+    D->slots[si].last_use = -1;
+  for (int pos = 0; pos < D->n_steps; pos++)
+    for (int a = 0; a < D->steps[pos].n_args; a++) {
+      int r = root_slot(D, D->steps[pos].args[a]);
+      if (D->slots[r].last_use < pos)
+        D->slots[r].last_use = pos;
+    }
+  for (int i = 0; i < g->n_outputs; i++) {
+    int s = D->held[g->outputs[i]];
+    if (s >= 0)
+      D->slots[root_slot(D, s)].last_use = INT32_MAX;
   }
-  for (int i = 0; i < g->n_outputs; i++)
-    G->vals[root_of(G, g->outputs[i])].last_use = INT32_MAX;
-  block *live = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *live);
+  block *live = ap_arena_array(g->arena, (size_t)D->n_slots + 1, sizeof *live);
   if (!live)
     return oom(G);
   int n_live = 0;
-  for (int pos = 0; pos < G->n_order; pos++) {
-    const ap_node *n = &g->nodes[G->order[pos]];
-    /* Outputs first, so no output shares memory with an input of its node. */
-    for (int i = 0; i < n->n_out; i++) {
-      int v = n->out[i];
-      if (v >= 0 && G->vals[v].st == ST_ARENA && G->vals[v].bytes > 0) {
-        G->vals[v].offset = arena_alloc(live, &n_live, G->vals[v].bytes, v);
-        int64_t end = G->vals[v].offset + align_up(G->vals[v].bytes);
-        if (end > G->arena_bytes)
-          G->arena_bytes = end;
-      }
+  D->arena_bytes = D->unshared_bytes = 0;
+  for (int pos = 0; pos < D->n_steps; pos++) {
+    const step *st = &D->steps[pos];
+    /* Written slots first, so none shares memory with what the step reads. */
+    for (int a = st->n_args - st->n_write; a < st->n_args; a++) {
+      slot *s = &D->slots[st->args[a]];
+      if (s->st != ST_ARENA || s->offset >= 0 || s->bytes <= 0)
+        continue;
+      s->offset = arena_alloc(live, &n_live, s->bytes, st->args[a]);
+      D->unshared_bytes += align_up(s->bytes);
+      if (s->offset + align_up(s->bytes) > D->arena_bytes)
+        D->arena_bytes = s->offset + align_up(s->bytes);
     }
     for (int i = 0; i < n_live; i++)
-      if (G->vals[live[i].value].last_use <= pos)
+      if (D->slots[live[i].value].last_use <= pos)
         arena_free(live, &n_live, live[i--].value);
   }
+  for (int si = 0; si < D->n_slots; si++)
+    if (D->slots[si].st == ST_ARENA && D->slots[si].offset < 0)
+      D->slots[si].offset = 0; /* empty: never read or written */
   return AP_OK;
 }
 
@@ -549,6 +926,7 @@ static ap_status schedule(gen *G) {
       place(G, source, placed, ni);
   return AP_OK;
 }
+
 
 /* ---- writing the files --------------------------------------------------- */
 
@@ -650,102 +1028,259 @@ static ap_status write_kernels(gen *G, const char *outdir) {
   return write_text(G, outdir, "kernels.c", &c);
 }
 
-/* The expression for value v's storage, as a pointer of its element type. */
-static void put_value_ptr(gen *G, FILE *f, int v) {
-  int r = root_of(G, v);
-  const ap_value *val = &G->g->values[v];
-  const char *ct = cg_ctype(val->dtype);
-  const value_info *vi = &G->vals[r];
-  switch (vi->st) {
+/* The expression for slot s's storage, as a pointer of its element type
+ * (unsigned char for a staging slot). */
+static void put_slot_ptr(gen *G, FILE *f, int s) {
+  const device *D = G->dv;
+  int r = root_slot(D, s);
+  const slot *sl = &D->slots[s];
+  const char *ct = sl->value >= 0 ? cg_ctype(G->g->values[sl->value].dtype) : "unsigned char";
+  const slot *rs = &D->slots[r];
+  switch (rs->st) {
   case ST_INPUT:
-    fprintf(f, "((%s *)in%d)", ct, vi->input_index);
+    fprintf(f, "((%s *)in%d)", ct, rs->input_index);
     break;
   case ST_CONST:
-    fprintf(f, "((%s *)(ap_blob + %lld))", ct, (long long)vi->offset);
+    fprintf(f, "((%s *)(ap_blob + %lld))", ct, (long long)rs->offset);
     break;
   case ST_ARENA:
-    fprintf(f, "((%s *)(arena + %lld))", ct, (long long)vi->offset);
+    fprintf(f, "((%s *)(arena + %lld))", ct, (long long)rs->offset);
     break;
   default:
-    ap_die("value '%s' has no storage", val->name);
+    ap_die("slot %d has no storage", s);
+  }
+}
+
+/* An aprt_box initializer: box b inside the dense buffer of box within. */
+static void put_box(FILE *f, int rank, const ap_dbox *b, const ap_dbox *within,
+                    int64_t extra_offset) {
+  int64_t dims[AP_MAX_RANK], strides[AP_MAX_RANK], off = extra_offset;
+  for (int i = 0; i < rank; i++)
+    dims[i] = within->hi[i] - within->lo[i];
+  cg_strides(rank, dims, strides);
+  for (int i = 0; i < rank; i++)
+    off += (b->lo[i] - within->lo[i]) * strides[i];
+  fprintf(f, "{%d, %lld, {", rank, (long long)off);
+  for (int i = 0; i < rank; i++)
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)(b->hi[i] - b->lo[i]));
+  fprintf(f, "%s}, {", rank ? "" : "0");
+  for (int i = 0; i < rank; i++)
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)strides[i]);
+  fprintf(f, "%s}}", rank ? "" : "0");
+}
+
+static void put_comm_check(FILE *f) { fprintf(f, "    if (s != APRT_OK)\n      goto done;\n"); }
+
+/* The exchange of a transfer or a partial-sum reduction: this device's
+ * sends (boxes of src_box) and receives (boxes of dst_box, shifted by a
+ * staging copy per summand when stage_volume is set). */
+static void put_exchange(gen *G, FILE *f, const step *st, const ap_value *v, int src,
+                         int dst, const ap_dbox *src_box, const ap_dbox *dst_box,
+                         int64_t stage_volume) {
+  const ap_dxfer *t = st->xfer;
+  int dev = G->dv->dev, ns = 0, nr = 0;
+  for (int k = 0; k < t->n_pieces; k++) {
+    ns += t->pieces[k].from == dev;
+    nr += t->pieces[k].to == dev;
+  }
+  fprintf(f, "  {\n");
+  if (ns) {
+    fprintf(f, "    static const aprt_xfer sends[] = {\n");
+    for (int k = 0; k < t->n_pieces; k++)
+      if (t->pieces[k].from == dev) {
+        fprintf(f, "      {%d, ", t->pieces[k].to);
+        put_box(f, v->rank, &t->pieces[k].box, src_box, 0);
+        fprintf(f, "},\n");
+      }
+    fprintf(f, "    };\n");
+  }
+  if (nr) {
+    fprintf(f, "    static const aprt_xfer recvs[] = {\n");
+    for (int k = 0; k < t->n_pieces; k++)
+      if (t->pieces[k].to == dev) {
+        fprintf(f, "      {%d, ", t->pieces[k].from);
+        put_box(f, v->rank, &t->pieces[k].box, dst_box,
+                stage_volume * t->pieces[k].summand);
+        fprintf(f, "},\n");
+      }
+    fprintf(f, "    };\n");
+  }
+  fprintf(f, "    s = aprt_exchange(c, ");
+  put_slot_ptr(G, f, src);
+  fprintf(f, ", %d, %s, ", ns, ns ? "sends" : "NULL");
+  put_slot_ptr(G, f, dst);
+  fprintf(f, ", %d, %s, %zu, %d);\n", nr, nr ? "recvs" : "NULL", ap_dtype_size(v->dtype), st->tag);
+  put_comm_check(f);
+  fprintf(f, "  }\n");
+}
+
+static void put_step(gen *G, FILE *f, const step *st) {
+  ap_graph *g = G->g;
+  const device *D = G->dv;
+  const ap_node *n = &g->nodes[st->node];
+  fprintf(f, "  /* %s '", n->op_type);
+  put_comment_name(f, n->name);
+  fprintf(f, "'%s */\n", st->kind == SK_CALL       ? ""
+                         : st->kind == SK_PACK     ? ": slice of an input"
+                         : st->kind == SK_XFER     ? ": an input's missing pieces"
+                         : st->kind == SK_ZERO     ? ": no share of the contraction"
+                                                   : ": partial sums");
+  const slot *a0 = &D->slots[st->args[0]];
+  const ap_value *v = a0->value >= 0 ? &g->values[a0->value] : NULL;
+  switch (st->kind) {
+  case SK_CALL:
+    fprintf(f, "  cgk_%d(", st->kernel);
+    for (int a = 0; a < st->n_args; a++) {
+      if (a)
+        fprintf(f, ", ");
+      put_slot_ptr(G, f, st->args[a]);
+    }
+    if (st->work)
+      fprintf(f, "%swork", st->n_args ? ", " : "");
+    fprintf(f, ");\n");
+    break;
+  case SK_PACK: {
+    const slot *dst = &D->slots[st->args[1]];
+    if (ap_dbox_volume(v->rank, &dst->box) == 0)
+      break;
+    fprintf(f, "  {\n    static const aprt_box b = ");
+    put_box(f, v->rank, &dst->box, &a0->box, 0);
+    fprintf(f, ";\n    aprt_box_pack(");
+    put_slot_ptr(G, f, st->args[1]);
+    fprintf(f, ", ");
+    put_slot_ptr(G, f, st->args[0]);
+    fprintf(f, ", &b, %zu);\n  }\n", ap_dtype_size(v->dtype));
+    break;
+  }
+  case SK_XFER:
+    put_exchange(G, f, st, v, st->args[0], st->args[1], &a0->box, &D->slots[st->args[1]].box, 0);
+    break;
+  case SK_ZERO:
+    if (a0->bytes > 0) {
+      fprintf(f, "  memset(");
+      put_slot_ptr(G, f, st->args[0]);
+      fprintf(f, ", 0, %lld);\n", (long long)a0->bytes);
+    }
+    break;
+  case SK_ALLREDUCE: {
+    const ap_dxfer *t = st->xfer;
+    int64_t count = ap_dbox_volume(v->rank, &a0->box);
+    if (count == 0)
+      break; /* so is every member's: they hold equal boxes */
+    fprintf(f, "  {\n    static const int group[] = {");
+    for (int s = 0; s < t->n_summands; s++)
+      fprintf(f, "%s%d", s ? ", " : "", t->group[D->dev * t->n_summands + s]);
+    fprintf(f, "};\n    s = aprt_allreduce_sum(c, group, %d, ", t->n_summands);
+    put_slot_ptr(G, f, st->args[0]);
+    fprintf(f, ", %lld, NULL, %d);\n", (long long)count, st->tag);
+    put_comm_check(f);
+    fprintf(f, "  }\n");
+    break;
+  }
+  case SK_REDUCE: {
+    const ap_dxfer *t = st->xfer;
+    int64_t count = ap_dbox_volume(v->rank, &a0->box);
+    /* A summand whose devices hold none of this box (their share of a
+     * split above is empty) sends nothing for it: it adds zero. */
+    if (count > 0) {
+      fprintf(f, "  memset(");
+      put_slot_ptr(G, f, st->args[1]);
+      fprintf(f, ", 0, %lld);\n", (long long)D->slots[st->args[1]].bytes);
+    }
+    put_exchange(G, f, st, v, st->args[0], st->args[1], &a0->box, &a0->box, count);
+    if (count == 0)
+      break;
+    const char *ct = cg_ctype(v->dtype);
+    fprintf(f, "  {\n    %s *y = ", ct);
+    put_slot_ptr(G, f, st->args[0]);
+    fprintf(f, ";\n    const %s *part = (const %s *)", ct, ct);
+    put_slot_ptr(G, f, st->args[1]);
+    fprintf(f, ";\n    for (int64_t i = 0; i < %lld; i++) {\n      %s acc = part[i];\n"
+               "      for (int64_t k = 1; k < %d; k++)\n        acc += part[k * %lld + i];\n"
+               "      y[i] = acc;\n    }\n  }\n",
+            (long long)count, ct, t->n_summands, (long long)count);
+    break;
+  }
   }
 }
 
 static ap_status write_device(gen *G, const char *outdir) {
   ap_graph *g = G->g;
+  const device *D = G->dv;
+  int dev = D->dev;
   text t;
   if (!text_open(&t))
     return oom(G);
   FILE *f = t.f;
-  int64_t unshared = 0; /* the arena without reuse, for the comment (and the tests) */
-  for (int v = 0; v < g->n_values; v++)
-    if (G->vals[v].st == ST_ARENA)
-      unshared += align_up(G->vals[v].bytes);
-  fprintf(f, "/* Generated by accparc: the program of device 0 (the whole graph).\n"
+  fprintf(f, "/* Generated by accparc: the program of device %d (%s).\n"
              " * Activations live in one arena of %lld bytes planned from last use\n"
              " * (%lld bytes without reuse); constants in the blob of weights.bin. */\n"
              "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
              "#include \"accpar_rt.h\"\n#include \"kernels.h\"\n\n"
              "extern const unsigned char ap_blob[];\n"
-             "int ap_device_0(aprt_comm *c);\n\n",
-          (long long)G->arena_bytes, (long long)unshared);
-  fprintf(f, "int ap_device_0(aprt_comm *c) {\n");
+             "int ap_device_%d(aprt_comm *c);\n\n",
+          dev, G->n_dev > 1 ? "its box of every value" : "the whole graph",
+          (long long)D->arena_bytes, (long long)D->unshared_bytes, dev);
+  fprintf(f, "int ap_device_%d(aprt_comm *c) {\n", dev);
   /* Heap rather than static: under the threads transport every device is a
    * thread of one process and needs memory of its own. */
   fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", ARENA_ALIGN,
-          (long long)(G->arena_bytes ? G->arena_bytes : ARENA_ALIGN));
+          (long long)(D->arena_bytes ? D->arena_bytes : ARENA_ALIGN));
   fprintf(f, "  float *work = aligned_alloc(%d, (cgk_work_floats() * 4 + %d) / %d * %d);\n",
           ARENA_ALIGN, 2 * ARENA_ALIGN - 1, ARENA_ALIGN, ARENA_ALIGN);
   fprintf(f, "  if (!arena || !work) {\n    free(arena);\n    free(work);\n"
-             "    return aprt_fail(c, APRT_ERR_NOMEM, \"device 0: out of memory (%lld bytes)\");\n  }\n",
-          (long long)G->arena_bytes);
-  fprintf(f, "  (void)work;\n");
+             "    return aprt_fail(c, APRT_ERR_NOMEM, \"device %d: out of memory (%lld bytes)\");\n  }\n",
+          dev, (long long)D->arena_bytes);
+  fprintf(f, "  (void)work;\n  aprt_status s = APRT_OK;\n");
   for (int i = 0; i < G->n_prog_inputs; i++) {
     int v = G->prog_inputs[i];
     fprintf(f, "  const void *in%d = aprt_input(c, %d)->data; /* '", i, i);
     put_comment_name(f, g->values[v].name);
     fprintf(f, "' */\n  (void)in%d;\n", i);
-    if (G->vals[v].st == ST_CONST) {
+    if (g->values[v].data) {
       /* Bound at compile time (it fixed shapes): the run must feed the same. */
+      ap_dbox w = whole(&g->values[v]);
+      const const_box *cb = &G->consts[const_box_of(G, v, &w)];
+      int64_t bytes = box_bytes(&g->values[v], &w);
       fprintf(f, "  if (%lld && memcmp(in%d, ap_blob + %lld, %lld) != 0) {\n"
                  "    free(arena);\n    free(work);\n"
                  "    return aprt_fail(c, APRT_ERR_MISMATCH, \"input %d (",
-              (long long)G->vals[v].bytes, i, (long long)G->vals[v].offset,
-              (long long)G->vals[v].bytes, i);
+              (long long)bytes, i, (long long)cb->offset, (long long)bytes, i);
       put_comment_name(f, g->values[v].name);
       fprintf(f, ") differs from the tensor bound when the program was compiled\");\n  }\n");
     }
   }
   fprintf(f, "  aprt_phase_begin(c, APRT_PHASE_FORWARD);\n");
-  for (int ci = 0; ci < G->n_calls; ci++) {
-    const call *cl = &G->calls[ci];
-    const ap_node *n = &g->nodes[cl->node];
-    fprintf(f, "  /* %s '", n->op_type);
-    put_comment_name(f, n->name);
-    fprintf(f, "' */\n  cgk_%d(", cl->kernel);
-    for (int a = 0; a < cl->n_args; a++) {
-      if (a)
-        fprintf(f, ", ");
-      put_value_ptr(G, f, cl->args[a]);
-    }
-    if (cl->work)
-      fprintf(f, "%swork", cl->n_args ? ", " : "");
-    fprintf(f, ");\n");
-  }
-  fprintf(f, "  aprt_phase_end(c);\n  aprt_status s = APRT_OK;\n");
+  for (int si = 0; si < D->n_steps; si++)
+    put_step(G, f, &D->steps[si]);
+  fprintf(f, "  aprt_phase_end(c);\n");
   for (int i = 0; i < g->n_outputs; i++) {
-    const ap_value *v = &g->values[g->outputs[i]];
+    int v = g->outputs[i];
+    const ap_value *val = &g->values[v];
+    ap_dbox b = D->slots[D->held[v]].box; /* every output has a slot (ap_codegen_c) */
+    if (G->n_dev > 1 && ap_dbox_volume(val->rank, &b) == 0 && ap_numel(val->rank, val->dims) > 0)
+      continue; /* other devices hold all of it */
     fprintf(f, "  {\n    static const int64_t shape[] = {");
-    for (int k = 0; k < v->rank; k++)
-      fprintf(f, "%s%lld", k ? ", " : "", (long long)v->dims[k]);
-    fprintf(f, "%s}, start[%d] = {0};\n", v->rank ? "" : "0", v->rank ? v->rank : 1);
-    fprintf(f, "    aprt_box box = aprt_box_dense(%d, shape, start, shape);\n", v->rank);
-    fprintf(f, "    if (!s)\n      s = aprt_output_box(c, %d, &box, ", i);
-    put_value_ptr(G, f, g->outputs[i]);
-    fprintf(f, ");\n  }\n");
+    for (int k = 0; k < val->rank; k++)
+      fprintf(f, "%s%lld", k ? ", " : "", (long long)val->dims[k]);
+    fprintf(f, "%s}, start[] = {", val->rank ? "" : "0");
+    for (int k = 0; k < val->rank; k++)
+      fprintf(f, "%s%lld", k ? ", " : "", (long long)b.lo[k]);
+    fprintf(f, "%s}, size[] = {", val->rank ? "" : "0");
+    for (int k = 0; k < val->rank; k++)
+      fprintf(f, "%s%lld", k ? ", " : "", (long long)(b.hi[k] - b.lo[k]));
+    fprintf(f, "%s};\n", val->rank ? "" : "0");
+    fprintf(f, "    aprt_box box = aprt_box_dense(%d, shape, start, size);\n", val->rank);
+    fprintf(f, "    s = aprt_output_box(c, %d, &box, ", i);
+    put_slot_ptr(G, f, D->held[v]);
+    fprintf(f, ");\n");
+    put_comm_check(f);
+    fprintf(f, "  }\n");
   }
-  fprintf(f, "  free(arena);\n  free(work);\n  return s;\n}\n");
-  return write_text(G, outdir, "dev0.c", &t);
+  fprintf(f, "done:\n  free(arena);\n  free(work);\n  return s;\n}\n");
+  char name[32];
+  snprintf(name, sizeof name, "dev%d.c", dev);
+  return write_text(G, outdir, name, &t);
 }
 
 static void put_spec(FILE *f, const ap_value *v) {
@@ -759,29 +1294,46 @@ static void put_spec(FILE *f, const ap_value *v) {
 
 static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_path) {
   ap_graph *g = G->g;
+  const ap_plan *p = g->plan;
   text t;
   if (!text_open(&t))
     return oom(G);
   FILE *f = t.f;
   fprintf(f, "/* Generated by accparc: the program's description and main. */\n"
-             "#include <stdint.h>\n\n#include \"accpar_rt.h\"\n\n"
-             "int ap_device_0(aprt_comm *c);\n\n");
+             "#include <stdint.h>\n\n#include \"accpar_rt.h\"\n\n");
+  for (int dev = 0; dev < G->n_dev; dev++)
+    fprintf(f, "int ap_device_%d(aprt_comm *c);\n", dev);
   /* The constants are assembled into the executable as they are, which keeps
    * large models out of the C compiler's parser. */
-  fprintf(f, "__asm__(\".section .rodata\\n\"\n        \".balign %d\\n\"\n"
+  fprintf(f, "\n__asm__(\".section .rodata\\n\"\n        \".balign %d\\n\"\n"
              "        \".globl ap_blob\\n\"\n        \".type ap_blob, @object\\n\"\n"
              "        \"ap_blob:\\n\"\n        \".incbin ",
           ARENA_ALIGN);
   /* The path inside an assembler string inside a C string. */
   fputs("\\\"", f);
-  for (const char *p = blob_path; *p; p++) {
-    if (*p == '"' || *p == '\\')
+  for (const char *q = blob_path; *q; q++) {
+    if (*q == '"' || *q == '\\')
       fputs("\\\\\\", f);
-    fputc(*p, f);
+    fputc(*q, f);
   }
   fputs("\\\"\\n\"\n        \".byte 0\\n\"\n        \".previous\\n\");\n\n", f);
   fprintf(f, "static const char *const device_names[] = {");
-  put_cstring(f, o->device_kind ? o->device_kind : "cpu");
+  if (p && p->dev.n_devices == G->n_dev) {
+    int dev = 0;
+    for (int kd = 0; kd < p->dev.n_kinds; kd++)
+      for (int i = 0; i < p->dev.kinds[kd].count; i++) {
+        fprintf(f, "%s", dev++ ? ", " : "");
+        put_cstring(f, p->dev.kinds[kd].name);
+      }
+  } else {
+    put_cstring(f, o->device_kind ? o->device_kind : "cpu");
+  }
+  fprintf(f, "};\n\n");
+  /* Bytes each device sends: the plan's prediction for the forward pass
+   * (passes/distribute.c), which the transfers above move exactly. */
+  fprintf(f, "static const uint64_t predicted_bytes[] = {");
+  for (int dev = 0; dev < G->n_dev; dev++)
+    fprintf(f, "%s%.0f", dev ? ", " : "", G->dist->fwd_bytes[dev]);
   fprintf(f, "};\n\n");
   if (G->n_prog_inputs) {
     fprintf(f, "static const aprt_tensor_spec inputs[] = {\n");
@@ -795,15 +1347,17 @@ static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_p
       put_spec(f, &g->values[g->outputs[i]]);
     fprintf(f, "};\n\n");
   }
-  fprintf(f, "static int run(aprt_comm *c, void *arg) {\n  (void)arg;\n"
-             "  if (aprt_rank(c) == 0)\n    return ap_device_0(c);\n"
-             "  return aprt_fail(c, APRT_ERR_USAGE, \"this program has 1 device, not %%d\", aprt_size(c));\n}\n\n");
+  fprintf(f, "static int run(aprt_comm *c, void *arg) {\n  (void)arg;\n  switch (aprt_rank(c)) {\n");
+  for (int dev = 0; dev < G->n_dev; dev++)
+    fprintf(f, "  case %d:\n    return ap_device_%d(c);\n", dev, dev);
+  fprintf(f, "  }\n  return aprt_fail(c, APRT_ERR_USAGE, \"this program has %d device%s, not %%d\", aprt_size(c));\n}\n\n",
+          G->n_dev, G->n_dev > 1 ? "s" : "");
   fprintf(f, "static const aprt_program program = {\n  .name = ");
   put_cstring(f, o->model_name ? o->model_name : "model");
-  fprintf(f, ",\n  .ndev = 1,\n  .device_names = device_names,\n  .train = 0,\n"
+  fprintf(f, ",\n  .ndev = %d,\n  .device_names = device_names,\n  .train = 0,\n"
              "  .n_inputs = %d,\n  .inputs = %s,\n  .n_outputs = %d,\n  .outputs = %s,\n"
-             "  .run = run,\n};\n\n",
-          G->n_prog_inputs, G->n_prog_inputs ? "inputs" : "0", g->n_outputs,
+             "  .predicted_fixed_bytes = predicted_bytes,\n  .run = run,\n};\n\n",
+          G->n_dev, G->n_prog_inputs, G->n_prog_inputs ? "inputs" : "0", g->n_outputs,
           g->n_outputs ? "outputs" : "0");
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
   return write_text(G, o->outdir, "main.c", &t);
@@ -814,9 +1368,13 @@ static ap_status write_blob(gen *G, const char *outdir) {
   unsigned char *blob = ap_arena_alloc(g->arena, (size_t)G->blob_bytes + 1);
   if (!blob)
     return oom(G);
-  for (int v = 0; v < g->n_values; v++)
-    if (G->vals[v].st == ST_CONST && G->vals[v].bytes)
-      memcpy(blob + G->vals[v].offset, g->values[v].data, (size_t)G->vals[v].bytes);
+  memset(blob, 0, (size_t)G->blob_bytes + 1);
+  for (int i = 0; i < G->n_consts; i++) {
+    const const_box *c = &G->consts[i];
+    int64_t bytes = box_bytes(&g->values[c->value], &c->box);
+    if (c->offset >= 0 && bytes)
+      memcpy(blob + c->offset, c->view->data, (size_t)bytes);
+  }
   return write_file(G, outdir, "weights.bin", blob, (size_t)G->blob_bytes);
 }
 
@@ -832,41 +1390,83 @@ static ap_status make_dir(gen *G, const char *dir) {
   return AP_OK;
 }
 
+
 ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d) {
   gen G = {.g = g, .d = d};
   if (o->train)
     return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
                     "the C backend generates inference programs only so far (--mode infer)");
-  G.vals = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *G.vals);
-  G.calls = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *G.calls);
   G.kernel = ap_arena_alloc(g->arena, sizeof *G.kernel);
-  if (!G.vals || !G.calls || !G.kernel)
+  if (!G.kernel)
     return oom(&G);
-  for (int v = 0; v < g->n_values; v++) {
-    G.vals[v].input_index = -1;
-    G.vals[v].alias_of = -1;
-  }
+  ap_dist *dist = NULL;
   ap_status s = plan_inputs(&G);
   if (s == AP_OK)
     s = schedule(&G);
-  for (int pos = 0; s == AP_OK && pos < G.n_order; pos++)
-    s = emit_node(&G, G.order[pos]);
-  for (int i = 0; s == AP_OK && i < g->n_outputs; i++) {
-    int v = g->outputs[i];
-    if ((s = check_value(&G, NULL, &g->values[v])) == AP_OK && G.vals[v].st == ST_NONE &&
-        g->values[v].data)
-      place_constant(&G, v);
-  }
-  /* Bound inputs are compared against their constants at run time. */
-  for (int i = 0; s == AP_OK && i < G.n_prog_inputs; i++)
-    if (g->values[G.prog_inputs[i]].data)
-      place_constant(&G, G.prog_inputs[i]);
-  for (int i = 0; s == AP_OK && i < g->n_outputs; i++)
-    if (G.vals[root_of(&G, g->outputs[i])].st == ST_NONE)
-      s = ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL,
-                   "graph output '%s' is computed by no node", g->values[g->outputs[i]].name);
   if (s == AP_OK)
-    s = plan_arena(&G);
+    s = ap_distribute(g, &dist, d);
+  if (s != AP_OK)
+    return s;
+  G.dist = dist;
+  G.n_dev = dist->n_dev;
+  /* Bound inputs are compared whole against their constants at run time. */
+  for (int i = 0; i < G.n_prog_inputs; i++) {
+    int v = G.prog_inputs[i];
+    if (!g->values[v].data)
+      continue;
+    ap_dbox w = whole(&g->values[v]);
+    int ci = const_box_of(&G, v, &w);
+    if (ci < 0)
+      return oom(&G);
+    place_const(&G, ci);
+  }
+  device *devs = ap_arena_array(g->arena, (size_t)G.n_dev, sizeof *devs);
+  if (!devs)
+    return oom(&G);
+  for (int dev = 0; s == AP_OK && dev < G.n_dev; dev++) {
+    device *D = &devs[dev];
+    D->dev = dev;
+    D->held = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *D->held);
+    D->input_slot = ap_arena_array(g->arena, (size_t)G.n_prog_inputs + 1, sizeof *D->input_slot);
+    if (!D->held || !D->input_slot) {
+      s = oom(&G);
+      break;
+    }
+    for (int v = 0; v < g->n_values; v++)
+      D->held[v] = -1;
+    for (int i = 0; i < G.n_prog_inputs; i++)
+      D->input_slot[i] = -1;
+    G.dv = D;
+    G.n_tags = 0;
+    for (int i = 0; s == AP_OK && i < G.n_prog_inputs; i++) {
+      int v = G.prog_inputs[i];
+      if (!g->values[v].data && (D->held[v] = input_slot(&G, v)) < 0)
+        s = oom(&G);
+    }
+    for (int pos = 0; s == AP_OK && pos < G.n_order; pos++)
+      s = emit_node(&G, G.order[pos]);
+    for (int i = 0; s == AP_OK && i < g->n_outputs; i++) {
+      int v = g->outputs[i];
+      if ((s = check_value(&G, NULL, &g->values[v])) != AP_OK || D->held[v] >= 0)
+        continue;
+      if (!g->values[v].data) {
+        s = ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL, "graph output '%s' is computed by no node",
+                     g->values[v].name);
+        break;
+      }
+      ap_dbox w = whole(&g->values[v]);
+      int ci = const_box_of(&G, v, &w), sl = ci >= 0 ? new_slot(&G, v, &w, ST_CONST) : -1;
+      if (sl < 0) {
+        s = oom(&G);
+        break;
+      }
+      place_const(&G, ci);
+      D->slots[sl].offset = G.consts[ci].offset;
+      D->held[v] = sl;
+    }
+    if (s == AP_OK)
+      s = plan_arena(&G);
+  }
   if (s == AP_OK)
     s = make_dir(&G, o->outdir);
   if (s == AP_OK) {
@@ -891,8 +1491,10 @@ ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d) {
     s = write_blob(&G, o->outdir);
   if (s == AP_OK)
     s = write_kernels(&G, o->outdir);
-  if (s == AP_OK)
+  for (int dev = 0; s == AP_OK && dev < G.n_dev; dev++) {
+    G.dv = &devs[dev];
     s = write_device(&G, o->outdir);
+  }
   if (s == AP_OK)
     s = write_main(&G, o, blob_path);
   for (int i = 0; i < G.n_kernels; i++) {

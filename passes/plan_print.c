@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "passes/distribute.h"
 #include "passes/passes.h"
 
 static const char *const type_names[3] = {"I", "II", "III"};
@@ -143,6 +144,19 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
   fprintf(out, ",\n  \"device_mem_bytes\": [");
   for (int dv = 0; dv < p->dev.n_devices; dv++)
     fprintf(out, "%s%.9g", dv ? ", " : "", p->class_mem[p->dev_class[dv]]);
+  /* What the partitioned program sends per device (passes/distribute.c):
+   * the forward pass of inference and a training step. The distribution is
+   * scratch in the graph's arena, which printing may grow. */
+  ap_dist *dist;
+  ap_diag dd = {0};
+  if (ap_distribute((ap_graph *)g, &dist, &dd) != AP_OK)
+    return dd.status;
+  fprintf(out, "],\n  \"device_forward_bytes\": [");
+  for (int dv = 0; dv < p->dev.n_devices; dv++)
+    fprintf(out, "%s%.0f", dv ? ", " : "", dist->fwd_bytes[dv]);
+  fprintf(out, "],\n  \"device_step_bytes\": [");
+  for (int dv = 0; dv < p->dev.n_devices; dv++)
+    fprintf(out, "%s%.0f", dv ? ", " : "", dist->step_bytes[dv]);
   fprintf(out, "],\n  \"nodes\": [");
   /* Every node the plan reaches, in graph order: vertices with their types
    * or layouts, weightless chain nodes with the layout they carry. */

@@ -1,8 +1,9 @@
 /* accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
  *                           [--backend c|llvm] [--batch N] [--inputs DIR]
  *                           [--no-build] -o OUTDIR
- * Loads a model, binds what the options bind, runs the pipeline, writes the
- * C sources of the program to OUTDIR and builds OUTDIR/model with the system
+ * Loads a model, binds what the options bind, runs the pipeline, plans the
+ * partition when the array has several devices, writes the C sources of the
+ * program (one per device) to OUTDIR and builds OUTDIR/model with the system
  * C compiler ($CC, $CFLAGS; default cc -O3 -march=native). */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
@@ -21,8 +22,8 @@ static const char usage_text[] =
     "                       [--backend c|llvm] [--batch N] [--inputs DIR] [--no-build]\n"
     "                       -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
-    "                   the C backend generates single-device programs so far\n"
-    "  --strategy S     dp, owt, hypar, accpar or exhaustive (used once several devices are)\n"
+    "                   every device computes its box of every value (the plan's)\n"
+    "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --mode M         infer (default) or train\n"
     "  --backend B      c (default) or llvm\n"
     "  --batch N        bind the batch dimension\n"
@@ -145,11 +146,6 @@ int cmd_compile(int argc, char **argv) {
   ap_diag dd = {0};
   if (ap_devices_parse(devices, &devs, &dd) != AP_OK)
     return cli_fail(&dd);
-  if (devs.n_devices != 1)
-    return cli_usage_error("compile",
-                           "--devices '%s' has %d devices: the C backend generates "
-                           "single-device programs so far",
-                           devices, devs.n_devices);
   ap_strategy strat;
   if (!ap_strategy_parse(strategy, &strat))
     return cli_usage_error("compile", "--strategy must be dp, owt, hypar, accpar or exhaustive, got '%s'",
@@ -169,9 +165,12 @@ int cmd_compile(int argc, char **argv) {
                           .train = strcmp(mode, "train") == 0,
                           .device_kind = devs.kinds[0].name};
   int rc = 0;
+  ap_plan_opts popts = {.devices = &devs, .strategy = strat};
   if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
-      ap_run_pipeline(g, NULL, &d) != AP_OK || ap_codegen_c(g, &opts, &d) != AP_OK) {
+      ap_run_pipeline(g, NULL, &d) != AP_OK ||
+      (devs.n_devices > 1 && !opts.train && ap_partition(g, &popts, &d) != AP_OK) ||
+      ap_codegen_c(g, &opts, &d) != AP_OK) {
     rc = cli_fail(&d);
   } else if (build) {
     char *root = source_root();
@@ -192,6 +191,7 @@ int cmd_compile(int argc, char **argv) {
     snprintf(fallback, sizeof fallback, "%s/codegen/kernels", root ? root : ".");
     b.kernels_dir = locate("ACCPAR_KERNELS_DIR", ACCPAR_KERNELS_DIR, kdir, sizeof kdir, fallback);
     b.extra_libs = ACCPAR_RT_LINK_FLAGS;
+    b.n_devices = devs.n_devices;
     if (ap_codegen_build(&b, &d) != AP_OK)
       rc = cli_fail(&d);
     free(root);

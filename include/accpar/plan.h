@@ -97,6 +97,13 @@ bool ap_plan_get(const ap_graph *g, ap_plan_summary *out);
 /* Footprint (weights, gradients, activations kept for backward) of device
  * dev, 0 <= dev < n_devices, in bytes. */
 double ap_plan_device_mem(const ap_graph *g, int dev);
+/* Bytes device dev sends in the partitioned program of this plan: the
+ * forward pass of inference (train false) or one training step (forward,
+ * the errors backward through every transfer, weight-gradient all-reduces of
+ * type I and input-error reductions of type III). Computed box by box from
+ * the plan's layouts (passes/distribute.h), as code generation moves them;
+ * -1 without a plan or when dev is out of range. */
+double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
 
 /* Output: the table (one row per layer, one column per level) or JSON. */
 ap_status ap_plan_print_table(const ap_graph *g, FILE *out);

@@ -1,0 +1,849 @@
+/* Boxes per device and the transfers between devices; see distribute.h. */
+#include <string.h>
+
+#include "passes/distribute.h"
+#include "passes/passes.h"
+#include "runtime/accpar_rt.h"
+
+enum { MAX_PIECES_PER_BOX = 2 * AP_MAX_RANK };
+
+/* ---- boxes ---------------------------------------------------------------- */
+
+int64_t ap_dbox_volume(int rank, const ap_dbox *b) {
+  int64_t v = 1;
+  for (int i = 0; i < rank; i++)
+    v *= b->hi[i] > b->lo[i] ? b->hi[i] - b->lo[i] : 0;
+  return v;
+}
+
+bool ap_dbox_equal(int rank, const ap_dbox *a, const ap_dbox *b) {
+  for (int i = 0; i < rank; i++)
+    if (a->lo[i] != b->lo[i] || a->hi[i] != b->hi[i])
+      return false;
+  return true;
+}
+
+bool ap_dbox_whole(const ap_value *v, const ap_dbox *b) {
+  for (int i = 0; i < v->rank; i++)
+    if (b->lo[i] != 0 || b->hi[i] != v->dims[i])
+      return false;
+  return true;
+}
+
+static ap_dbox whole_box(const ap_value *v) {
+  ap_dbox b;
+  memset(&b, 0, sizeof b);
+  for (int i = 0; i < v->rank; i++)
+    b.hi[i] = v->dims[i];
+  return b;
+}
+
+static bool contains(int rank, const ap_dbox *outer, const ap_dbox *inner) {
+  if (ap_dbox_volume(rank, inner) == 0)
+    return true;
+  for (int i = 0; i < rank; i++)
+    if (inner->lo[i] < outer->lo[i] || inner->hi[i] > outer->hi[i])
+      return false;
+  return true;
+}
+
+static bool intersect(int rank, const ap_dbox *a, const ap_dbox *b, ap_dbox *out) {
+  for (int i = 0; i < rank; i++) {
+    out->lo[i] = a->lo[i] > b->lo[i] ? a->lo[i] : b->lo[i];
+    out->hi[i] = a->hi[i] < b->hi[i] ? a->hi[i] : b->hi[i];
+    if (out->hi[i] <= out->lo[i])
+      return false;
+  }
+  return true;
+}
+
+/* a minus b as disjoint boxes (at most 2 * rank); returns how many. */
+static int subtract(int rank, const ap_dbox *a, const ap_dbox *b, ap_dbox *out) {
+  ap_dbox x;
+  if (ap_dbox_volume(rank, a) == 0)
+    return 0;
+  if (!intersect(rank, a, b, &x)) {
+    out[0] = *a;
+    return 1;
+  }
+  int n = 0;
+  ap_dbox rest = *a;
+  for (int i = 0; i < rank; i++) { /* peel the slabs of a outside b, one dim at a time */
+    if (rest.lo[i] < x.lo[i]) {
+      out[n] = rest;
+      out[n].hi[i] = x.lo[i];
+      n++;
+    }
+    if (rest.hi[i] > x.hi[i]) {
+      out[n] = rest;
+      out[n].lo[i] = x.hi[i];
+      n++;
+    }
+    rest.lo[i] = x.lo[i];
+    rest.hi[i] = x.hi[i];
+  }
+  return n;
+}
+
+/* A growable list of boxes in the arena. */
+typedef struct box_list {
+  ap_dbox *b;
+  int n, cap;
+} box_list;
+
+static bool list_push(ap_arena *a, box_list *l, const ap_dbox *b) {
+  if (!ap_arena_grow(a, (void **)&l->b, &l->cap, l->n + 1, sizeof *l->b))
+    return false;
+  l->b[l->n++] = *b;
+  return true;
+}
+
+/* l minus b, in place. */
+static bool list_subtract(ap_arena *a, int rank, box_list *l, const ap_dbox *b) {
+  box_list r = {0};
+  for (int i = 0; i < l->n; i++) {
+    ap_dbox parts[MAX_PIECES_PER_BOX];
+    int k = subtract(rank, &l->b[i], b, parts);
+    for (int j = 0; j < k; j++)
+      if (!list_push(a, &r, &parts[j]))
+        return false;
+  }
+  *l = r;
+  return true;
+}
+
+/* ---- the plan, device by device ------------------------------------------ */
+
+typedef struct dctx {
+  ap_graph *g;
+  ap_diag *d;
+  const ap_plan *p;   /* NULL: one device */
+  int n_dev;
+  int *vertex_of;     /* [n_nodes]: the plan's vertex, or -1 */
+  int *path;          /* [n_dev * n_levels]: child index at each level, -1 where the group is one device */
+  ap_dist *dist;
+} dctx;
+
+static ap_status oom(dctx *x) {
+  return ap_error(x->d, AP_ERR_NOMEM, x->g->path, NULL, NULL, "out of memory");
+}
+
+static void device_paths(dctx *x) {
+  const ap_plan *p = x->p;
+  for (int dev = 0; dev < x->n_dev; dev++) {
+    ap_group grp = ap_group_root(&p->dev);
+    for (int l = 0; l < p->n_levels; l++) {
+      ap_group ch[AP_MAX_CHILDREN];
+      int k = ap_group_children(&p->dev, &grp, ch), i = 0;
+      while (i < k - 1 && dev >= ch[i].first_dev + ch[i].count)
+        i++;
+      x->path[dev * p->n_levels + l] = k > 1 ? i : -1;
+      grp = ch[i];
+    }
+  }
+}
+
+static int state_type_at(const dctx *x, int v, int l) {
+  return x->p->state[(size_t)l * x->p->n_vertices + v] % 3;
+}
+
+/* Which summand of vertex v's partial sums device dev holds: its children at
+ * the levels of type `type` (II: the output; III: the input's error), as one
+ * number per distinct path; *n_summands counts them over all devices. */
+static void summands(const dctx *x, int v, int type, int *summand, int *n_summands) {
+  int L = x->p->n_levels;
+  *n_summands = 0;
+  for (int dev = 0; dev < x->n_dev; dev++) {
+    summand[dev] = -1;
+    for (int e = 0; e < dev && summand[dev] < 0; e++) {
+      bool same = true;
+      for (int l = 0; l < L && same; l++)
+        if (state_type_at(x, v, l) == type)
+          same = x->path[dev * L + l] == x->path[e * L + l];
+      if (same)
+        summand[dev] = summand[e];
+    }
+    if (summand[dev] < 0)
+      summand[dev] = (*n_summands)++;
+  }
+}
+
+static bool has_type(const dctx *x, int v, int type) {
+  for (int l = 0; l < x->p->n_levels; l++)
+    if (state_type_at(x, v, l) == type)
+      return true;
+  return false;
+}
+
+/* ---- what an operator needs of its inputs -------------------------------- */
+
+static int norm_axis(int64_t axis, int rank) {
+  if (axis < 0)
+    axis += rank;
+  return axis < 0 || axis >= rank ? -1 : (int)axis;
+}
+
+static bool reshape_like(ap_op op) {
+  return op == AP_OP_FLATTEN || op == AP_OP_RESHAPE || op == AP_OP_SQUEEZE ||
+         op == AP_OP_UNSQUEEZE;
+}
+
+/* Operators whose output box is computed from the corresponding boxes of
+ * their inputs by the same kernel as the whole tensor (the kernels see the
+ * boxes as whole tensors); every other operator computes its output whole
+ * from whole inputs. */
+static bool splittable_op(const ap_graph *g, const ap_node *n) {
+  int present_out = 0;
+  for (int i = 0; i < n->n_out; i++)
+    present_out += n->out[i] >= 0;
+  switch (n->op) {
+  case AP_OP_BATCH_NORM:
+    return present_out == 1 && !(g->opset >= 14 && ap_attr_int(n, "training_mode", 0));
+  case AP_OP_MAX_POOL:
+  case AP_OP_LAYER_NORM:
+    return present_out == 1; /* MaxPool's Indices are flat indices of the whole input */
+  case AP_OP_DROPOUT:
+  case AP_OP_SPLIT:
+    return true;
+  case AP_OP_AVERAGE_POOL:
+  case AP_OP_GLOBAL_AVERAGE_POOL:
+  case AP_OP_GLOBAL_MAX_POOL:
+  case AP_OP_LRN:
+  case AP_OP_SOFTMAX:
+  case AP_OP_LOG_SOFTMAX:
+  case AP_OP_REDUCE_MEAN:
+  case AP_OP_REDUCE_SUM:
+  case AP_OP_REDUCE_MAX:
+  case AP_OP_TRANSPOSE:
+  case AP_OP_CONCAT:
+  case AP_OP_MATMUL:
+    return present_out == 1;
+  default:
+    return ap_op_table[n->op].kind == AP_OPK_EWISE && present_out == 1;
+  }
+}
+
+/* Output dim j of n can be a slab: its slab needs only slabs of the inputs. */
+static bool out_split_ok(const ap_graph *g, const ap_node *n, int j) {
+  const ap_value *y = &g->values[n->out[0]];
+  const ap_value *x = n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
+  int R = y->rank;
+  switch (n->op) {
+  case AP_OP_MAX_POOL:
+  case AP_OP_AVERAGE_POOL:
+  case AP_OP_GLOBAL_AVERAGE_POOL:
+  case AP_OP_GLOBAL_MAX_POOL:
+    return j < 2;
+  case AP_OP_LRN:
+    return j == 0;
+  case AP_OP_SOFTMAX:
+  case AP_OP_LOG_SOFTMAX: {
+    int axis = norm_axis(ap_attr_int(n, "axis", g->opset >= 13 ? -1 : 1), R);
+    return g->opset >= 13 ? j != axis : j < axis;
+  }
+  case AP_OP_LAYER_NORM:
+    return j < norm_axis(ap_attr_int(n, "axis", -1), R);
+  case AP_OP_REDUCE_MEAN:
+  case AP_OP_REDUCE_SUM:
+  case AP_OP_REDUCE_MAX:
+    return x && x->rank == R && x->dims[j] == y->dims[j];
+  case AP_OP_CONCAT: /* along the axis, each input gives its part of the slab */
+    return true;
+  case AP_OP_SPLIT:
+    return j != norm_axis(ap_attr_int(n, "axis", 0), x ? x->rank : R);
+  case AP_OP_MATMUL: {
+    const ap_value *b = &g->values[n->in[1]];
+    return x->rank >= 2 && b->rank >= 2;
+  }
+  default:
+    return true;
+  }
+}
+
+/* The output dim that input dim a of slot i corresponds to index for index,
+ * or -1 when the operator needs dim a whole (for the output box it
+ * computes). */
+static int in_to_out(const ap_graph *g, const ap_node *n, int slot, int a) {
+  const ap_value *x = &g->values[n->in[slot]], *y = &g->values[n->out[0]];
+  int r = x->rank, R = y->rank, j;
+  switch (n->op) {
+  case AP_OP_BATCH_NORM:
+    if (slot == 0)
+      return a;
+    return a == 0 && R >= 2 && x->dims[0] == y->dims[1] ? 1 : -1;
+  case AP_OP_LAYER_NORM:
+  case AP_OP_SOFTMAX:
+  case AP_OP_LOG_SOFTMAX:
+  case AP_OP_MAX_POOL:
+  case AP_OP_AVERAGE_POOL:
+  case AP_OP_GLOBAL_AVERAGE_POOL:
+  case AP_OP_GLOBAL_MAX_POOL:
+  case AP_OP_LRN:
+  case AP_OP_REDUCE_MEAN:
+  case AP_OP_REDUCE_SUM:
+  case AP_OP_REDUCE_MAX:
+    if (slot != 0)
+      return -1;
+    return a < R && out_split_ok(g, n, a) ? a : -1;
+  case AP_OP_TRANSPOSE: {
+    int np;
+    const int64_t *perm = ap_attr_ints(n, "perm", &np);
+    for (int i = 0; i < R; i++)
+      if ((perm && i < np ? norm_axis(perm[i], r) : R - 1 - i) == a)
+        return i;
+    return -1;
+  }
+  case AP_OP_CONCAT:
+  case AP_OP_SPLIT:
+    if (slot != 0 && n->op == AP_OP_SPLIT)
+      return -1;
+    return a != norm_axis(ap_attr_int(n, "axis", 0), r) ? a : -1;
+  case AP_OP_MATMUL:
+    /* C[..., M, N] = A[..., M, K] . B[..., K, N]: A's rows are C's rows, B's
+     * columns C's columns, K is needed whole, batch dims broadcast. */
+    if (r < 2 || g->values[n->in[1 - slot]].rank < 2 || R < 2)
+      return -1; /* a 1-D operand drops a dim of the output: computed whole */
+    if (a == r - 1)
+      return slot == 1 ? R - 1 : -1;
+    if (a == r - 2)
+      return slot == 0 ? R - 2 : -1;
+    j = a + (R - 2) - (r - 2);
+    return j >= 0 && x->dims[a] == y->dims[j] ? j : -1;
+  default: /* element-wise: numpy broadcasting aligns dims from the right */
+    j = a + R - r;
+    return j >= 0 && j < R && x->dims[a] == y->dims[j] ? j : -1;
+  }
+}
+
+/* Reshape-like operators reinterpret a row-major buffer. Their dims fall in
+ * blocks of equal products; a box is carried through a block when it splits
+ * only the block's first non-unit input dim and the block's inner input
+ * elements are a whole number of inner output elements; elsewhere the block
+ * is needed whole. Sets the input box the node reads and the output box. */
+static void reshape_boxes(const ap_value *x, const ap_value *y, const ap_dbox *held,
+                          ap_dbox *in, ap_dbox *out) {
+  *in = whole_box(x);
+  *out = whole_box(y);
+  int r = x->rank, R = y->rank;
+  if (ap_dbox_volume(r, held) == 0 && ap_numel(r, x->dims) > 0 && R > 0) {
+    *in = *held; /* a device with no share: none of the output either */
+    out->hi[0] = 0;
+    return;
+  }
+  for (int i = 0; i < r; i++)
+    if (x->dims[i] <= 0)
+      return;
+  for (int i = 0; i < R; i++)
+    if (y->dims[i] <= 0)
+      return;
+  int i = 0, j = 0;
+  while (i < r && j < R) {
+    int i0 = i, j0 = j;
+    int64_t pi = x->dims[i++], pj = y->dims[j++];
+    while (pi != pj) {
+      if (pi < pj && i < r)
+        pi *= x->dims[i++];
+      else if (pj < pi && j < R)
+        pj *= y->dims[j++];
+      else
+        return; /* products never meet: everything whole */
+    }
+    /* Unit dims right after a block belong to it (they change nothing). */
+    while (i < r && x->dims[i] == 1 && (j >= R || y->dims[j] != 1))
+      i++;
+    while (j < R && y->dims[j] == 1 && (i >= r || x->dims[i] != 1))
+      j++;
+    int split = -1, n_split = 0, first = -1;
+    for (int a = i0; a < i; a++) {
+      if (x->dims[a] > 1 && first < 0)
+        first = a;
+      if (held->lo[a] != 0 || held->hi[a] != x->dims[a]) {
+        split = a;
+        n_split++;
+      }
+    }
+    if (n_split == 0)
+      continue;
+    int q = -1;
+    for (int b = j0; b < j; b++)
+      if (y->dims[b] > 1) {
+        q = b;
+        break;
+      }
+    int64_t inner = 1, inner_out = 1;
+    for (int a = split + 1; a < i; a++)
+      inner *= x->dims[a];
+    for (int b = q + 1; b >= 0 && b < j; b++)
+      inner_out *= y->dims[b];
+    if (n_split != 1 || split != first || q < 0 || inner % inner_out != 0)
+      continue; /* needed whole: the block stays as whole_box set it */
+    in->lo[split] = held->lo[split];
+    in->hi[split] = held->hi[split];
+    out->lo[q] = held->lo[split] * (inner / inner_out);
+    out->hi[q] = held->hi[split] * (inner / inner_out);
+  }
+}
+
+/* ---- transfers ------------------------------------------------------------ */
+
+static ap_dxfer *new_xfer(dctx *x, ap_dxfer_kind kind, int value) {
+  ap_dxfer *t = ap_arena_alloc(x->g->arena, sizeof *t);
+  if (t) {
+    memset(t, 0, sizeof *t);
+    t->kind = kind;
+    t->value = value;
+  }
+  return t;
+}
+
+static bool add_piece(dctx *x, ap_dxfer *t, int *cap, int from, int to, int summand,
+                      const ap_dbox *b) {
+  if (!ap_arena_grow(x->g->arena, (void **)&t->pieces, cap, t->n_pieces + 1, sizeof *t->pieces))
+    return false;
+  t->pieces[t->n_pieces++] = (ap_dpiece){from, to, summand, *b};
+  return true;
+}
+
+static double elem_size(const ap_value *v) {
+  size_t s = ap_dtype_size(v->dtype);
+  return s ? (double)s : 4;
+}
+
+/* Charges the pieces of t to their senders. */
+static void charge_pieces(const ap_dxfer *t, const ap_value *v, double *bytes) {
+  for (int k = 0; k < t->n_pieces; k++) {
+    const ap_dpiece *pc = &t->pieces[k];
+    if (pc->from == pc->to)
+      continue;
+    bytes[pc->from] += (double)ap_dbox_volume(v->rank, &pc->box) * elem_size(v);
+  }
+}
+
+/* The transfer giving every device need[d] of value v from the boxes
+ * held[d]: every element a device lacks comes from the lowest-ranked device
+ * holding it. NULL (and no error) when every device holds what it needs. */
+static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *need,
+                          ap_dxfer **out) {
+  ap_arena *a = x->g->arena;
+  const ap_value *val = &x->g->values[v];
+  int rank = val->rank, n = x->n_dev;
+  *out = NULL;
+  bool local = true;
+  for (int d = 0; d < n && local; d++)
+    local = contains(rank, &held[d], &need[d]);
+  if (local)
+    return AP_OK;
+  ap_dxfer *t = new_xfer(x, AP_DX_EXCHANGE, v);
+  box_list *owned = ap_arena_array(a, (size_t)n, sizeof *owned);
+  if (!t || !owned)
+    return oom(x);
+  for (int d = 0; d < n; d++) {
+    if (ap_dbox_volume(rank, &held[d]) > 0 && !list_push(a, &owned[d], &held[d]))
+      return oom(x);
+    for (int e = 0; e < d; e++)
+      if (!list_subtract(a, rank, &owned[d], &held[e]))
+        return oom(x);
+  }
+  int cap = 0;
+  for (int e = 0; e < n; e++) {
+    if (ap_dbox_volume(rank, &need[e]) == 0)
+      continue;
+    ap_dbox mine;
+    if (intersect(rank, &need[e], &held[e], &mine) && !add_piece(x, t, &cap, e, e, 0, &mine))
+      return oom(x);
+    box_list missing = {0};
+    if (!list_push(a, &missing, &need[e]) || !list_subtract(a, rank, &missing, &held[e]))
+      return oom(x);
+    for (int d = 0; d < n; d++) {
+      if (d == e)
+        continue;
+      for (int o = 0; o < owned[d].n; o++)
+        for (int m = 0; m < missing.n; m++) {
+          ap_dbox piece;
+          if (intersect(rank, &owned[d].b[o], &missing.b[m], &piece) &&
+              !add_piece(x, t, &cap, d, e, 0, &piece))
+            return oom(x);
+        }
+    }
+  }
+  *out = t;
+  return AP_OK;
+}
+
+/* Resolves partial sums of value v: device d holds summand summand[d] over
+ * box[d]; afterwards every device holds the sum over box[d]. */
+static ap_status reduction(dctx *x, int v, const ap_dbox *box, int *summand, int n_summands,
+                           ap_dxfer **out) {
+  ap_arena *a = x->g->arena;
+  const ap_value *val = &x->g->values[v];
+  int rank = val->rank, n = x->n_dev;
+  /* An all-reduce when the devices fall into groups of equal boxes holding
+   * one of each summand (float32 only: the runtime's all-reduce sums floats). */
+  int *group = ap_arena_array(a, (size_t)n * (size_t)n_summands, sizeof *group);
+  if (!group)
+    return oom(x);
+  bool clean = val->dtype == AP_DT_FLOAT;
+  for (int d = 0; d < n && clean; d++) {
+    for (int s = 0; s < n_summands; s++)
+      group[d * n_summands + s] = -1;
+    for (int e = 0; e < n; e++)
+      if (ap_dbox_equal(rank, &box[d], &box[e])) {
+        int *slot = &group[d * n_summands + summand[e]];
+        if (*slot >= 0)
+          clean = false;
+        *slot = e;
+      }
+    for (int s = 0; s < n_summands; s++)
+      clean &= group[d * n_summands + s] >= 0;
+  }
+  ap_dxfer *t = new_xfer(x, clean ? AP_DX_ALLREDUCE : AP_DX_REDUCE, v);
+  if (!t)
+    return oom(x);
+  t->n_summands = n_summands;
+  t->summand = summand;
+  t->group = group;
+  if (!clean) {
+    int cap = 0;
+    for (int e = 0; e < n; e++) {
+      if (ap_dbox_volume(rank, &box[e]) == 0)
+        continue;
+      if (!add_piece(x, t, &cap, e, e, summand[e], &box[e]))
+        return oom(x);
+      for (int d = 0; d < n; d++) {
+        ap_dbox piece;
+        if (d != e && summand[d] != summand[e] && intersect(rank, &box[e], &box[d], &piece) &&
+            !add_piece(x, t, &cap, d, e, summand[d], &piece))
+          return oom(x);
+      }
+    }
+  }
+  *out = t;
+  return AP_OK;
+}
+
+static void charge_reduction(dctx *x, const ap_dxfer *t, const ap_dbox *box, double *bytes) {
+  const ap_value *val = &x->g->values[t->value];
+  if (t->kind == AP_DX_REDUCE) {
+    charge_pieces(t, val, bytes);
+    return;
+  }
+  for (int d = 0; d < x->n_dev; d++)
+    bytes[d] += (double)aprt_allreduce_bytes(t->n_summands, ap_dbox_volume(val->rank, &box[d]),
+                                              NULL, t->summand[d]);
+}
+
+/* ---- one node ------------------------------------------------------------- */
+
+static ap_dbox *IN(dctx *x, int ni, int slot, int dev) {
+  return &x->dist->node[ni].in[slot * x->n_dev + dev];
+}
+static ap_dbox *OUT(dctx *x, int ni, int o, int dev) {
+  return &x->dist->node[ni].out[o * x->n_dev + dev];
+}
+static ap_dbox *HELD(dctx *x, int v, int dev) { return &x->dist->held[(size_t)v * x->n_dev + dev]; }
+
+static bool is_data(const ap_value *v) { return v->data != NULL; }
+
+static void box_of_port(dctx *x, int vx, int port, int dev, ap_dbox *b) {
+  ap_plan_device_box(x->p, x->g, vx, port, dev, b->lo, b->hi);
+}
+
+/* A layer: the plan gives its output and input boxes; the weight's I and O
+ * dims follow them; partial sums (type II) are reduced after it. */
+static ap_status layer_node(dctx *x, int ni, int vx, double *back) {
+  ap_graph *g = x->g;
+  const ap_node *n = &g->nodes[ni];
+  const ap_vertex *V = &x->p->v[vx];
+  ap_dnode *dn = &x->dist->node[ni];
+  int n_dev = x->n_dev;
+  for (int dev = 0; dev < n_dev; dev++) {
+    ap_dbox *ob = OUT(x, ni, 0, dev), *ib = IN(x, ni, 0, dev);
+    box_of_port(x, vx, 0, dev, ob);
+    box_of_port(x, vx, 1, dev, ib);
+    const ap_value *w = &g->values[V->weight];
+    ap_dbox *wb = IN(x, ni, 1, dev);
+    *wb = whole_box(w);
+    /* Grouped convolutions (type I only) keep their weight whole: its
+     * channel dims count a group's channels, not the tensor's. */
+    const ap_value *xv = &g->values[n->in[0]], *yv = &g->values[n->out[0]];
+    if (V->port[1].dim[1] >= 0 && w->dims[V->w_dim[0]] == xv->dims[V->port[1].dim[1]]) {
+      wb->lo[V->w_dim[0]] = ib->lo[V->port[1].dim[1]];
+      wb->hi[V->w_dim[0]] = ib->hi[V->port[1].dim[1]];
+    }
+    if (V->port[0].dim[1] >= 0 && w->dims[V->w_dim[1]] == yv->dims[V->port[0].dim[1]]) {
+      wb->lo[V->w_dim[1]] = ob->lo[V->port[0].dim[1]];
+      wb->hi[V->w_dim[1]] = ob->hi[V->port[0].dim[1]];
+    }
+    for (int s = 2; s < n->n_in; s++) {
+      if (n->in[s] < 0)
+        continue;
+      const ap_value *b = &g->values[n->in[s]];
+      ap_dbox *bb = IN(x, ni, s, dev);
+      *bb = whole_box(b);
+      const ap_value *y = &g->values[n->out[0]];
+      if (n->op == AP_OP_GEMM) { /* C broadcasts to [M, N] from the right */
+        for (int a = 0; a < b->rank; a++) {
+          int j = a + y->rank - b->rank;
+          if (j >= 0 && b->dims[a] == y->dims[j]) {
+            bb->lo[a] = ob->lo[j];
+            bb->hi[a] = ob->hi[j];
+          }
+        }
+      } else if (b->rank == 1 && y->rank >= 2 && b->dims[0] == y->dims[1]) { /* a bias per channel */
+        bb->lo[0] = ob->lo[1];
+        bb->hi[0] = ob->hi[1];
+      }
+    }
+  }
+  dn->bias_slot = -1;
+  if (has_type(x, vx, 1)) {
+    int *summand = ap_arena_array(g->arena, (size_t)n_dev, sizeof *summand), S;
+    if (!summand)
+      return oom(x);
+    summands(x, vx, 1, summand, &S);
+    if (S > 1) {
+      ap_status s = reduction(x, n->out[0], dn->out, summand, S, &dn->reduce);
+      if (s != AP_OK)
+        return s;
+      charge_reduction(x, dn->reduce, dn->out, x->dist->fwd_bytes);
+      if (n->n_in > 2 && n->in[2] >= 0)
+        dn->bias_slot = 2;
+    }
+  }
+  if (back) {
+    /* Training: type I all-reduces the weight gradient among the devices
+     * holding the same weight box; type III reduces the input's error among
+     * the devices reading the same input box. */
+    const ap_value *w = &g->values[V->weight];
+    for (int dev = 0; dev < n_dev; dev++) {
+      int members = 0, me = 0;
+      for (int e = 0; e < n_dev; e++)
+        if (ap_dbox_equal(w->rank, IN(x, ni, 1, dev), IN(x, ni, 1, e))) {
+          if (e == dev)
+            me = members;
+          members++;
+        }
+      back[dev] += (double)aprt_allreduce_bytes(members, ap_dbox_volume(w->rank, IN(x, ni, 1, dev)),
+                                                 NULL, me);
+    }
+    if (has_type(x, vx, 2) && !V->first) {
+      int *summand = ap_arena_array(g->arena, (size_t)n_dev, sizeof *summand), S;
+      ap_dbox *ib = ap_arena_array(g->arena, (size_t)n_dev, sizeof *ib);
+      if (!summand || !ib)
+        return oom(x);
+      for (int dev = 0; dev < n_dev; dev++)
+        ib[dev] = *IN(x, ni, 0, dev);
+      summands(x, vx, 2, summand, &S);
+      ap_dxfer *t;
+      ap_status s;
+      if (S > 1) {
+        if ((s = reduction(x, n->in[0], ib, summand, S, &t)) != AP_OK)
+          return s;
+        charge_reduction(x, t, ib, back);
+      }
+    }
+  }
+  return AP_OK;
+}
+
+static void all_whole(dctx *x, int ni) {
+  const ap_node *n = &x->g->nodes[ni];
+  for (int dev = 0; dev < x->n_dev; dev++) {
+    for (int i = 0; i < n->n_in; i++)
+      if (n->in[i] >= 0)
+        *IN(x, ni, i, dev) = whole_box(&x->g->values[n->in[i]]);
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o] >= 0)
+        *OUT(x, ni, o, dev) = whole_box(&x->g->values[n->out[o]]);
+  }
+}
+
+/* A weightless node: its output box (from the plan for a join, carried
+ * from its input otherwise), then what it reads of every input. */
+static void weightless_node(dctx *x, int ni, int vx) {
+  ap_graph *g = x->g;
+  const ap_node *n = &g->nodes[ni];
+  const ap_value *y = &g->values[n->out[0]];
+  all_whole(x, ni);
+  if (reshape_like(n->op)) {
+    if (n->in[0] < 0 || vx >= 0)
+      return;
+    for (int dev = 0; dev < x->n_dev; dev++)
+      reshape_boxes(&g->values[n->in[0]], y, HELD(x, n->in[0], dev), IN(x, ni, 0, dev),
+                    OUT(x, ni, 0, dev));
+    return;
+  }
+  if (!splittable_op(g, n))
+    return;
+  for (int dev = 0; dev < x->n_dev; dev++) {
+    ap_dbox ob = whole_box(y);
+    if (vx >= 0) {
+      box_of_port(x, vx, 0, dev, &ob);
+    } else { /* carried from the first input held in part */
+      for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0 || is_data(&g->values[v]) || ap_dbox_whole(&g->values[v], HELD(x, v, dev)))
+          continue;
+        const ap_dbox *h = HELD(x, v, dev);
+        for (int a = 0; a < g->values[v].rank; a++) {
+          int j = in_to_out(g, n, i, a);
+          if (j >= 0) {
+            ob.lo[j] = h->lo[a];
+            ob.hi[j] = h->hi[a];
+          }
+        }
+        break;
+      }
+    }
+    for (int j = 0; j < y->rank; j++)
+      if (!out_split_ok(g, n, j)) {
+        ob.lo[j] = 0;
+        ob.hi[j] = y->dims[j];
+      }
+    for (int o = 0; o < n->n_out; o++) {
+      if (n->out[o] < 0)
+        continue;
+      const ap_value *yo = &g->values[n->out[o]];
+      ap_dbox *b = OUT(x, ni, o, dev);
+      *b = whole_box(yo);
+      for (int j = 0; j < yo->rank && j < y->rank; j++)
+        if (yo->dims[j] == y->dims[j]) {
+          b->lo[j] = ob.lo[j];
+          b->hi[j] = ob.hi[j];
+        }
+    }
+    int64_t at = 0; /* Concat: where input i starts along the axis */
+    int axis = n->op == AP_OP_CONCAT ? norm_axis(ap_attr_int(n, "axis", 0), y->rank) : -1;
+    for (int i = 0; i < n->n_in; i++) {
+      if (n->in[i] < 0)
+        continue;
+      const ap_value *xi = &g->values[n->in[i]];
+      ap_dbox *b = IN(x, ni, i, dev);
+      *b = whole_box(xi);
+      for (int a = 0; a < xi->rank; a++) {
+        int j = in_to_out(g, n, i, a);
+        if (j >= 0) {
+          b->lo[a] = ob.lo[j];
+          b->hi[a] = ob.hi[j];
+        }
+      }
+      if (axis >= 0) { /* the part of the output's slab this input fills */
+        int64_t lo = ob.lo[axis] - at, hi = ob.hi[axis] - at, len = xi->dims[axis];
+        lo = lo < 0 ? 0 : lo > len ? len : lo;
+        hi = hi < lo ? lo : hi > len ? len : hi;
+        b->lo[axis] = lo;
+        b->hi[axis] = hi;
+        at += len;
+      }
+    }
+  }
+}
+
+ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
+  ap_arena *a = g->arena;
+  const ap_plan *p = g->plan;
+  dctx x = {.g = g, .d = d, .p = p, .n_dev = p ? p->dev.n_devices : 1};
+  ap_dist *dist = ap_arena_alloc(a, sizeof *dist);
+  if (!dist)
+    return oom(&x);
+  memset(dist, 0, sizeof *dist);
+  x.dist = dist;
+  int n_dev = x.n_dev;
+  dist->n_dev = n_dev;
+  dist->node = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *dist->node);
+  dist->held = ap_arena_array(a, (size_t)g->n_values * (size_t)n_dev + 1, sizeof *dist->held);
+  dist->fwd_bytes = ap_arena_array(a, (size_t)n_dev, sizeof *dist->fwd_bytes);
+  dist->step_bytes = ap_arena_array(a, (size_t)n_dev, sizeof *dist->step_bytes);
+  x.vertex_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *x.vertex_of);
+  x.path = ap_arena_array(a, (size_t)n_dev * (size_t)(p ? p->n_levels : 0) + 1, sizeof *x.path);
+  double *back = ap_arena_array(a, (size_t)n_dev, sizeof *back);
+  bool *grad = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *grad); /* computed from a layer */
+  if (!grad || !dist->node || !dist->held || !dist->fwd_bytes || !dist->step_bytes || !x.vertex_of ||
+      !x.path || !back)
+    return oom(&x);
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    x.vertex_of[ni] = -1;
+  if (p) {
+    for (int v = 0; v < p->n_vertices; v++)
+      x.vertex_of[p->v[v].node] = v;
+    device_paths(&x);
+  }
+  for (int v = 0; v < g->n_values; v++)
+    if (ap_value_shape_known(&g->values[v]))
+      for (int dev = 0; dev < n_dev; dev++)
+        *HELD(&x, v, dev) = whole_box(&g->values[v]);
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    ap_dnode *dn = &dist->node[ni];
+    dn->bias_slot = -1;
+    if (n->dead)
+      continue;
+    dn->in = ap_arena_array(a, (size_t)(n->n_in ? n->n_in : 1) * (size_t)n_dev, sizeof *dn->in);
+    dn->out = ap_arena_array(a, (size_t)(n->n_out ? n->n_out : 1) * (size_t)n_dev, sizeof *dn->out);
+    dn->xfer_in = ap_arena_array(a, (size_t)n->n_in + 1, sizeof *dn->xfer_in);
+    if (!dn->in || !dn->out || !dn->xfer_in)
+      return oom(&x);
+    bool known = true, folded = true;
+    for (int i = 0; i < n->n_in; i++)
+      known &= n->in[i] < 0 || ap_value_shape_known(&g->values[n->in[i]]);
+    for (int o = 0; o < n->n_out; o++) {
+      known &= n->out[o] < 0 || ap_value_shape_known(&g->values[n->out[o]]);
+      folded &= n->out[o] < 0 || is_data(&g->values[n->out[o]]);
+    }
+    if (!known || folded || n->n_out == 0 || n->out[0] < 0)
+      continue; /* code generation refuses unknown shapes; folded outputs are constants */
+    int vx = x.vertex_of[ni];
+    ap_status s = AP_OK;
+    if (n_dev == 1) {
+      all_whole(&x, ni);
+    } else if (vx >= 0 && !p->v[vx].join) {
+      s = layer_node(&x, ni, vx, back);
+    } else {
+      weightless_node(&x, ni, vx);
+    }
+    if (s != AP_OK)
+      return s;
+    /* What the node reads that its devices do not hold. */
+    for (int i = 0; i < n->n_in && n_dev > 1; i++) {
+      int v = n->in[i];
+      if (v < 0 || is_data(&g->values[v]) || g->values[v].producer < 0)
+        continue; /* constants are sliced and inputs read whole by every device */
+      ap_dbox *need = &dn->in[i * n_dev];
+      if ((s = exchange(&x, v, HELD(&x, v, 0), need, &dn->xfer_in[i])) != AP_OK)
+        return s;
+      if (dn->xfer_in[i])
+        charge_pieces(dn->xfer_in[i], &g->values[v], dist->fwd_bytes);
+      /* Training sends the error of what the node read back to the boxes
+       * the producer holds: the same exchange, the other way round. */
+      ap_dxfer *err;
+      if (!grad[v])
+        continue; /* nothing before it trains: its error is never needed */
+      if ((s = exchange(&x, v, need, HELD(&x, v, 0), &err)) != AP_OK)
+        return s;
+      if (err)
+        charge_pieces(err, &g->values[v], back);
+    }
+    bool from_layer = vx >= 0 && !p->v[vx].join;
+    for (int i = 0; i < n->n_in; i++)
+      from_layer |= n->in[i] >= 0 && grad[n->in[i]];
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o] >= 0) {
+        grad[n->out[o]] = from_layer;
+        for (int dev = 0; dev < n_dev; dev++)
+          *HELD(&x, n->out[o], dev) = *OUT(&x, ni, o, dev);
+      }
+  }
+  for (int dev = 0; dev < n_dev; dev++)
+    dist->step_bytes[dev] = dist->fwd_bytes[dev] + back[dev];
+  *out = dist;
+  return AP_OK;
+}
+
+double ap_plan_device_bytes(ap_graph *g, int dev, bool train) {
+  ap_dist *dist;
+  ap_diag d = {0};
+  const ap_plan *p = g->plan;
+  if (!p || dev < 0 || dev >= p->dev.n_devices || ap_distribute(g, &dist, &d) != AP_OK)
+    return -1;
+  return train ? dist->step_bytes[dev] : dist->fwd_bytes[dev];
+}

@@ -1,0 +1,81 @@
+/* The plan at the granularity of devices: the box of every value each device
+ * computes or reads, and every transfer between devices the plan's layouts
+ * imply, with its bytes per device.
+ *
+ * The partition pass decides layouts per level (passes.h); this turns them
+ * into what a partitioned program does (docs/codegen.md, "The partitioned
+ * program"): a layer computes the box the plan gives its output from the
+ * boxes the plan gives its input and weight; a weightless operator carries
+ * its input's box where its output dims correspond to input dims and needs
+ * the others whole; a join computes the box the plan gives its output. Where
+ * a node needs a box of a value that the devices holding it do not give it,
+ * a transfer moves exactly the missing pieces (each element sent once, by
+ * the lowest-ranked device holding it); partial sums of a layer split along
+ * its input features (type II at some level) are resolved right after it,
+ * by an all-reduce when every group of devices with equal boxes holds one of
+ * each summand, else by sending each device every other summand of its box.
+ * Code generation emits exactly these transfers and the bytes below are what
+ * the runtime counts for them, so the program's measured bytes_sent equals
+ * the predicted bytes device by device.
+ */
+#ifndef ACCPAR_PASSES_DISTRIBUTE_H
+#define ACCPAR_PASSES_DISTRIBUTE_H
+
+#include "ir/ir.h"
+
+/* [lo, hi) per dimension of a value. */
+typedef struct ap_dbox {
+  int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
+} ap_dbox;
+
+typedef enum ap_dxfer_kind {
+  AP_DX_EXCHANGE,  /* box pieces from the holders to the devices needing them */
+  AP_DX_ALLREDUCE, /* partial sums: groups of devices with equal boxes, one summand each */
+  AP_DX_REDUCE     /* partial sums: every device receives every other summand of its box */
+} ap_dxfer_kind;
+
+/* One box sent from one device to another (from == to: a local copy). */
+typedef struct ap_dpiece {
+  int from, to;
+  int summand;     /* AP_DX_REDUCE: which summand the piece is (the sender's) */
+  ap_dbox box;     /* in the value's whole index space */
+} ap_dpiece;
+
+typedef struct ap_dxfer {
+  ap_dxfer_kind kind;
+  int value;
+  int n_pieces;
+  ap_dpiece *pieces; /* in one order both ends follow */
+  int n_summands;    /* partial sums: how many summands */
+  int *summand;      /* [n_dev]: each device's summand */
+  int *group;        /* AP_DX_ALLREDUCE: [n_dev * n_summands]: device d's group, by summand */
+} ap_dxfer;
+
+typedef struct ap_dnode {
+  ap_dbox *out;         /* [n_out * n_dev]: the box device d computes of output o */
+  ap_dbox *in;          /* [n_in * n_dev]: the box device d reads of input i */
+  ap_dxfer **xfer_in;   /* [n_in]: the transfer giving input i its boxes, or NULL */
+  ap_dxfer *reduce;     /* partial sums resolved after the node, or NULL */
+  int bias_slot;        /* with reduce: the bias input, added after the reduction; -1 */
+} ap_dnode;
+
+typedef struct ap_dist {
+  int n_dev;
+  ap_dnode *node;       /* [n_nodes] */
+  ap_dbox *held;        /* [n_values * n_dev]: the box device d holds of value v */
+  double *fwd_bytes;    /* [n_dev]: bytes sent in the forward pass (inference) */
+  double *step_bytes;   /* [n_dev]: a training step: forward, the transfers reversed for
+                           the errors, weight-gradient all-reduces (type I) and input-error
+                           reductions (type III) */
+} ap_dist;
+
+/* Distributes g (after ap_run_pipeline; after ap_partition when the array
+ * has several devices — without a plan there is one device holding every
+ * value whole). Lives in g's arena. */
+ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d);
+
+int64_t ap_dbox_volume(int rank, const ap_dbox *b);
+bool ap_dbox_equal(int rank, const ap_dbox *a, const ap_dbox *b);
+bool ap_dbox_whole(const ap_value *v, const ap_dbox *b);
+
+#endif

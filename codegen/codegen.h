@@ -26,7 +26,8 @@
 typedef struct ap_codegen_opts {
   const char *outdir;      /* created if missing; generated files are replaced */
   const char *model_name;  /* for the program's diagnostics ("mnist-8") */
-  bool train;              /* training steps; the C backend does inference only so far */
+  bool train;              /* a training program (one device so far: codegen/train.h) */
+  double momentum;         /* SGD momentum of a training program; 0: plain SGD */
   const char *device_kind; /* the one device's kind name ("cpu") */
 } ap_codegen_opts;
 

@@ -1,6 +1,7 @@
 /* accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
  *                           [--backend c|llvm] [--batch N] [--inputs DIR]
  *                           [--no-build] -o OUTDIR
+ *                           [--momentum MU]
  * Loads a model, binds what the options bind, runs the pipeline, plans the
  * partition when the array has several devices, writes the C sources of the
  * program (one per device) to OUTDIR and builds OUTDIR/model with the system
@@ -24,7 +25,8 @@ static const char usage_text[] =
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
-    "  --mode M         infer (default) or train\n"
+    "  --mode M         infer (default) or train (one device so far)\n"
+    "  --momentum MU    SGD momentum of a training program (default 0: plain SGD)\n"
     "  --backend B      c (default) or llvm\n"
     "  --batch N        bind the batch dimension\n"
     "  --inputs DIR     bind the graph inputs that fix shapes (Reshape's shape, Slice's\n"
@@ -103,6 +105,7 @@ int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *devices = NULL, *strategy = "accpar", *mode = "infer",
              *backend = "c", *inputs = NULL, *outdir = NULL;
   int64_t batch = 0;
+  double momentum = 0;
   bool build = true;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -122,6 +125,12 @@ int cmd_compile(int argc, char **argv) {
     } else if (strcmp(a, "--batch") == 0 && has_value) {
       if (cli_parse_int64("compile", a, argv[++i], &batch))
         return 2;
+    } else if (strcmp(a, "--momentum") == 0 && has_value) {
+      char *end;
+      momentum = strtod(argv[++i], &end);
+      if (end == argv[i] || *end || !(momentum >= 0 && momentum < 1))
+        return cli_usage_error("compile", "--momentum expects a number in [0, 1), got '%s'",
+                               argv[i]);
     } else if (strcmp(a, "--inputs") == 0 && has_value) {
       inputs = argv[++i];
     } else if (strcmp(a, "-o") == 0 && has_value) {
@@ -163,13 +172,14 @@ int cmd_compile(int argc, char **argv) {
   ap_codegen_opts opts = {.outdir = outdir,
                           .model_name = base_name(model, name, sizeof name),
                           .train = strcmp(mode, "train") == 0,
+                          .momentum = momentum,
                           .device_kind = devs.kinds[0].name};
   int rc = 0;
   ap_plan_opts popts = {.devices = &devs, .strategy = strat};
   if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
-      (devs.n_devices > 1 && !opts.train && ap_partition(g, &popts, &d) != AP_OK) ||
+      (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
       ap_codegen_c(g, &opts, &d) != AP_OK) {
     rc = cli_fail(&d);
   } else if (build) {

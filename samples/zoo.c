@@ -2,7 +2,7 @@
  * few small ones for demos and tests) as ONNX files, through accpar's own
  * writer.
  *
- *   accpar-zoo [--no-weights] [--seed S] [--batch N] -o DIR [MODEL...]
+ *   accpar-zoo [--no-weights] [--seed S] [--batch N] [--inputs] -o DIR [MODEL...]
  *   accpar-zoo --list
  *
  * Without MODEL, every model is written. Exit status: 0, 1 when a model
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "frontend/frontend.h"
 #include "samples/zoo.h"
 
 static const struct model {
@@ -68,6 +69,56 @@ static bool parse_u64(const char *text, uint64_t *out) {
   return true;
 }
 
+/* DIR/MODEL_data/input_0.pb: a seeded input in [-1, 1) for the model's data
+ * input, in the layout of ONNX's test data, so a compiled program can run
+ * without any other tool. The stream differs from the weights' so the input
+ * is not a copy of a weight. */
+static int write_input(const ap_graph *g, const zoo_opts *opts, const char *dir,
+                       const char *name) {
+  const ap_value *in = NULL;
+  for (int i = 0; i < g->n_inputs && !in; i++)
+    if (g->values[g->inputs[i]].kind == AP_VAL_INPUT)
+      in = &g->values[g->inputs[i]];
+  if (!in || !ap_value_shape_known(in) || in->dtype != AP_DT_FLOAT) {
+    fprintf(stderr, "accpar-zoo: %s: --inputs needs a fixed batch (--batch N, N > 0)\n", name);
+    return 2;
+  }
+  size_t len = strlen(dir) + strlen(name) + sizeof "/_data/input_0.pb";
+  char *path = malloc(len);
+  ap_tensor t = {.dtype = AP_DT_FLOAT, .rank = in->rank};
+  for (int k = 0; k < in->rank; k++)
+    t.dims[k] = in->dims[k];
+  t.numel = ap_numel(t.rank, t.dims);
+  float *data = t.numel >= 0 ? malloc((size_t)t.numel * sizeof *data + 1) : NULL;
+  if (!path || !data) {
+    free(path);
+    free(data);
+    fprintf(stderr, "accpar-zoo: out of memory\n");
+    return 1;
+  }
+  zoo_rng rng;
+  zoo_rng_seed(&rng, opts->seed, 0x1a7a);
+  for (int64_t k = 0; k < t.numel; k++)
+    data[k] = zoo_rng_uniform(&rng, -1.0f, 1.0f);
+  t.data = data;
+  snprintf(path, len, "%s/%s_data", dir, name);
+  int rc = 0;
+  ap_diag diag = {0};
+  if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "%s: cannot create the directory: %s\n", path, strerror(errno));
+    rc = 1;
+  } else {
+    snprintf(path, len, "%s/%s_data/input_0.pb", dir, name);
+    if (ap_write_tensor_pb(path, &t, in->name, &diag) != AP_OK) {
+      fprintf(stderr, "%s\n", diag.message);
+      rc = 1;
+    }
+  }
+  free(path);
+  free(data);
+  return rc;
+}
+
 /* Builds, checks and writes one model; prints one summary line. */
 static int write_model(const struct model *m, const zoo_opts *opts, const char *dir) {
   size_t len = strlen(dir) + strlen(m->name) + sizeof "/.onnx";
@@ -93,7 +144,7 @@ static int write_model(const struct model *m, const zoo_opts *opts, const char *
   } else {
     printf("%s: %d nodes, %" PRId64 " parameters, %" PRId64 " batch-norm statistics\n", path,
            z.g->n_nodes, z.params, z.bn_stats);
-    rc = 0;
+    rc = opts->inputs ? write_input(z.g, opts, dir, m->name) : 0;
   }
   ap_graph_free(z.g);
   free(path);
@@ -118,19 +169,22 @@ int main(int argc, char **argv) {
       free(chosen);
       return 0;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      printf("usage: accpar-zoo [--no-weights] [--seed S] [--batch N] -o DIR [MODEL...]\n"
+      printf("usage: accpar-zoo [--no-weights] [--seed S] [--batch N] [--inputs] -o DIR [MODEL...]\n"
              "       accpar-zoo --list\n"
              "Writes DIR/MODEL.onnx for each MODEL (all of them when none is named).\n"
              "  --no-weights  weights become graph inputs with shapes and no data\n"
              "  --seed S      seed of the weights' PRNG (default 1)\n"
              "  --batch N     batch size of the input; 0 writes the symbolic size \"N\"\n"
-             "                (default 1)\n");
+             "                (default 1)\n"
+             "  --inputs      also write DIR/MODEL_data/input_0.pb, a seeded input\n");
       free(chosen);
       return 0;
     }
     int rc = 0;
     if (strcmp(a, "--no-weights") == 0) {
       opts.weights = false;
+    } else if (strcmp(a, "--inputs") == 0) {
+      opts.inputs = true;
     } else if (strcmp(a, "--seed") == 0 || strcmp(a, "--batch") == 0 || strcmp(a, "-o") == 0) {
       uint64_t u;
       if (i + 1 >= argc)
@@ -157,6 +211,8 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (!dir) {
     rc = usage_error("-o DIR is required");
+  } else if (opts.inputs && opts.batch == 0) {
+    rc = usage_error("--inputs needs a fixed batch (--batch N, N > 0)");
   } else if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "%s: cannot create the directory: %s\n", dir, strerror(errno));
     rc = 1;

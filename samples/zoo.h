@@ -30,6 +30,7 @@ typedef struct zoo_opts {
   int64_t batch;  /* dim 0 of the input; 0 writes the symbolic size "N" */
   uint64_t seed;  /* PRNG seed of the weights */
   bool weights;   /* false: weights become graph inputs with shapes, no data */
+  bool inputs;    /* also write DIR/MODEL_data/input_0.pb, a seeded input */
 } zoo_opts;
 
 typedef struct zoo {

@@ -1,25 +1,40 @@
 #!/bin/sh
 # The main job on a bundled sample: set up, build, generate the zoo's LeNet-5
-# and a small ResNet (seeded random weights), then plan them for a mixed
-# array of one TPU v3 and two TPU v2 and compare the strategies.
+# (seeded random weights) and a seeded input, plan it for a mixed array of one
+# TPU v3 and two TPU v2, compile the partitioned program, run it on three
+# threads, and check it against the same model compiled for one device.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$root/build" -j "$(nproc 2>/dev/null || echo 2)" --target accparc accpar-zoo >/dev/null
+cmake --build "$root/build" -j "$(nproc 2>/dev/null || echo 2)" --target accparc accpar-zoo accpar_rt >/dev/null
 accparc="$root/build/tools/accparc"
-models="$root/build/demo"
+work="$root/build/demo"
 devices="tpuv3:1,tpuv2:2"
-mkdir -p "$models"
-"$root/build/samples/accpar-zoo" --seed 1 --batch 64 -o "$models" lenet5 resnet_small >/dev/null
+model="$work/lenet5.onnx"
+mkdir -p "$work"
+"$root/build/samples/accpar-zoo" --seed 1 --batch 8 --inputs -o "$work" lenet5 >/dev/null
 
-for m in lenet5 resnet_small; do
-  echo "== accparc plan $m.onnx --devices $devices"
-  "$accparc" plan "$models/$m.onnx" --devices "$devices"
-  echo
-  echo "== accparc compare $m.onnx --devices $devices"
-  "$accparc" compare "$models/$m.onnx" --devices "$devices"
-  echo
-done
-echo "== accparc dump lenet5.onnx --devices $devices (the plan on every node)"
-"$accparc" dump "$models/lenet5.onnx" --devices "$devices"
+echo "== accparc plan lenet5.onnx --devices $devices"
+"$accparc" plan "$model" --devices "$devices"
+echo
+echo "== accparc compare lenet5.onnx --devices $devices"
+"$accparc" compare "$model" --devices "$devices"
+echo
+echo "== accparc compile lenet5.onnx --devices $devices --mode infer, and run it"
+"$accparc" compile "$model" --devices "$devices" --mode infer -o "$work/hetero"
+"$accparc" compile "$model" --devices cpu:1 --mode infer -o "$work/single"
+mkdir -p "$work/out-hetero" "$work/out-single"
+"$work/hetero/model" --inputs "$work/lenet5_data" --outputs "$work/out-hetero" \
+                     --report "$work/hetero.json"
+"$work/single/model" --inputs "$work/lenet5_data" --outputs "$work/out-single"
+echo
+echo "== the result: logits on 3 devices against the 1-device program"
+"$accparc" tensor "$work/out-hetero/output_0.pb" --compare "$work/out-single/output_0.pb" --count 5
+echo
+echo "== bytes each device sent, measured and as the plan predicted ($work/hetero.json)"
+grep -E '"(bytes_sent|predicted_bytes)"' "$work/hetero.json"
+echo
+echo "== training: accparc compile lenet5.onnx --devices cpu:1 --mode train, 5 SGD steps"
+"$accparc" compile "$model" --devices cpu:1 --mode train --momentum 0.9 -o "$work/train"
+"$work/train/model" --steps 5 --lr 0.05 --seed 1

@@ -15,6 +15,7 @@ static const struct {
     {"plan", cmd_plan, "partition a model over a device array and print the plan"},
     {"compare", cmd_compare, "dp, owt, hypar and accpar side by side"},
     {"export", cmd_export, "write the model with its plan inside (metadata_props)"},
+    {"tensor", cmd_tensor, "print a TensorProto file (.pb), or compare two"},
     {"compile", cmd_compile, "generate and build the program of a model (OUTDIR/model)"},
 };
 

@@ -12,6 +12,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_tensor(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 
 /* Shared by the subcommands (tools/cli.c). */

@@ -1,0 +1,1 @@
+tensor @SOURCE@/tests/golden/models/not_onnx.onnx

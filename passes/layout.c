@@ -4,6 +4,7 @@
 
 #include "ir/ir.h"
 #include "passes/layout.h"
+#include "runtime/accpar_rt.h"
 
 void ap_layout_shares(int64_t n, int k, const double *ratio, int64_t *share) {
   double sum = 0, frac[AP_MAX_CHILDREN];
@@ -88,8 +89,14 @@ void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
   for (int d = 0; d < rank; d++)
     whole *= (double)box[d];
   if (from->kind == AP_LAYOUT_PARTIAL) {
+    /* The runtime's all-reduce (a direct reduce-scatter over even shares,
+     * then an all-gather): its own byte formula, so a child's bytes are
+     * what its member sends, uneven shares included. */
+    int64_t count = 1;
+    for (int d = 0; d < rank; d++)
+      count *= box[d];
     for (int i = 0; i < k; i++) {
-      x->allreduce_bytes[i] = 2.0 * (k - 1) / k * whole;
+      x->allreduce_bytes[i] = elem_bytes / 4 * (double)aprt_allreduce_bytes(k, count, NULL, i);
       x->messages[i] = whole > 0 ? 2 * (k - 1) : 0;
     }
     return; /* now replicated: every child holds what it needs */

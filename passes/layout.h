@@ -51,8 +51,9 @@ typedef struct ap_exchange {
 
 /* Converts a tensor whose group box has extents box[0..rank), elem_bytes per
  * element, from layout `from` to layout `to` among k children. Partial sums
- * are resolved first by a ring all-reduce (each child sends 2(k-1)/k of the
- * box in 2(k-1) messages) and then count as replicated; then child j sends
+ * are resolved first by the runtime's all-reduce (child i sends
+ * aprt_allreduce_bytes: the box plus k-2 even shares of it, in 2(k-1)
+ * messages) and then count as replicated; then child j sends
  * child i the intersection of the box j holds with the box i needs, when i
  * does not hold it already. `to` may not be PARTIAL. */
 void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,

@@ -126,6 +126,48 @@ ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const do
   return l;
 }
 
+/* The ratio by which a port of vertex v in state s shares its dimension
+ * among k children when v's own ratio is r; vext holds v's extents in the
+ * group. It is r, except for the inputs of a Concat split along its own
+ * axis: there child i holds, of each input, the part of child i's slab of
+ * the output that input fills (possibly none), as the program reads it
+ * (passes/distribute.c). Inside a group the inputs' parts lie one after
+ * another in input order, so their extents alone place them. A Concat with
+ * a constant input (not a port) keeps r. */
+void ap_plan_port_ratio(const ap_plan *p, const ap_graph *g, const int64_t *vext, int v,
+                        int port, int s, int k, const double *r, double *out) {
+  const ap_vertex *vx = &p->v[v];
+  memcpy(out, r, sizeof(double) * AP_MAX_CHILDREN);
+  int c = state_type(s);
+  if (!vx->join || port == 0 || c > 1 || k <= 1 || vx->port[0].dim[c] < 0)
+    return;
+  const ap_node *n = &g->nodes[vx->node];
+  if (n->op != AP_OP_CONCAT)
+    return;
+  int rank = g->values[vx->port[0].value].rank;
+  int64_t axis = ap_attr_int(n, "axis", 0);
+  if (axis < 0)
+    axis += rank;
+  if (vx->port[0].dim[c] != axis || vx->port[port].dim[c] != axis)
+    return;
+  int64_t total = vext[c], at = 0, sum = 0;
+  for (int q = 1; q < vx->n_ports; q++) {
+    if (q < port)
+      at += vext[2 * q + c];
+    sum += vext[2 * q + c];
+  }
+  int64_t len = vext[2 * port + c];
+  if (sum != total || len <= 0)
+    return;
+  int64_t share[AP_MAX_CHILDREN], lo = 0;
+  ap_layout_shares(total, k, r, share);
+  for (int i = 0; i < k; i++) {
+    int64_t a = lo > at ? lo : at, b = lo + share[i] < at + len ? lo + share[i] : at + len;
+    out[i] = b > a ? (double)(b - a) / (double)len : 0;
+    lo += share[i];
+  }
+}
+
 /* Which of the port's two dims a layout splits; -1 if none. */
 static int split_slot(const ap_plan *p, int v, int port, const ap_layout *l) {
   if (l->kind != AP_LAYOUT_SPLIT)
@@ -178,15 +220,21 @@ typedef struct child_cost {
   double comm_s[AP_MAX_CHILDREN];  /* communication time */
   double bytes;                    /* sent, all children */
   double elems;                    /* the most elements a child sends */
+  double sent[AP_MAX_CHILDREN];    /* bytes child i sends, a training step */
+  double fwd[AP_MAX_CHILDREN];     /* of which in the forward pass */
 } child_cost;
 
+/* forward: the exchange happens in the forward pass (inference too). */
 static void add_exchange(const level_ctx *x, const ap_exchange *ex, double elem,
-                         child_cost *cc, double *elems) {
+                         child_cost *cc, double *elems, bool forward) {
   for (int i = 0; i < x->k; i++) {
     double b = ex->allreduce_bytes[i] + ex->send_bytes[i];
     double t = comm_time(x, i, b, ex->messages[i]);
     cc->comm_s[i] += t;
     cc->bytes += b;
+    cc->sent[i] += b;
+    if (forward)
+      cc->fwd[i] += b;
     elems[i] += b / elem;
   }
 }
@@ -201,11 +249,17 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
     int64_t *o = out + 2 * port;
     o[0] = e[0];
     o[1] = e[1];
-    ap_layout l = ap_plan_port_layout(x->p, v, port, s, r);
+    double pr[AP_MAX_CHILDREN];
+    const double *rp = r;
+    if (vx->join && port > 0) { /* a Concat's inputs may share otherwise */
+      ap_plan_port_ratio(x->p, x->g, port_ext(x->p, ext, v, 0), v, port, s, x->k, r, pr);
+      rp = pr;
+    }
+    ap_layout l = ap_plan_port_layout(x->p, v, port, s, rp);
     int c = split_slot(x->p, v, port, &l);
     if (c >= 0 && x->k > 1) {
       int64_t share[AP_MAX_CHILDREN];
-      ap_layout_shares(e[c], x->k, r, share);
+      ap_layout_shares(e[c], x->k, rp, share);
       o[c] = share[i];
     }
   }
@@ -395,8 +449,8 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
   ap_exchange ex;
   double elem;
   intra_allreduce(x, v, s, &ex, &elem);
-  if (ex.k)
-    add_exchange(x, &ex, elem, cc, elems);
+  if (ex.k) /* type II's output is reduced forward; I's and III's sums are backward */
+    add_exchange(x, &ex, elem, cc, elems, state_type(s) == 1);
   /* A chain op that needs whole the dimension this state splits gathers it. */
   ap_layout out = ap_plan_port_layout(p, v, 0, s, r);
   int c = split_slot(p, v, 0, &out);
@@ -416,7 +470,7 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
       ap_layout from = out, to = {.kind = AP_LAYOUT_REPLICATED};
       from.dim = op->in_map[c];
       ap_layout_convert(iv->rank, box, elem_bytes(g, op->in_value), x->k, &from, &to, &ex);
-      add_exchange(x, &ex, elem_bytes(g, op->in_value), cc, elems);
+      add_exchange(x, &ex, elem_bytes(g, op->in_value), cc, elems, true);
       break;
     }
   for (int i = 0; i < x->k; i++) {
@@ -443,7 +497,9 @@ void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *
   }
   /* The consumer's input layout; type III's partial input error is
    * resolved inside the consumer, so backward it sends a replicated one. */
-  ap_layout to = ap_plan_port_layout(p, ed->to, ed->port, sv, rv);
+  double rp[AP_MAX_CHILDREN];
+  ap_plan_port_ratio(p, g, port_ext(p, c->ext, ed->to, 0), ed->to, ed->port, sv, k, rv, rp);
+  ap_layout to = ap_plan_port_layout(p, ed->to, ed->port, sv, rp);
   int64_t box[AP_MAX_RANK];
   int rank = port_box(p, g, c->ext, ed->to, ed->port, box);
   double elem = elem_bytes(g, p->v[ed->to].port[ed->port].value);
@@ -460,8 +516,8 @@ static void edge_cost(const level_ctx *x, int e, int su, int sv, const double *r
   ap_plan_edge_exchange(x->p, x->g, x->c, e, su, sv, ru, rv, &fwd, &bwd);
   const ap_edge *ed = &x->p->e[e];
   double elem = elem_bytes(x->g, x->p->v[ed->to].port[ed->port].value);
-  add_exchange(x, &fwd, elem, cc, elems);
-  add_exchange(x, &bwd, elem, cc, elems);
+  add_exchange(x, &fwd, elem, cc, elems, true);
+  add_exchange(x, &bwd, elem, cc, elems, false);
   for (int i = 0; i < x->k; i++)
     if (elems[i] > cc->elems)
       cc->elems = elems[i];
@@ -709,7 +765,9 @@ static double below_edge(below *b, int l, const ap_group *grp, const int64_t *ex
   const ap_graph *g = b->g;
   const ap_edge *ed = &p->e[e];
   int u = ed->from, w = ed->to;
-  bool by_box = !top && b->tail && state_rule(su) == 1 && state_rule(sw) == 1;
+  /* A Concat's input shares depend on its other inputs' extents too. */
+  bool by_box = !top && b->tail && state_rule(su) == 1 && state_rule(sw) == 1 &&
+                g->nodes[p->v[w].node].op != AP_OP_CONCAT;
   int n = key_head(b, -1 - e, su * AP_SEARCH_STATES + sw, l, grp);
   if (by_box) {
     memcpy(b->key + n, port_ext(p, ext, w, ed->port), 2 * sizeof(int64_t));
@@ -982,7 +1040,9 @@ static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
   int *map = ap_arena_array(a, (size_t)nc * AP_MAX_CHILDREN + 1, sizeof *map);
   double (*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
   ap_class tmp;
-  if (!list || !map || !ratio || !class_alloc(p, a, &tmp))
+  double *cfwd = ap_arena_array(a, (size_t)nc * AP_MAX_CHILDREN + 1, sizeof *cfwd);
+  double *csent = ap_arena_array(a, (size_t)nc * AP_MAX_CHILDREN + 1, sizeof *csent);
+  if (!list || !map || !ratio || !cfwd || !csent || !class_alloc(p, a, &tmp))
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (size_t i = 0; i < cap; i++)
     if (!class_alloc(p, a, &list[i]))
@@ -1012,6 +1072,12 @@ static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
     }
     paper = fmax(paper, level_paper);
     for (int i = 0; i < x.k; i++) {
+      double *f = &cfwd[ci * AP_MAX_CHILDREN + i], *t = &csent[ci * AP_MAX_CHILDREN + i];
+      *f = *t = 0;
+      for (int v = 0; v < V; v++)
+        *f += vc[v].fwd[i], *t += vc[v].sent[i];
+      for (int e = 0; e < E; e++)
+        *f += ec[e].fwd[i], *t += ec[e].sent[i];
       tmp.g = x.ch[i];
       tmp.mult = c->mult;
       for (int v = 0; v < V; v++) {
@@ -1027,6 +1093,8 @@ static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
   p->cls[level + 1] = list;
   p->n_cls[level + 1] = n;
   child_map[level] = map;
+  p->child_fwd[level] = cfwd;
+  p->child_sent[level] = csent;
   return AP_OK;
 }
 
@@ -1081,6 +1149,12 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int *cnxt = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
   if (!cur || !nxt || !ccur || !cnxt)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  p->dev_fwd_bytes = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(double));
+  p->dev_step_bytes = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(double));
+  if (!p->dev_fwd_bytes || !p->dev_step_bytes)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int dv = 0; dv < p->dev.n_devices; dv++)
+    p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = 0;
   int n = 1;
   cur[0] = ap_group_root(&p->dev);
   ccur[0] = 0;
@@ -1090,8 +1164,15 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       ap_group ch[AP_MAX_CHILDREN];
       int k = ap_group_children(&p->dev, &cur[i], ch);
       for (int j = 0; j < k; j++) {
+        /* A child group's bytes are spread evenly over its devices, as
+         * comm_time assumes. */
+        int at = ccur[i] * AP_MAX_CHILDREN + j;
+        for (int dv = ch[j].first_dev; dv < ch[j].first_dev + ch[j].count; dv++) {
+          p->dev_fwd_bytes[dv] += p->child_fwd[l][at] / ch[j].count;
+          p->dev_step_bytes[dv] += p->child_sent[l][at] / ch[j].count;
+        }
         nxt[m] = ch[j];
-        cnxt[m++] = child_map[l][ccur[i] * AP_MAX_CHILDREN + j];
+        cnxt[m++] = child_map[l][at];
       }
     }
     ap_group *t = cur;
@@ -1131,8 +1212,11 @@ static ap_status plan_levels(ap_plan *p, ap_graph *g, const ap_plan *tentative,
   p->cls = ap_arena_array(a, (size_t)L + 1, sizeof *p->cls);
   p->n_cls = ap_arena_array(a, (size_t)L + 1, sizeof *p->n_cls);
   p->child_map = ap_arena_array(a, (size_t)L + 1, sizeof *p->child_map);
+  p->child_fwd = ap_arena_array(a, (size_t)L + 1, sizeof *p->child_fwd);
+  p->child_sent = ap_arena_array(a, (size_t)L + 1, sizeof *p->child_sent);
   p->cls[0] = ap_arena_alloc(a, sizeof(ap_class));
-  if (!p->state || !p->cls || !p->n_cls || !p->child_map || !p->cls[0] ||
+  if (!p->state || !p->cls || !p->n_cls || !p->child_map || !p->child_fwd ||
+      !p->child_sent || !p->cls[0] ||
       !class_alloc(p, a, p->cls[0]))
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   ap_class *root = p->cls[0];
@@ -1300,4 +1384,10 @@ double ap_plan_device_mem(const ap_graph *g, int dev) {
   if (!p || dev < 0 || dev >= p->dev.n_devices)
     return 0;
   return p->class_mem[p->dev_class[dev]];
+}
+
+double ap_plan_model_device_bytes(const ap_plan *p, int dev, bool train) {
+  if (!p || dev < 0 || dev >= p->dev.n_devices)
+    return -1;
+  return train ? p->dev_step_bytes[dev] : p->dev_fwd_bytes[dev];
 }

@@ -116,6 +116,11 @@ typedef struct ap_plan {
   int *n_cls;
   int **child_map;              /* [n_levels][class * AP_MAX_CHILDREN + i]: child i's class */
   int *dev_class;               /* [n_devices]: each device's class at the last level */
+  double **child_fwd;           /* [n_levels][class * AP_MAX_CHILDREN + i]: bytes the cost
+                                   model charges child i's group in the forward pass */
+  double **child_sent;          /* the same, a training step */
+  double *dev_fwd_bytes;        /* [n_devices]: the cost model's bytes per device, forward */
+  double *dev_step_bytes;       /* [n_devices]: the same, a training step */
   double *class_mem;            /* [classes of the last level]: footprint, bytes */
   double *row_time_s;           /* [n_vertices]: its share of the step time */
   double step_time_s, compute_time_s, comm_time_s, comm_bytes, paper_cost, max_mem_bytes;
@@ -133,6 +138,12 @@ void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v
  * produced: the output of type II, the input error of type III). */
 ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const double *ratio);
 
+/* The ratio by which vertex v's port shares its dimension in state s with
+ * v's ratio r, among k children; vext: v's extents in the group. r, except
+ * for the inputs of a Concat split along its axis (partition.c). */
+void ap_plan_port_ratio(const ap_plan *p, const ap_graph *g, const int64_t *vext, int v,
+                        int port, int s, int k, const double *r, double *out);
+
 /* What the cost model charges, for tests and code generation: the box
  * exchanges of edge e (activation forward, its error backward) with its ends
  * in states su, sv, and the all-reduce inside vertex v in state s (ex->k is
@@ -142,6 +153,10 @@ void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *
                            ap_exchange *fwd, ap_exchange *bwd);
 void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int v,
                             int s, ap_exchange *ex);
+
+/* The bytes the cost model charges device dev (what its communication
+ * time is made of): the forward pass (train false) or a training step. */
+double ap_plan_model_device_bytes(const ap_plan *p, int dev, bool train);
 
 /* ---- plan_print.c ------------------------------------------------------- */
 

@@ -40,8 +40,11 @@ void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, in
       i++;
     int s = p->state[(size_t)l * p->n_vertices + v];
     double ratio[AP_MAX_CHILDREN];
+    double pr[AP_MAX_CHILDREN];
     ap_plan_ratio(p, g, &p->cls[l][cls], v, s, ratio);
-    ap_layout lay = ap_plan_port_layout(p, v, port, s, ratio);
+    ap_plan_port_ratio(p, g, p->cls[l][cls].ext + 2 * p->v[v].ext_base, v, port, s, k, ratio,
+                       pr);
+    ap_layout lay = ap_plan_port_layout(p, v, port, s, pr);
     int64_t clo[AP_MAX_RANK], chi[AP_MAX_RANK];
     ap_layout_child_box(val->rank, lo, hi, k, &lay, i, clo, chi);
     memcpy(lo, clo, sizeof(int64_t) * (size_t)val->rank);

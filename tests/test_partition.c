@@ -260,6 +260,50 @@ Test(layout, published_intra_layer_table) {
   cr_expect_eq(per_device(&partial, &(ap_layout){split(0).kind, 0, {0.5, 0.5}}), 128);
 }
 
+/* A Concat split along its own axis: each child holds, of every input, the
+ * part of its slab of the output that input fills, as the partitioned
+ * program reads it. Inputs of 2 and 6 channels, output split 4 + 4: the
+ * first input is all child 0's, the second gives child 0 its first 2
+ * channels and child 1 the other 4. A producer of the second input split
+ * 3 + 3 along its channels (type III) then sends child 1 one channel. */
+Test(layout, a_concat_split_along_its_axis_reads_each_inputs_part) {
+  new_graph();
+  int64_t d[4] = {2, 3, 4, 4};
+  int x = input(4, d);
+  int b[2] = {conv(x, 2, 1, 1, 0), conv(x, 6, 1, 1, 0)};
+  finish_graph(concat(2, b));
+  ap_devices dv;
+  ap_diag dg = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &dg), AP_OK);
+  plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
+  const ap_plan *p = G->plan;
+  int cv = -1, e6 = -1;
+  for (int v = 0; v < p->n_vertices; v++)
+    if (p->v[v].join)
+      cv = v;
+  cr_assert_geq(cv, 0);
+  for (int e = 0; e < p->n_edges; e++)
+    if (p->e[e].to == cv && p->e[e].port == 2)
+      e6 = e;
+  cr_assert_geq(e6, 0);
+  const ap_class *root = &p->cls[0][0];
+  const int64_t *vext = root->ext + 2 * p->v[cv].ext_base;
+  double half[AP_MAX_CHILDREN] = {0.5, 0.5}, r[AP_MAX_CHILDREN];
+  ap_plan_port_ratio(p, G, vext, cv, 1, 1, 2, half, r);
+  cr_expect(r[0] == 1 && r[1] == 0, "first input: %g %g", r[0], r[1]);
+  ap_plan_port_ratio(p, G, vext, cv, 2, 1, 2, half, r);
+  cr_expect(fabs(r[0] - 2.0 / 6) < 1e-15 && fabs(r[1] - 4.0 / 6) < 1e-15, "second input: %g %g",
+            r[0], r[1]);
+  ap_plan_port_ratio(p, G, vext, cv, 2, 0, 2, half, r); /* split along the batch: as given */
+  cr_expect(r[0] == 0.5 && r[1] == 0.5);
+  ap_exchange fwd, bwd;
+  ap_plan_edge_exchange(p, G, root, e6, 2, 1, half, half, &fwd, &bwd);
+  double channel = 2 * 4 * 4 * 4; /* batch x H x W floats */
+  cr_expect_eq(fwd.send_bytes[0], channel, "%g", fwd.send_bytes[0]);
+  cr_expect_eq(fwd.send_bytes[1], 0, "%g", fwd.send_bytes[1]);
+  drop_graph();
+}
+
 Test(layout, the_plans_own_layouts_give_the_published_tables) {
   /* The same tables through the cost model's own code: two Gemm layers
    * (input 16x8, weights 8x8) planned on two devices at ratio 1/2; the edge

@@ -1,0 +1,200 @@
+#define _POSIX_C_SOURCE 200809L
+/* The cost model's bytes against the program's: for every device, the bytes
+ * the partition pass charges (ap_plan_model_device_bytes, what its
+ * communication time is made of) must be the bytes the partitioned program
+ * sends (passes/distribute.c, which code generation emits and the runtime
+ * measures). DESIGN.md: one conversion, computed by the same code in both. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/distribute.h"
+#include "passes/passes.h"
+
+static const char *const models[] = {"mlp", "lenet5", "resnet_small", "inception_block"};
+static const char *const strategies[] = {"dp", "owt", "hypar", "accpar"};
+static const char *const arrays[] = {"cpu:2",           "tpuv3:1,tpuv2:1", "cpu:3",
+                                     "cpu:4",           "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:2"};
+enum { N_MODELS = 4, N_STRATEGIES = 4, N_ARRAYS = 6 };
+
+/* Writes the zoo's four models at batch 8 into a fresh directory. */
+static void zoo(char *dir) {
+  const char *bin = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  FILE *probe = fopen(bin, "rb");
+  if (!probe)
+    cr_skip_test("%s is not built", bin);
+  fclose(probe);
+  cr_assert(mkdtemp(dir));
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 8 -o %s mlp lenet5 resnet_small "
+                            "inception_block >/dev/null", bin, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static void unzoo(const char *dir) {
+  for (int m = 0; m < N_MODELS; m++) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
+    remove(path);
+  }
+  remove(dir);
+}
+
+/* Plans model m on array a with strategy s and counts the devices whose
+ * bytes differ (forward, or a training step), logging each. */
+static int mismatches(const char *dir, int m, int a, int s, bool train) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
+  ap_graph *g = NULL;
+  ap_diag d = {0};
+  ap_devices dv;
+  ap_plan_opts o = {.devices = &dv};
+  cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_devices_parse(arrays[a], &dv, &d), AP_OK, "%s", d.message);
+  cr_assert(ap_strategy_parse(strategies[s], &o.strategy));
+  cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+  ap_dist *dist;
+  cr_assert_eq(ap_distribute(g, &dist, &d), AP_OK, "%s", d.message);
+  int bad = 0;
+  double model = 0, program = 0;
+  for (int dev = 0; dev < dv.n_devices; dev++) {
+    double want = train ? dist->step_bytes[dev] : dist->fwd_bytes[dev];
+    double got = ap_plan_model_device_bytes(g->plan, dev, train);
+    model += got;
+    program += want;
+    bad += got != want;
+  }
+  if (bad)
+    cr_log_info("%s on %s with %s: %s bytes, cost model %.0f, program %.0f (%+.1f%%), "
+                "%d of %d devices differ", models[m], arrays[a], strategies[s],
+                train ? "step" : "forward", model, program,
+                program > 0 ? 100 * (model - program) / program : 0.0, bad, dv.n_devices);
+  ap_graph_free(g);
+  return bad;
+}
+
+/* The plans whose forward bytes the cost model does not yet predict device
+ * by device (docs/partition.md, "Approximations"): it prices a conversion
+ * level by level, each inside the consumer's group box, and spreads a
+ * group's bytes evenly over its devices, where the program moves each piece
+ * straight from the device holding it to the device needing it across
+ * several levels at once and reduces partial sums of several levels in one
+ * all-reduce over all summands. Every plan of one level (two devices, cpu:3)
+ * is exact.
+ * Each entry must still differ, so fixing a cause shortens this list. */
+static const char *const known_inexact[][3] = {
+    {"mlp", "tpuv3:1,tpuv2:2", "owt"},
+    {"mlp", "tpuv3:1,tpuv2:2", "hypar"},
+    {"mlp", "tpuv3:1,tpuv2:2", "accpar"},
+    {"lenet5", "cpu:4", "owt"},
+    {"lenet5", "cpu:4", "hypar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "hypar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "accpar"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "hypar"},
+    {"resnet_small", "cpu:4", "owt"},
+    {"resnet_small", "cpu:4", "hypar"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "accpar"},
+    {"inception_block", "cpu:4", "owt"},
+    {"inception_block", "cpu:4", "hypar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "accpar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
+};
+enum { N_KNOWN_INEXACT = sizeof known_inexact / sizeof known_inexact[0] };
+
+static bool listed(const char *const (*list)[3], int n, int m, int a, int s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(list[i][0], models[m]) == 0 && strcmp(list[i][1], arrays[a]) == 0 &&
+        strcmp(list[i][2], strategies[s]) == 0)
+      return true;
+  return false;
+}
+
+/* Every plan exact but the listed ones, and every listed one still inexact;
+ * n_exact pins how many are exact. */
+static void check(const char *const (*list)[3], int n_list, bool train, int n_exact) {
+  char dir[] = "/tmp/accpar_bytesXXXXXX";
+  zoo(dir);
+  int failed = 0, fixed = 0, n = 0;
+  for (int m = 0; m < N_MODELS; m++)
+    for (int a = 0; a < N_ARRAYS; a++)
+      for (int s = 0; s < N_STRATEGIES; s++, n++) {
+        bool differ = mismatches(dir, m, a, s, train) > 0, known = listed(list, n_list, m, a, s);
+        if (differ && !known)
+          failed++;
+        if (!differ && known) {
+          cr_log_error("%s on %s with %s: now exact; take it off the list", models[m],
+                       arrays[a], strategies[s]);
+          fixed++;
+        }
+      }
+  unzoo(dir);
+  cr_assert_eq(failed, 0, "%d of %d plans: the cost model's %s bytes differ from the "
+               "program's (see the log)", failed, n, train ? "step" : "forward");
+  cr_assert_eq(fixed, 0, "%d listed plans are exact now", fixed);
+  cr_assert_eq(n - n_list, n_exact, "exact plans: %d", n - n_list);
+}
+
+Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
+  check(known_inexact, N_KNOWN_INEXACT, false, 71);
+}
+
+/* A training step adds the errors' conversions backward and the gradient
+ * and input-error reductions. Every plan of one level is exact; these plans
+ * of two levels are not, for the causes above (the errors' all-gathers over
+ * two levels, the weight gradients' all-reduce over three devices of two
+ * kinds done in one call by the program and level by level by the model). */
+static const char *const known_inexact_step[][3] = {
+    {"mlp", "cpu:4", "owt"},
+    {"mlp", "cpu:4", "hypar"},
+    {"mlp", "tpuv3:1,tpuv2:2", "dp"},
+    {"mlp", "tpuv3:1,tpuv2:2", "owt"},
+    {"mlp", "tpuv3:1,tpuv2:2", "hypar"},
+    {"mlp", "tpuv3:1,tpuv2:2", "accpar"},
+    {"mlp", "tpuv3:2,tpuv2:2", "owt"},
+    {"mlp", "tpuv3:2,tpuv2:2", "hypar"},
+    {"lenet5", "cpu:4", "dp"},
+    {"lenet5", "cpu:4", "owt"},
+    {"lenet5", "cpu:4", "hypar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "dp"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "hypar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "accpar"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "dp"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "hypar"},
+    {"resnet_small", "cpu:4", "owt"},
+    {"resnet_small", "cpu:4", "hypar"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "dp"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "accpar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "accpar"},
+    {"inception_block", "cpu:4", "owt"},
+    {"inception_block", "cpu:4", "hypar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "dp"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "accpar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
+};
+enum { N_KNOWN_INEXACT_STEP = sizeof known_inexact_step / sizeof known_inexact_step[0] };
+
+Test(plan_bytes, step_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
+  check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 60);
+}

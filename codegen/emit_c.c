@@ -1395,19 +1395,16 @@ static ap_status make_dir(gen *G, const char *dir) {
 ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d) {
   gen G = {.g = g, .d = d};
   if (o->train) {
-    /* Training programs come from the training schedule (train.c); the
-     * partitioned step (per-device backward boxes, ΔW and E reductions) is
-     * not generated yet, so a planned graph is refused rather than run as
-     * if it were on one device. */
-    if (g->plan)
-      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
-                      "training programs are generated for one device only so far "
-                      "(--mode train needs --devices KIND:1)");
+    /* Training programs come from the training schedule (train.c), which
+     * generates plans of type-I layers on several devices and refuses the
+     * others in one line. The updated weights are outputs, so runs on
+     * different arrays can be compared. */
     cg_train_opts t = {.outdir = o->outdir,
                        .model_name = o->model_name,
                        .device_kind = o->device_kind,
                        .loss = CG_LOSS_SOFTMAX_CE,
-                       .momentum = o->momentum};
+                       .momentum = o->momentum,
+                       .export_weights = true};
     return cg_emit_train_program(g, &t, d);
   }
   G.kernel = ap_arena_alloc(g->arena, sizeof *G.kernel);

@@ -19,6 +19,9 @@
 #include <unistd.h>
 
 #include "codegen/train.h"
+#include "passes/distribute.h"
+#include "passes/passes.h"
+#include "runtime/accpar_rt.h"
 
 static const cg_emit_fn forward_emitters[AP_OP_COUNT] = {
 #define OP(id, name, min_in, max_in, min_out, max_out, kind) [AP_OP_##id] = cg_emit_##id,
@@ -252,7 +255,8 @@ typedef enum storage {
   ST_PARAM,  /* the writable copy of the trainable weights */
   ST_MOM,    /* the momentum of a trainable weight */
   ST_ARENA,  /* the arena */
-  ST_ALIAS   /* another buffer's storage */
+  ST_ALIAS,  /* another buffer's storage */
+  ST_INBOX   /* this device's box of a run-time input, packed once before the steps */
 } storage;
 
 typedef struct buf_info {
@@ -267,14 +271,17 @@ typedef struct buf_info {
 } buf_info;
 
 enum { MAX_ARGS = 2 * CG_MAX_OPERANDS + 4, ARG_LOSS = -1, ARG_LR = -2 };
+/* Calls that are not kernels: a gradient's all-reduce (args[0]) and a
+ * local slice (args[0]'s box into args[1]). */
+enum { K_ALLREDUCE = -1, K_SLICE = -2 };
 
-typedef enum call_phase { PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_UPDATE } call_phase;
+typedef enum call_phase { PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_GRADIENT, PH_UPDATE } call_phase;
 
 typedef struct call {
   int node;                 /* for the comment; -1 for the loss */
-  const char *what;         /* "forward", "backward", "loss", "sgd" */
+  const char *what;         /* "forward", "backward", "loss", "all-reduce", "sgd" */
   call_phase phase;
-  int kernel;
+  int kernel;               /* or K_ALLREDUCE, K_SLICE */
   int n_args;
   int args[MAX_ARGS];       /* buffer ids, ARG_LOSS, ARG_LR */
   uint64_t writes;          /* bit a: args[a] is written */
@@ -309,6 +316,21 @@ typedef struct tgen {
   int64_t blob_bytes, params_bytes, arena_bytes;
   int *exports;             /* values whose gradient is an output */
   int n_exports;
+  /* Several devices (a plan of type I layers only): device dev computes its
+   * box of every value, dist->held, and reads the box a node needs of it
+   * through a slice where that is less; weights and run-time inputs are
+   * whole on every device, and the weights' gradients all-reduced. */
+  const ap_dist *dist;      /* NULL: one device, every box whole */
+  int n_dev, dev;
+  int64_t *blob_off;        /* per value: its offset in the blob, shared by the devices; -1 */
+  int *slice_value;         /* slice k (buffer slice_buf(k)): a box of a value some node reads */
+  ap_dbox *slice_box;
+  int n_slices;
+  int64_t inbox_bytes;      /* the packed boxes of run-time inputs (ST_INBOX) */
+  uint64_t *dev_bytes;      /* per device: step_bytes */
+  char **dev_src;           /* per device: dev<d>.c, written once every device is generated */
+  size_t *dev_len;
+  uint64_t step_bytes;      /* bytes this device sends in one step (the all-reduces) */
 } tgen;
 
 static bool text_open(text *t) {
@@ -331,6 +353,8 @@ static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 static int grad_buf(const tgen *G, int v) { return G->nv + v; }
 static int mom_buf(const tgen *G, int v) { return 2 * G->nv + v; }
 static int fed_buf(const tgen *G) { return 3 * G->nv; }
+static int slice_buf(const tgen *G, int k) { return 3 * G->nv + 1 + k; }
+static int n_bufs(const tgen *G) { return 3 * G->nv + 1 + G->n_slices; }
 
 static int root_of(const tgen *G, int b) {
   while (G->bufs[b].st == ST_ALIAS)
@@ -340,6 +364,32 @@ static int root_of(const tgen *G, int b) {
 
 static int64_t value_bytes(const ap_value *v) {
   return ap_numel(v->rank, v->dims) * (int64_t)ap_dtype_size(v->dtype);
+}
+
+static ap_dbox whole_box(const ap_value *v) {
+  ap_dbox b;
+  memset(&b, 0, sizeof b);
+  for (int i = 0; i < v->rank; i++)
+    b.hi[i] = v->dims[i];
+  return b;
+}
+
+static bool is_run_input(const ap_value *v) { return v->kind == AP_VAL_INPUT && !v->data; }
+
+/* The box of value v this device computes; constants, weights and
+ * run-time inputs are whole on every device (a reader of a part of one
+ * reads a slice, read_buf). */
+static ap_dbox vbox(const tgen *G, int v) {
+  const ap_value *val = &G->g->values[v];
+  if (!G->dist || val->data || is_run_input(val))
+    return whole_box(val);
+  return G->dist->held[(size_t)v * (size_t)G->n_dev + (size_t)G->dev];
+}
+
+static int64_t vbox_bytes(const tgen *G, int v) {
+  const ap_value *val = &G->g->values[v];
+  ap_dbox b = vbox(G, v);
+  return ap_dbox_volume(val->rank, &b) * (int64_t)ap_dtype_size(val->dtype);
 }
 
 static ap_status check_value(tgen *G, const ap_node *n, const ap_value *v) {
@@ -356,6 +406,16 @@ static ap_status check_value(tgen *G, const ap_node *n, const ap_value *v) {
   return AP_OK;
 }
 
+/* The blob is shared by the devices: a value keeps the offset the first
+ * device gave it. */
+static int64_t blob_place(tgen *G, int v) {
+  if (G->blob_off[v] < 0) {
+    G->blob_off[v] = G->blob_bytes;
+    G->blob_bytes = align_up(G->blob_bytes + value_bytes(&G->g->values[v]));
+  }
+  return G->blob_off[v];
+}
+
 static void place_constant(tgen *G, int v) {
   buf_info *b = &G->bufs[v];
   if (b->st != ST_NONE)
@@ -363,19 +423,22 @@ static void place_constant(tgen *G, int v) {
   b->st = ST_CONST;
   b->dtype = G->g->values[v].dtype;
   b->bytes = value_bytes(&G->g->values[v]);
-  b->offset = G->blob_bytes;
-  G->blob_bytes = align_up(G->blob_bytes + b->bytes);
+  b->offset = blob_place(G, v);
 }
 
-static void arena_buf(tgen *G, int b, const ap_value *v) {
+/* Buffer b (value v's activation or gradient) in the arena, at the size of
+ * this device's box of v. */
+static void arena_buf(tgen *G, int b, int v) {
   if (G->bufs[b].st != ST_NONE)
     return;
   G->bufs[b].st = ST_ARENA;
-  G->bufs[b].dtype = v->dtype;
-  G->bufs[b].bytes = value_bytes(v);
+  G->bufs[b].dtype = G->g->values[v].dtype;
+  G->bufs[b].bytes = vbox_bytes(G, v);
 }
 
-static void operand_of(const ap_value *v, cg_operand *o) {
+/* The operand an emitter sees: box b of v as a whole tensor of its own, as
+ * in the partitioned inference program (kernels specialise to box sizes). */
+static void operand_of(const ap_value *v, const ap_dbox *b, cg_operand *o) {
   memset(o, 0, sizeof *o);
   if (!v)
     return;
@@ -383,11 +446,30 @@ static void operand_of(const ap_value *v, cg_operand *o) {
   o->dtype = v->dtype;
   o->rank = v->rank;
   for (int i = 0; i < v->rank; i++)
-    o->dims[i] = v->dims[i];
-  o->numel = ap_numel(v->rank, v->dims);
+    o->dims[i] = b->hi[i] - b->lo[i];
+  o->numel = ap_numel(v->rank, o->dims);
   o->box.rank = v->rank;
   for (int i = 0; i < v->rank; i++)
-    o->box.size[i] = v->dims[i];
+    o->box.size[i] = o->dims[i];
+}
+
+/* The loss's fed operand (labels [N] or weights of the logits' shape) and
+ * this device's box of it: the rows of its box of the logits. */
+static int fed_rank(const tgen *G) {
+  return G->o->loss == CG_LOSS_SOFTMAX_CE ? 1 : G->g->values[G->sch.logits].rank;
+}
+
+static int64_t fed_numel(const tgen *G) {
+  const ap_value *lv = &G->g->values[G->sch.logits];
+  return G->o->loss == CG_LOSS_SOFTMAX_CE ? (lv->rank ? lv->dims[0] : 1)
+                                          : ap_numel(lv->rank, lv->dims);
+}
+
+static ap_dbox fed_box(const tgen *G) {
+  ap_dbox b = vbox(G, G->sch.logits);
+  if (G->o->loss == CG_LOSS_SOFTMAX_CE && G->g->values[G->sch.logits].rank == 0)
+    b.hi[0] = 1;
+  return b;
 }
 
 /* Storage of the program's inputs and the trainable weights, which come
@@ -405,12 +487,12 @@ static ap_status plan_storage(tgen *G) {
       b->st = ST_PARAM;
       b->dtype = g->values[v].dtype;
       b->bytes = value_bytes(&g->values[v]);
-      b->offset = G->blob_bytes;
-      G->blob_bytes = align_up(G->blob_bytes + b->bytes);
+      b->offset = blob_place(G, v);
       G->bufs[mom_buf(G, v)] = (buf_info){.st = ST_MOM, .dtype = b->dtype, .bytes = b->bytes,
                                           .offset = b->offset};
     }
-  G->params_bytes = G->blob_bytes;
+  if (G->dev == 0)
+    G->params_bytes = G->blob_bytes;
   /* Exported gradients: the differentiable graph inputs in graph order,
    * then the trainable weights in value order. */
   for (int i = 0; G->o->export_grads && i < g->n_inputs; i++)
@@ -438,6 +520,14 @@ static ap_status plan_storage(tgen *G) {
   fb->st = ST_INPUT;
   fb->input_index = G->n_prog_inputs;
   fb->dtype = G->o->loss == CG_LOSS_SOFTMAX_CE ? AP_DT_INT64 : g->values[G->sch.logits].dtype;
+  ap_dbox lb = fed_box(G);
+  int64_t lvol = ap_dbox_volume(fed_rank(G), &lb);
+  if (G->dist && lvol != fed_numel(G)) {
+    fb->st = ST_INBOX;
+    fb->bytes = lvol * (int64_t)ap_dtype_size(fb->dtype);
+    fb->offset = G->inbox_bytes;
+    G->inbox_bytes = align_up(G->inbox_bytes + fb->bytes);
+  }
   G->prog_inputs[G->n_prog_inputs++] = -1;
   return AP_OK;
 }
@@ -488,6 +578,50 @@ static void add_arg(call *c, int buf, bool written) {
   c->args[c->n_args++] = buf;
 }
 
+/* The box of input i of node ni this device reads. */
+static ap_dbox read_box(const tgen *G, int ni, int i) {
+  int v = G->g->nodes[ni].in[i];
+  if (!G->dist || G->g->values[v].data)
+    return whole_box(&G->g->values[v]);
+  return G->dist->node[ni].in[(size_t)i * (size_t)G->n_dev + (size_t)G->dev];
+}
+
+/* The buffer node ni reads input i from: the value's own, or a slice of it
+ * when the node reads part of what the device holds (a type-I layer after
+ * an operator every device computed whole from a run-time input). A slice
+ * of a run-time input is packed once before the steps, a slice of an
+ * activation where it is first read. */
+static int read_buf(tgen *G, int ni, int i, call_phase ph) {
+  int v = G->g->nodes[ni].in[i];
+  const ap_value *val = &G->g->values[v];
+  ap_dbox b = read_box(G, ni, i), h = vbox(G, v);
+  if (!G->dist || val->data || ap_dbox_equal(val->rank, &b, &h))
+    return v;
+  for (int k = 0; k < G->n_slices; k++)
+    if (G->slice_value[k] == v && ap_dbox_equal(val->rank, &G->slice_box[k], &b))
+      return slice_buf(G, k);
+  int k = G->n_slices++, sb = slice_buf(G, k);
+  G->slice_value[k] = v;
+  G->slice_box[k] = b;
+  buf_info *bi = &G->bufs[sb];
+  *bi = (buf_info){.dtype = val->dtype, .input_index = -1, .alias_of = -1,
+                   .bytes = ap_dbox_volume(val->rank, &b) * (int64_t)ap_dtype_size(val->dtype)};
+  if (is_run_input(val)) {
+    bi->st = ST_INBOX;
+    bi->input_index = G->bufs[v].input_index;
+    bi->offset = G->inbox_bytes;
+    G->inbox_bytes = align_up(G->inbox_bytes + bi->bytes);
+    return sb;
+  }
+  bi->st = ST_ARENA;
+  call c = {.node = ni, .what = "slice", .phase = ph, .kernel = K_SLICE};
+  add_arg(&c, v, false);
+  add_arg(&c, sb, true);
+  if (push_call(G, &c) != AP_OK)
+    return -1;
+  return sb;
+}
+
 /* Fills G->kernel with node ni's operands. */
 static ap_status setup_kernel(tgen *G, int ni) {
   ap_graph *g = G->g;
@@ -508,14 +642,16 @@ static ap_status setup_kernel(tgen *G, int ni) {
     ap_status s;
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
-    operand_of(v, &k->in[i]);
+    ap_dbox b = v ? read_box(G, ni, i) : (ap_dbox){{0}, {0}};
+    operand_of(v, &b, &k->in[i]);
   }
   for (int i = 0; i < n->n_out; i++) {
     const ap_value *v = ap_node_out(g, n, i);
     ap_status s;
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
-    operand_of(v, &k->out[i]);
+    ap_dbox b = v ? vbox(G, n->out[i]) : (ap_dbox){{0}, {0}};
+    operand_of(v, &b, &k->out[i]);
   }
   return AP_OK;
 }
@@ -541,7 +677,9 @@ static ap_status emit_forward(tgen *G, int ni) {
   }
   if (k->alias_in >= 0) {
     free(body.s);
-    int out = n->out[0], src = n->in[k->alias_in];
+    int out = n->out[0], src = read_buf(G, ni, k->alias_in, PH_FORWARD);
+    if (src < 0)
+      return oom(G);
     G->bufs[out].st = ST_ALIAS;
     G->bufs[out].alias_of = src;
     G->bufs[out].dtype = g->values[out].dtype;
@@ -561,13 +699,20 @@ static ap_status emit_forward(tgen *G, int ni) {
     fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
     if (G->bufs[n->in[i]].st == ST_NONE && g->values[n->in[i]].data)
       place_constant(G, n->in[i]);
-    add_arg(&c, n->in[i], false);
+    int rb = read_buf(G, ni, i, PH_FORWARD);
+    if (rb < 0) {
+      free(body.s);
+      text_close(&sig);
+      free(sig.s);
+      return oom(G);
+    }
+    add_arg(&c, rb, false);
   }
   for (int i = 0; i < n->n_out; i++) {
     if (n->out[i] < 0)
       continue;
     fprintf(sig.f, "%s%s *restrict y%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
-    arena_buf(G, n->out[i], &g->values[n->out[i]]);
+    arena_buf(G, n->out[i], n->out[i]);
     add_arg(&c, n->out[i], true);
   }
   if (c.work)
@@ -618,7 +763,14 @@ static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
     fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
     if (G->bufs[n->in[i]].st == ST_NONE && g->values[n->in[i]].data)
       place_constant(G, n->in[i]);
-    add_arg(&c, n->in[i], false);
+    int rb = read_buf(G, st->node, i, PH_BACKWARD);
+    if (rb < 0) {
+      free(body.s);
+      text_close(&sig);
+      free(sig.s);
+      return oom(G);
+    }
+    add_arg(&c, rb, false);
   }
   for (int i = 0; i < n->n_out; i++) {
     if (n->out[i] < 0 || !(op->reads_out >> i & 1))
@@ -636,7 +788,7 @@ static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
     if (n->in[i] < 0 || !(st->want >> i & 1))
       continue;
     fprintf(sig.f, "%s%s *dx%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
-    arena_buf(G, grad_buf(G, n->in[i]), &g->values[n->in[i]]);
+    arena_buf(G, grad_buf(G, n->in[i]), n->in[i]);
     add_arg(&c, grad_buf(G, n->in[i]), true);
   }
   if (c.work)
@@ -657,12 +809,18 @@ static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
 static ap_status emit_loss(tgen *G) {
   const ap_value *lv = &G->g->values[G->sch.logits];
   const char *ct = cg_ctype(lv->dtype);
-  int64_t numel = ap_numel(lv->rank, lv->dims);
+  /* A device holds rows [lo, hi) of the logits (the batch is all a type-I
+   * plan splits); the loss is the mean over the whole batch, so each
+   * device divides its rows' sum by the whole N and the runtime adds the
+   * devices' parts (aprt_step_loss). */
+  ap_dbox box = vbox(G, G->sch.logits);
+  int64_t numel = ap_dbox_volume(lv->rank, &box);
   text body, sig;
   if (!text_open(&body))
     return oom(G);
   if (G->o->loss == CG_LOSS_SOFTMAX_CE) {
-    int64_t n = lv->rank >= 1 ? lv->dims[0] : 1;
+    int64_t n_all = lv->rank >= 1 ? lv->dims[0] : 1;
+    int64_t n = lv->rank >= 1 ? box.hi[0] - box.lo[0] : 1;
     int64_t classes = n ? numel / n : 0;
     if (lv->rank < 1 || classes < 1) {
       text_close(&body);
@@ -685,7 +843,7 @@ static ap_status emit_loss(tgen *G) {
             "  dz[c] = (%s)((exp((double)z[c] - top) / sum - (c == label)) / %lld);\n"
             "}\n*loss = total / %lld;\n",
             (long long)n, ct, (long long)classes, ct, (long long)classes, (long long)classes,
-            (long long)classes, (long long)classes, ct, (long long)n, (long long)n);
+            (long long)classes, (long long)classes, ct, (long long)n_all, (long long)n_all);
   } else {
     fprintf(body.f,
             "double total = 0;\nfor (int64_t i = 0; i < %lld; i++) {\n"
@@ -711,7 +869,7 @@ static ap_status emit_loss(tgen *G) {
     return s;
   add_arg(&c, G->sch.logits, false);
   add_arg(&c, fed_buf(G), false);
-  arena_buf(G, grad_buf(G, G->sch.logits), lv);
+  arena_buf(G, grad_buf(G, G->sch.logits), G->sch.logits);
   add_arg(&c, grad_buf(G, G->sch.logits), true);
   add_arg(&c, ARG_LOSS, false);
   return push_call(G, &c);
@@ -758,6 +916,21 @@ static ap_status emit_update(tgen *G, int v) {
   return push_call(G, &c);
 }
 
+/* The gradient of a replicated weight summed over the devices, each of
+ * which computed it from its share of the batch, before the update: every
+ * device then applies the same update (the sums are bitwise equal on every
+ * member). */
+static ap_status emit_allreduce(tgen *G, int v) {
+  const ap_value *val = &G->g->values[v];
+  int64_t count = ap_numel(val->rank, val->dims);
+  if (G->n_dev < 2 || count == 0)
+    return AP_OK;
+  call c = {.node = -1, .what = "all-reduce", .phase = PH_GRADIENT, .kernel = -1};
+  add_arg(&c, grad_buf(G, v), true);
+  G->step_bytes += aprt_allreduce_bytes(G->n_dev, count, NULL, G->dev);
+  return push_call(G, &c);
+}
+
 /* ---- the arena ------------------------------------------------------------ */
 
 typedef struct block {
@@ -780,7 +953,7 @@ static int64_t arena_alloc(block *live, int *n_live, int64_t bytes, int buf) {
 }
 
 static ap_status plan_arena(tgen *G) {
-  int nb = 3 * G->nv + 1;
+  int nb = n_bufs(G);
   for (int b = 0; b < nb; b++)
     G->bufs[b].last_use = -1;
   for (int pos = 0; pos < G->n_calls; pos++)
@@ -935,24 +1108,79 @@ static void put_buf_ptr(tgen *G, FILE *f, int b) {
   case ST_CONST: fprintf(f, "((%s *)(ap_blob + %lld))", ct, (long long)bi->offset); break;
   case ST_PARAM: fprintf(f, "((%s *)(params + %lld))", ct, (long long)bi->offset); break;
   case ST_MOM: fprintf(f, "((%s *)(mom + %lld))", ct, (long long)bi->offset); break;
+  case ST_INBOX: fprintf(f, "((%s *)(inbox + %lld))", ct, (long long)bi->offset); break;
   case ST_ARENA: fprintf(f, "((%s *)(arena + %lld))", ct, (long long)bi->offset); break;
   default: ap_die("buffer %d has no storage", b);
   }
 }
 
-static void put_output(tgen *G, FILE *f, int index, const ap_value *v, int buf) {
+/* Output index: this device's box b of v, held in buffer buf. */
+static void put_output(tgen *G, FILE *f, int index, const ap_value *v, const ap_dbox *b,
+                       int buf) {
   fprintf(f, "  {\n    static const int64_t shape[] = {");
   for (int k = 0; k < v->rank; k++)
     fprintf(f, "%s%lld", k ? ", " : "", (long long)v->dims[k]);
-  fprintf(f, "%s}, start[%d] = {0};\n", v->rank ? "" : "0", v->rank ? v->rank : 1);
-  fprintf(f, "    aprt_box box = aprt_box_dense(%d, shape, start, shape);\n", v->rank);
+  fprintf(f, "%s}, start[] = {", v->rank ? "" : "0");
+  for (int k = 0; k < v->rank; k++)
+    fprintf(f, "%s%lld", k ? ", " : "", (long long)b->lo[k]);
+  fprintf(f, "%s}, size[] = {", v->rank ? "" : "0");
+  for (int k = 0; k < v->rank; k++)
+    fprintf(f, "%s%lld", k ? ", " : "", (long long)(b->hi[k] - b->lo[k]));
+  fprintf(f, "%s};\n", v->rank ? "" : "0");
+  fprintf(f, "    aprt_box box = aprt_box_dense(%d, shape, start, size);\n", v->rank);
   fprintf(f, "    if (!s)\n      s = aprt_output_box(c, %d, &box, ", index);
   put_buf_ptr(G, f, buf);
   fprintf(f, ");\n  }\n");
 }
 
 static const char *const phase_names[] = {"APRT_PHASE_FORWARD", "APRT_PHASE_LOSS",
-                                          "APRT_PHASE_BACKWARD", "APRT_PHASE_UPDATE"};
+                                          "APRT_PHASE_BACKWARD", "APRT_PHASE_GRADIENT",
+                                          "APRT_PHASE_UPDATE"};
+
+/* An aprt_box initializer of box b inside the dense buffer of box within. */
+static void put_box(FILE *f, int rank, const ap_dbox *within, const ap_dbox *b) {
+  int64_t st[AP_MAX_RANK], dims[AP_MAX_RANK] = {0}, off = 0;
+  for (int i = 0; i < rank; i++)
+    dims[i] = within->hi[i] - within->lo[i];
+  cg_strides(rank, dims, st);
+  for (int i = 0; i < rank; i++)
+    off += (b->lo[i] - within->lo[i]) * st[i];
+  fprintf(f, "{%d, %lld, {", rank, (long long)off);
+  for (int i = 0; i < rank; i++)
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)(b->hi[i] - b->lo[i]));
+  fprintf(f, "%s}, {", rank ? "" : "0");
+  for (int i = 0; i < rank; i++)
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)st[i]);
+  fprintf(f, "%s}}", rank ? "" : "0");
+}
+
+/* Packs this device's box of run-time input buffer b (ST_INBOX) out of the
+ * whole tensor the runtime read. */
+static void put_inbox_pack(tgen *G, FILE *f, int b, int input_index) {
+  const ap_value *lv = &G->g->values[G->sch.logits];
+  int rank;
+  ap_dbox box, within;
+  if (b == fed_buf(G)) {
+    rank = fed_rank(G);
+    if (G->o->loss == CG_LOSS_SOFTMAX_CE) {
+      memset(&within, 0, sizeof within);
+      within.hi[0] = fed_numel(G);
+    } else {
+      within = whole_box(lv);
+    }
+    box = fed_box(G);
+  } else {
+    int k = b - slice_buf(G, 0);
+    const ap_value *v = &G->g->values[G->slice_value[k]];
+    rank = v->rank;
+    within = whole_box(v);
+    box = G->slice_box[k];
+  }
+  fprintf(f, "  {\n    static const aprt_box b = ");
+  put_box(f, rank, &within, &box);
+  fprintf(f, ";\n    aprt_box_pack(inbox + %lld, in%d, &b, %zu);\n  }\n",
+          (long long)G->bufs[b].offset, input_index, ap_dtype_size(G->bufs[b].dtype));
+}
 
 static ap_status write_device(tgen *G) {
   ap_graph *g = G->g;
@@ -960,16 +1188,18 @@ static ap_status write_device(tgen *G) {
   if (!text_open(&t))
     return oom(G);
   FILE *f = t.f;
-  fprintf(f, "/* Generated by accparc: the training program of device 0 (the whole graph).\n"
+  int dev = G->dev;
+  fprintf(f, "/* Generated by accparc: the training program of device %d (%s).\n"
              " * Activations and gradients live in one arena of %lld bytes planned from\n"
              " * last use over a whole step; the %lld bytes of trainable weights are a\n"
              " * writable copy of the start of the blob. */\n"
              "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
              "#include \"accpar_rt.h\"\n#include \"kernels.h\"\n\n"
              "extern const unsigned char ap_blob[];\n"
-             "int ap_device_0(aprt_comm *c);\n\n",
-          (long long)G->arena_bytes, (long long)G->params_bytes);
-  fprintf(f, "int ap_device_0(aprt_comm *c) {\n");
+             "int ap_device_%d(aprt_comm *c);\n\n",
+          dev, G->n_dev > 1 ? "its share of the batch, the weights replicated" : "the whole graph",
+          (long long)G->arena_bytes, (long long)G->params_bytes, dev);
+  fprintf(f, "int ap_device_%d(aprt_comm *c) {\n", dev);
   fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", ALIGN,
           (long long)(G->arena_bytes ? G->arena_bytes : ALIGN));
   fprintf(f, "  unsigned char *params = aligned_alloc(%d, %lld);\n", ALIGN,
@@ -978,17 +1208,33 @@ static ap_status write_device(tgen *G) {
           (long long)(G->params_bytes ? G->params_bytes : ALIGN));
   fprintf(f, "  float *work = aligned_alloc(%d, (cgk_work_floats() * 4 + %d) / %d * %d);\n", ALIGN,
           2 * ALIGN - 1, ALIGN, ALIGN);
-  fprintf(f, "  if (!arena || !params || !mom || !work) {\n"
-             "    free(arena);\n    free(params);\n    free(mom);\n    free(work);\n"
-             "    return aprt_fail(c, APRT_ERR_NOMEM, \"device 0: out of memory\");\n  }\n");
-  fprintf(f, "  (void)work;\n  (void)mom;\n  memcpy(params, ap_blob, %lld);\n",
+  fprintf(f, "  unsigned char *inbox = aligned_alloc(%d, %lld);\n", ALIGN,
+          (long long)(G->inbox_bytes ? G->inbox_bytes : ALIGN));
+  fprintf(f, "  if (!arena || !params || !mom || !work || !inbox) {\n"
+             "    free(arena);\n    free(params);\n    free(mom);\n    free(work);\n    free(inbox);\n"
+             "    return aprt_fail(c, APRT_ERR_NOMEM, \"device %d: out of memory\");\n  }\n",
+          dev);
+  fprintf(f, "  (void)work;\n  (void)mom;\n  (void)inbox;\n  memcpy(params, ap_blob, %lld);\n",
           (long long)G->params_bytes);
   fprintf(f, "  const aprt_args *args = aprt_get_args(c);\n  const float lr = args->lr;\n"
              "  (void)lr;\n  double loss = 0;\n  aprt_status s = APRT_OK;\n");
   for (int i = 0; i < G->n_prog_inputs; i++) {
     fprintf(f, "  const void *in%d = aprt_input(c, %d)->data;\n  (void)in%d;\n", i, i, i);
+    if (G->prog_inputs[i] < 0 && G->bufs[fed_buf(G)].st == ST_INBOX)
+      put_inbox_pack(G, f, fed_buf(G), i);
+    for (int k = 0; k < G->n_slices; k++)
+      if (G->bufs[slice_buf(G, k)].st == ST_INBOX && G->bufs[slice_buf(G, k)].input_index == i)
+        put_inbox_pack(G, f, slice_buf(G, k), i);
+  }
+  if (G->n_dev > 1) {
+    /* Every device holds every weight: the gradients' all-reduces span the array. */
+    fprintf(f, "  static const int everyone[] = {");
+    for (int d = 0; d < G->n_dev; d++)
+      fprintf(f, "%s%d", d ? ", " : "", d);
+    fprintf(f, "};\n");
   }
   fprintf(f, "  for (int step = 0; step < args->steps && !s; step++) {\n");
+  int n_reduce = 0;
   for (int ci = 0; ci < G->n_calls; ci++) {
     const call *cl = &G->calls[ci];
     if (ci == 0 || G->calls[ci - 1].phase != cl->phase) {
@@ -999,14 +1245,38 @@ static ap_status write_device(tgen *G) {
       fprintf(f, "    aprt_phase_begin(c, %s);\n", phase_names[cl->phase]);
     }
     fprintf(f, "    /* %s", cl->what);
-    if (cl->phase == PH_UPDATE) {
+    if (cl->phase == PH_UPDATE || cl->phase == PH_GRADIENT) {
       fprintf(f, " '");
-      put_comment_name(f, g->values[cl->args[0]].name);
+      put_comment_name(f, g->values[cl->args[0] % G->nv].name);
       fprintf(f, "'");
     } else if (cl->node >= 0) {
       fprintf(f, " %s '", g->nodes[cl->node].op_type);
       put_comment_name(f, g->nodes[cl->node].name);
       fprintf(f, "'");
+    }
+    if (cl->kernel == K_SLICE) {
+      int src = cl->args[0], dst = cl->args[1], k = dst - slice_buf(G, 0);
+      const ap_value *v = &g->values[src];
+      ap_dbox held = vbox(G, src);
+      fprintf(f, " */\n    {\n      static const aprt_box b = ");
+      put_box(f, v->rank, &held, &G->slice_box[k]);
+      fprintf(f, ";\n      aprt_box_pack(");
+      put_buf_ptr(G, f, dst);
+      fprintf(f, ", ");
+      put_buf_ptr(G, f, src);
+      fprintf(f, ", &b, %zu);\n    }\n", ap_dtype_size(v->dtype));
+      continue;
+    }
+    if (cl->kernel == K_ALLREDUCE) {
+      const ap_value *w = &g->values[cl->args[0] - G->nv];
+      fprintf(f, " */\n    if (!s)\n      s = aprt_allreduce_sum(c, everyone, %d, ", G->n_dev);
+      put_buf_ptr(G, f, cl->args[0]);
+      /* The k-th all-reduce of a step has tag k on every device; a tag
+       * reused by the next step is safe, messages between two ranks with
+       * one tag arrive in order. */
+      fprintf(f, ", %lld, NULL, %d);\n", (long long)ap_numel(w->rank, w->dims),
+              n_reduce++ % (APRT_TAG_MAX + 1));
+      continue;
     }
     fprintf(f, " */\n    cgk_%d(", cl->kernel);
     for (int a = 0; a < cl->n_args; a++) {
@@ -1024,18 +1294,35 @@ static ap_status write_device(tgen *G) {
     fprintf(f, "    aprt_phase_end(c);\n");
   fprintf(f, "  }\n");
   int index = 0;
-  for (int i = 0; i < g->n_outputs; i++, index++)
-    put_output(G, f, index, &g->values[g->outputs[i]], g->outputs[i]);
+  for (int i = 0; i < g->n_outputs; i++, index++) {
+    ap_dbox b = vbox(G, g->outputs[i]);
+    put_output(G, f, index, &g->values[g->outputs[i]], &b, g->outputs[i]);
+  }
   if (G->o->export_grads) {
     fprintf(f, "  {\n    static const int64_t one[] = {1}, zero[] = {0};\n"
                "    aprt_box box = aprt_box_dense(0, one, zero, one);\n"
                "    if (!s)\n      s = aprt_output_box(c, %d, &box, &loss);\n  }\n",
             index++);
-    for (int i = 0; i < G->n_exports; i++, index++)
-      put_output(G, f, index, &g->values[G->exports[i]], grad_buf(G, G->exports[i]));
+    for (int i = 0; i < G->n_exports; i++, index++) {
+      ap_dbox b = vbox(G, G->exports[i]);
+      put_output(G, f, index, &g->values[G->exports[i]], &b, grad_buf(G, G->exports[i]));
+    }
   }
-  fprintf(f, "  free(arena);\n  free(params);\n  free(mom);\n  free(work);\n  return s;\n}\n");
-  return write_text(G, "dev0.c", &t);
+  /* The updated weights, identical on every device: each writes them. */
+  for (int v = 0; G->o->export_weights && v < G->nv; v++)
+    if (G->sch.trainable[v]) {
+      ap_dbox b = whole_box(&g->values[v]);
+      put_output(G, f, index++, &g->values[v], &b, v);
+    }
+  fprintf(f, "  free(arena);\n  free(params);\n  free(mom);\n  free(work);\n  free(inbox);\n"
+             "  return s;\n}\n");
+  if (!text_close(&t)) {
+    free(t.s);
+    return oom(G);
+  }
+  G->dev_src[dev] = t.s;
+  G->dev_len[dev] = t.len;
+  return AP_OK;
 }
 
 static void put_spec(FILE *f, const char *name, ap_dtype dt, int rank, const int64_t *dims,
@@ -1056,8 +1343,10 @@ static ap_status write_main(tgen *G, const char *blob_path) {
     return oom(G);
   FILE *f = t.f;
   fprintf(f, "/* Generated by accparc: the training program's description and main. */\n"
-             "#include <stdint.h>\n\n#include \"accpar_rt.h\"\n\n"
-             "int ap_device_0(aprt_comm *c);\n\n");
+             "#include <stdint.h>\n\n#include \"accpar_rt.h\"\n\n");
+  for (int dev = 0; dev < G->n_dev; dev++)
+    fprintf(f, "int ap_device_%d(aprt_comm *c);\n", dev);
+  fprintf(f, "\n");
   fprintf(f, "__asm__(\".section .rodata\\n\"\n        \".balign %d\\n\"\n"
              "        \".globl ap_blob\\n\"\n        \".type ap_blob, @object\\n\"\n"
              "        \"ap_blob:\\n\"\n        \".incbin ",
@@ -1070,8 +1359,34 @@ static ap_status write_main(tgen *G, const char *blob_path) {
   }
   fputs("\\\"\\n\"\n        \".byte 0\\n\"\n        \".previous\\n\");\n\n", f);
   fprintf(f, "static const char *const device_names[] = {");
-  put_cstring(f, o->device_kind ? o->device_kind : "cpu");
+  const ap_plan *p = g->plan;
+  if (G->dist && p && p->dev.n_devices == G->n_dev) {
+    int dev = 0;
+    for (int kd = 0; kd < p->dev.n_kinds; kd++)
+      for (int i = 0; i < p->dev.kinds[kd].count; i++) {
+        fprintf(f, "%s", dev++ ? ", " : "");
+        put_cstring(f, p->dev.kinds[kd].name);
+      }
+  } else {
+    put_cstring(f, o->device_kind ? o->device_kind : "cpu");
+  }
   fprintf(f, "};\n\n");
+  /* Bytes each device sends per step: the gradients' all-reduces
+   * (aprt_allreduce_bytes of every trainable weight). */
+  fprintf(f, "static const uint64_t predicted_step_bytes[] = {");
+  for (int dev = 0; dev < G->n_dev; dev++)
+    fprintf(f, "%s%llu", dev ? ", " : "", (unsigned long long)G->dev_bytes[dev]);
+  fprintf(f, "};\n");
+  if (G->dist) {
+    /* The cost model's step (ap_plan_device_bytes(g, d, true)) all-reduces
+     * the weight input of every layer only, not the biases and the
+     * BatchNormalization scales and biases the program also trains. */
+    fprintf(f, "/* The plan's step bytes, per device:");
+    for (int dev = 0; dev < G->n_dev; dev++)
+      fprintf(f, " %.0f", G->dist->step_bytes[dev]);
+    fprintf(f, " */\n");
+  }
+  fprintf(f, "\n");
   const ap_value *lv = &g->values[G->sch.logits];
   fprintf(f, "static const aprt_tensor_spec inputs[] = {\n");
   for (int i = 0; i < G->n_prog_inputs; i++) {
@@ -1106,16 +1421,25 @@ static ap_status write_main(tgen *G, const char *blob_path) {
       put_spec(f, name, val->dtype, val->rank, val->dims, 0);
     }
   }
+  for (int v = 0; o->export_weights && v < G->nv; v++)
+    if (G->sch.trainable[v]) {
+      const ap_value *val = &g->values[v];
+      put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+      n_out++;
+    }
   fprintf(f, "};\n\n");
-  fprintf(f, "static int run(aprt_comm *c, void *arg) {\n  (void)arg;\n"
-             "  if (aprt_rank(c) == 0)\n    return ap_device_0(c);\n"
-             "  return aprt_fail(c, APRT_ERR_USAGE, \"this program has 1 device, not %%d\", aprt_size(c));\n}\n\n");
+  fprintf(f, "static int run(aprt_comm *c, void *arg) {\n  (void)arg;\n  switch (aprt_rank(c)) {\n");
+  for (int dev = 0; dev < G->n_dev; dev++)
+    fprintf(f, "  case %d:\n    return ap_device_%d(c);\n", dev, dev);
+  fprintf(f, "  }\n  return aprt_fail(c, APRT_ERR_USAGE, \"this program has %d device%s, not %%d\", "
+             "aprt_size(c));\n}\n\n",
+          G->n_dev, G->n_dev > 1 ? "s" : "");
   fprintf(f, "static const aprt_program program = {\n  .name = ");
   put_cstring(f, o->model_name ? o->model_name : "model");
-  fprintf(f, ",\n  .ndev = 1,\n  .device_names = device_names,\n  .train = 1,\n"
+  fprintf(f, ",\n  .ndev = %d,\n  .device_names = device_names,\n  .train = 1,\n"
              "  .n_inputs = %d,\n  .inputs = inputs,\n  .n_outputs = %d,\n  .outputs = outputs,\n"
-             "  .run = run,\n};\n\n",
-          G->n_prog_inputs, n_out);
+             "  .predicted_step_bytes = predicted_step_bytes,\n  .run = run,\n};\n\n",
+          G->n_dev, G->n_prog_inputs, n_out);
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
   return write_text(G, "main.c", &t);
 }
@@ -1125,11 +1449,10 @@ static ap_status write_blob(tgen *G) {
   unsigned char *blob = ap_arena_alloc(g->arena, (size_t)G->blob_bytes + 1);
   if (!blob)
     return oom(G);
-  for (int v = 0; v < G->nv; v++) {
-    const buf_info *b = &G->bufs[v];
-    if ((b->st == ST_CONST || b->st == ST_PARAM) && b->bytes)
-      memcpy(blob + b->offset, g->values[v].data, (size_t)b->bytes);
-  }
+  memset(blob, 0, (size_t)G->blob_bytes + 1);
+  for (int v = 0; v < G->nv; v++)
+    if (G->blob_off[v] >= 0 && value_bytes(&g->values[v]))
+      memcpy(blob + G->blob_off[v], g->values[v].data, (size_t)value_bytes(&g->values[v]));
   return write_file(G, "weights.bin", blob, (size_t)G->blob_bytes);
 }
 
@@ -1145,42 +1468,169 @@ static ap_status make_dir(tgen *G, const char *dir) {
   return AP_OK;
 }
 
+/* What partitioned training generates so far: plans whose layers are all of
+ * type I (the batch split, weights replicated). One line naming the first
+ * layer of another type. */
+static ap_status check_types(tgen *G) {
+  ap_graph *g = G->g;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || node_folded(g, n))
+      continue;
+    for (int l = 0; l < n->n_types; l++)
+      if (n->types[l] != 1)
+        return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                        "training with type II/III layers is not generated yet (the plan "
+                        "gives this layer type %s at level %d; --strategy dp trains)",
+                        n->types[l] == 2 ? "II" : "III", l);
+  }
+  if (G->o->export_grads)
+    return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                    "exported gradients are generated for one device only");
+  return AP_OK;
+}
+
+/* This device's boxes: every node reads the box its device holds of each
+ * input (no transfer), constants whole, run-time inputs in one box per
+ * device (packed once), and every device has a share of every value the
+ * step computes. */
+static ap_status device_boxes(tgen *G) {
+  ap_graph *g = G->g;
+  const ap_dist *D = G->dist;
+  int nd = G->n_dev, dev = G->dev;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    const ap_dnode *dn = &D->node[ni];
+    if (n->dead || node_folded(g, n))
+      continue;
+    const char *why = NULL;
+    if (dn->reduce)
+      why = "its partial sums are reduced across devices";
+    for (int i = 0; i < n->n_in && !why; i++) {
+      int v = n->in[i];
+      if (v < 0)
+        continue;
+      const ap_value *val = &g->values[v];
+      const ap_dbox *b = &dn->in[(size_t)i * (size_t)nd + (size_t)dev];
+      if (dn->xfer_in && dn->xfer_in[i])
+        why = "it reads a box of an input its devices do not hold";
+      else if (val->data && !ap_dbox_whole(val, b))
+        why = "it reads a slice of a constant";
+      else if (!val->data && G->sch.needs_grad[v]) {
+        ap_dbox h = vbox(G, v);
+        if (!ap_dbox_equal(val->rank, b, &h))
+          why = "it reads a part of a value with a gradient that its device holds more of";
+      }
+    }
+    for (int o = 0; o < n->n_out && !why; o++) {
+      int v = n->out[o];
+      if (v < 0)
+        continue;
+      const ap_value *val = &g->values[v];
+      const ap_dbox *b = &D->held[(size_t)v * (size_t)nd + (size_t)dev];
+      if (ap_numel(val->rank, val->dims) > 0 && ap_dbox_volume(val->rank, b) == 0)
+        return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                        "training: device %d has no share of output '%s' (a larger --batch "
+                        "gives every device a share)", dev, val->name);
+    }
+    if (why)
+      return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                      "training on several devices: %s, which is not generated yet", why);
+  }
+  for (int v = 0; v < G->nv; v++) {
+    const ap_value *val = &g->values[v];
+    if (G->sch.trainable[v] && val->dtype != AP_DT_FLOAT)
+      return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                      "training on several devices: weight '%s' is %s, and gradients are "
+                      "all-reduced in float32 only", val->name, ap_dtype_name(val->dtype));
+  }
+  return AP_OK;
+}
+
+/* One device's program: storage, the calls of a step, its arena, its
+ * source text. */
+static ap_status emit_device(tgen *G) {
+  ap_graph *g = G->g;
+  size_t reads = 0;
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    reads += (size_t)g->nodes[ni].n_in;
+  G->bufs = ap_arena_array(g->arena, 3 * (size_t)G->nv + 2 + reads, sizeof *G->bufs);
+  G->slice_value = ap_arena_array(g->arena, reads + 1, sizeof *G->slice_value);
+  G->slice_box = ap_arena_array(g->arena, reads + 1, sizeof *G->slice_box);
+  G->n_slices = 0;
+  if (!G->bufs || !G->slice_value || !G->slice_box)
+    return oom(G);
+  for (int b = 0; b < 3 * G->nv + 1; b++) {
+    G->bufs[b].input_index = -1;
+    G->bufs[b].alias_of = -1;
+  }
+  G->calls = NULL;
+  G->n_calls = G->cap_calls = 0;
+  G->n_prog_inputs = G->n_exports = 0;
+  G->arena_bytes = G->inbox_bytes = 0;
+  G->step_bytes = 0;
+  ap_status s = G->dist ? device_boxes(G) : AP_OK;
+  if (s == AP_OK)
+    s = plan_storage(G);
+  for (int ni = 0; s == AP_OK && ni < g->n_nodes; ni++)
+    if (!g->nodes[ni].dead)
+      s = emit_forward(G, ni);
+  for (int i = 0; s == AP_OK && i < g->n_outputs; i++) {
+    int v = g->outputs[i];
+    if ((s = check_value(G, NULL, &g->values[v])) == AP_OK && G->bufs[v].st == ST_NONE &&
+        g->values[v].data)
+      place_constant(G, v);
+    if (s == AP_OK && G->bufs[root_of(G, v)].st == ST_NONE)
+      s = ap_error(G->d, AP_ERR_INVALID, g->path, NULL, NULL,
+                   "graph output '%s' is computed by no node", g->values[v].name);
+  }
+  if (s == AP_OK)
+    s = emit_loss(G);
+  for (int i = 0; s == AP_OK && i < G->sch.n_steps; i++)
+    s = emit_backward(G, &G->sch.steps[i]);
+  for (int v = 0; s == AP_OK && v < G->nv; v++)
+    if (G->sch.trainable[v])
+      s = emit_allreduce(G, v);
+  for (int v = 0; s == AP_OK && v < G->nv; v++)
+    if (G->sch.trainable[v])
+      s = emit_update(G, v);
+  if (s == AP_OK)
+    s = plan_arena(G);
+  if (s == AP_OK)
+    s = write_device(G);
+  G->dev_bytes[G->dev] = G->step_bytes;
+  return s;
+}
+
 ap_status cg_emit_train_program(ap_graph *g, const cg_train_opts *o, ap_diag *d) {
-  tgen G = {.g = g, .d = d, .o = o, .nv = g->n_values};
+  tgen G = {.g = g, .d = d, .o = o, .nv = g->n_values, .n_dev = 1};
   ap_graph_link(g);
   ap_status s = cg_train_schedule_build(g, o->grad_inputs, &G.sch, d);
   if (s != AP_OK)
     return s;
-  G.bufs = ap_arena_array(g->arena, 3 * (size_t)G.nv + 2, sizeof *G.bufs);
+  if (g->plan) {
+    ap_dist *dist;
+    if ((s = check_types(&G)) != AP_OK || (s = ap_distribute(g, &dist, d)) != AP_OK)
+      return s;
+    G.dist = dist;
+    G.n_dev = dist->n_dev;
+  }
   G.kernel = ap_arena_alloc(g->arena, sizeof *G.kernel);
-  if (!G.bufs || !G.kernel)
+  G.blob_off = ap_arena_array(g->arena, (size_t)G.nv + 1, sizeof *G.blob_off);
+  G.dev_bytes = ap_arena_array(g->arena, (size_t)G.n_dev, sizeof *G.dev_bytes);
+  G.dev_src = calloc((size_t)G.n_dev, sizeof *G.dev_src);
+  G.dev_len = calloc((size_t)G.n_dev, sizeof *G.dev_len);
+  if (!G.kernel || !G.blob_off || !G.dev_bytes || !G.dev_src || !G.dev_len) {
+    free(G.dev_src);
+    free(G.dev_len);
     return oom(&G);
-  for (int b = 0; b < 3 * G.nv + 1; b++) {
-    G.bufs[b].input_index = -1;
-    G.bufs[b].alias_of = -1;
   }
-  s = plan_storage(&G);
-  for (int ni = 0; s == AP_OK && ni < g->n_nodes; ni++)
-    if (!g->nodes[ni].dead)
-      s = emit_forward(&G, ni);
-  for (int i = 0; s == AP_OK && i < g->n_outputs; i++) {
-    int v = g->outputs[i];
-    if ((s = check_value(&G, NULL, &g->values[v])) == AP_OK && G.bufs[v].st == ST_NONE &&
-        g->values[v].data)
-      place_constant(&G, v);
-    if (s == AP_OK && G.bufs[root_of(&G, v)].st == ST_NONE)
-      s = ap_error(d, AP_ERR_INVALID, g->path, NULL, NULL,
-                   "graph output '%s' is computed by no node", g->values[v].name);
+  for (int v = 0; v < G.nv; v++)
+    G.blob_off[v] = -1;
+  for (int dev = 0; s == AP_OK && dev < G.n_dev; dev++) {
+    G.dev = dev;
+    s = emit_device(&G);
   }
-  if (s == AP_OK)
-    s = emit_loss(&G);
-  for (int i = 0; s == AP_OK && i < G.sch.n_steps; i++)
-    s = emit_backward(&G, &G.sch.steps[i]);
-  for (int v = 0; s == AP_OK && v < G.nv; v++)
-    if (G.sch.trainable[v])
-      s = emit_update(&G, v);
-  if (s == AP_OK)
-    s = plan_arena(&G);
   if (s == AP_OK)
     s = make_dir(&G, o->outdir);
   if (s == AP_OK) {
@@ -1203,10 +1653,17 @@ ap_status cg_emit_train_program(ap_graph *g, const cg_train_opts *o, ap_diag *d)
     s = write_blob(&G);
   if (s == AP_OK)
     s = write_kernels(&G);
-  if (s == AP_OK)
-    s = write_device(&G);
+  for (int dev = 0; s == AP_OK && dev < G.n_dev; dev++) {
+    char name[32];
+    snprintf(name, sizeof name, "dev%d.c", dev);
+    s = write_file(&G, name, G.dev_src[dev], G.dev_len[dev]);
+  }
   if (s == AP_OK)
     s = write_main(&G, blob_path);
+  for (int dev = 0; dev < G.n_dev; dev++)
+    free(G.dev_src[dev]);
+  free(G.dev_src);
+  free(G.dev_len);
   for (int i = 0; i < G.n_kernels; i++) {
     free(G.kernels[i].sig);
     free(G.kernels[i].body);

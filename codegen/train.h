@@ -58,12 +58,20 @@ typedef struct cg_train_opts {
   bool grad_inputs;        /* float graph inputs get gradients too (see the schedule) */
   bool export_grads;       /* extra outputs after the graph's: the last step's loss
                               (float64 scalar "loss") and the gradient of every
-                              differentiable graph input and weight ("grad:NAME") */
+                              differentiable graph input and weight ("grad:NAME");
+                              one device only */
+  bool export_weights;     /* extra outputs after those: every trainable weight as
+                              updated by the last step, named as the weight, in
+                              value order */
 } cg_train_opts;
 
-/* Writes OUTDIR/kernels.h, kernels.c, dev0.c, main.c and weights.bin of a
+/* Writes OUTDIR/kernels.h, kernels.c, dev<d>.c, main.c and weights.bin of a
  * training program for g (after ap_run_pipeline); ap_codegen_build builds it
- * as an inference program. Program inputs: the graph inputs that are not
+ * as an inference program. With a plan (ap_partition) whose layers are all
+ * of type I, every device runs the step on its share of the batch (its
+ * boxes, passes/distribute.h) with the weights replicated, and all-reduces
+ * every weight's gradient before the update; a layer of type II or III is
+ * refused in one line naming it. Program inputs: the graph inputs that are not
  * initializers, in graph order, then the labels (int64 [N], CE loss) or the
  * loss weights (the final output's shape and type, weighted-sum loss).
  * Program outputs: the graph outputs of the last step, then what

@@ -19,6 +19,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/ir.h"
+#include "tests/test_util.h"
 
 #define NODE_DIR ACCPAR_SHARED_DIR "/onnx-tests/node-v1.22"
 #define MNIST_DIR ACCPAR_SHARED_DIR "/models/mnist-8"
@@ -49,77 +50,9 @@ static const char *exclusion(const char *name) {
   return NULL;
 }
 
-/* snprintf that fails the test instead of truncating. */
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int w = vsnprintf(buf, cap, f, ap);
-  va_end(ap);
-  cr_assert(w >= 0 && (size_t)w < cap, "a path or message is longer than %zu bytes", cap);
-}
 
-static bool exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0;
-}
 
-/* Compares one produced .pb with the expected one; a line into why on
- * mismatch. */
-static bool same_tensor(const char *got_path, const char *want_path, char *why, size_t cap) {
-  ap_arena *a = ap_arena_new();
-  ap_diag d = {0};
-  ap_tensor got, want;
-  bool ok = false;
-  if (!a) {
-    fmt(why, cap, "out of memory");
-    return false;
-  }
-  if (ap_read_tensor_pb(want_path, a, &want, NULL, &d) != AP_OK ||
-      ap_read_tensor_pb(got_path, a, &got, NULL, &d) != AP_OK) {
-    fmt(why, cap, "%s", d.message);
-  } else if (got.dtype != want.dtype || got.rank != want.rank ||
-             memcmp(got.dims, want.dims, (size_t)got.rank * sizeof *got.dims) != 0) {
-    fmt(why, cap, "%s: %s of rank %d, expected %s of rank %d (or other dims)", got_path,
-             ap_dtype_name(got.dtype), got.rank, ap_dtype_name(want.dtype), want.rank);
-  } else if (ap_dtype_is_float(want.dtype)) {
-    int64_t bad = 0, first = -1;
-    for (int64_t i = 0; i < want.numel; i++) {
-      double g = ap_tensor_get_f64(&got, i), w = ap_tensor_get_f64(&want, i);
-      if ((isnan(g) && isnan(w)) || fabs(g - w) <= ATOL + RTOL * fabs(w))
-        continue;
-      if (first < 0)
-        first = i;
-      bad++;
-    }
-    ok = bad == 0;
-    if (!ok)
-      fmt(why, cap, "%s: %lld of %lld elements differ; first at %lld: %.9g, expected %.9g",
-               got_path, (long long)bad, (long long)want.numel, (long long)first,
-               ap_tensor_get_f64(&got, first), ap_tensor_get_f64(&want, first));
-  } else {
-    ok = memcmp(got.data, want.data, (size_t)want.numel * ap_dtype_size(want.dtype)) == 0;
-    if (!ok)
-      fmt(why, cap, "%s: integer elements differ", got_path);
-  }
-  ap_arena_free(a);
-  return ok;
-}
 
-/* Every output_N.pb of data matches out/output_N.pb. */
-static bool outputs_match(const char *data, const char *out, char *why, size_t cap) {
-  for (int n = 0;; n++) {
-    char want[4096], got[4096];
-    fmt(want, sizeof want, "%s/output_%d.pb", data, n);
-    fmt(got, sizeof got, "%s/output_%d.pb", out, n);
-    if (!exists(want)) {
-      if (n == 0)
-        fmt(why, cap, "%s holds no output_0.pb", data);
-      return n > 0;
-    }
-    if (!same_tensor(got, want, why, cap))
-      return false;
-  }
-}
 
 /* Starts sh -c cmd; returns the child's pid. */
 static pid_t start(const char *cmd) {
@@ -229,7 +162,7 @@ Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
     bool ran = WIFEXITED(tests[i].status) && WEXITSTATUS(tests[i].status) == 0;
     if (!ran)
       log_head(work, why, sizeof why);
-    bool ok = ran && outputs_match(data, out, why, sizeof why);
+    bool ok = ran && outputs_match(data, out, RTOL, ATOL, why, sizeof why);
     const char *reason = exclusion(tests[i].name);
     if (reason && ok) {
       cr_log_error("%s: excluded (%s) but passes: remove it from the exclusion table",
@@ -281,7 +214,7 @@ Test(codegen_node, mnist8_reproduces_its_three_test_sets, .timeout = 600) {
     if (st != 0)
       log_head(work, why, sizeof why);
     cr_assert_eq(st, 0, "running mnist-8 on set %d failed: %s", set, why);
-    cr_assert(outputs_match(data, out, why, sizeof why), "mnist-8 set %d: %s", set, why);
+    cr_assert(outputs_match(data, out, RTOL, ATOL, why, sizeof why), "mnist-8 set %d: %s", set, why);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "accpar/plan.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
+#include "tests/test_util.h"
 
 #define NODE_DIR ACCPAR_SHARED_DIR "/onnx-tests/node-v1.22"
 #define MNIST_DIR ACCPAR_SHARED_DIR "/models/mnist-8"
@@ -51,71 +52,9 @@ static bool is_excluded(const char *name) {
   return false;
 }
 
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int w = vsnprintf(buf, cap, f, ap);
-  va_end(ap);
-  cr_assert(w >= 0 && (size_t)w < cap, "a path or message is longer than %zu bytes", cap);
-}
 
-static bool exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0;
-}
 
-static bool same_tensor(const char *got_path, const char *want_path, char *why, size_t cap) {
-  ap_arena *a = ap_arena_new();
-  ap_diag d = {0};
-  ap_tensor got, want;
-  bool ok = false;
-  cr_assert(a);
-  if (ap_read_tensor_pb(want_path, a, &want, NULL, &d) != AP_OK ||
-      ap_read_tensor_pb(got_path, a, &got, NULL, &d) != AP_OK) {
-    fmt(why, cap, "%s", d.message);
-  } else if (got.dtype != want.dtype || got.rank != want.rank ||
-             memcmp(got.dims, want.dims, (size_t)got.rank * sizeof *got.dims) != 0) {
-    fmt(why, cap, "%s: %s of rank %d, expected %s of rank %d (or other dims)", got_path,
-        ap_dtype_name(got.dtype), got.rank, ap_dtype_name(want.dtype), want.rank);
-  } else if (ap_dtype_is_float(want.dtype)) {
-    int64_t bad = 0, first = -1;
-    for (int64_t i = 0; i < want.numel; i++) {
-      double g = ap_tensor_get_f64(&got, i), w = ap_tensor_get_f64(&want, i);
-      if ((isnan(g) && isnan(w)) || fabs(g - w) <= ATOL + RTOL * fabs(w))
-        continue;
-      if (first < 0)
-        first = i;
-      bad++;
-    }
-    ok = bad == 0;
-    if (!ok)
-      fmt(why, cap, "%s: %lld of %lld elements differ; first at %lld: %.9g, expected %.9g",
-          got_path, (long long)bad, (long long)want.numel, (long long)first,
-          ap_tensor_get_f64(&got, first), ap_tensor_get_f64(&want, first));
-  } else {
-    ok = memcmp(got.data, want.data, (size_t)want.numel * ap_dtype_size(want.dtype)) == 0;
-    if (!ok)
-      fmt(why, cap, "%s: integer elements differ", got_path);
-  }
-  ap_arena_free(a);
-  return ok;
-}
 
-/* Every output_N.pb of want_dir matches got_dir/output_N.pb. */
-static bool outputs_match(const char *want_dir, const char *got_dir, char *why, size_t cap) {
-  for (int n = 0;; n++) {
-    char want[4096], got[4096];
-    fmt(want, sizeof want, "%s/output_%d.pb", want_dir, n);
-    fmt(got, sizeof got, "%s/output_%d.pb", got_dir, n);
-    if (!exists(want)) {
-      if (n == 0)
-        fmt(why, cap, "%s holds no output_0.pb", want_dir);
-      return n > 0;
-    }
-    if (!same_tensor(got, want, why, cap))
-      return false;
-  }
-}
 
 /* The integers of the JSON array after "key": in the report at path. */
 static int report_array(const char *path, const char *key, unsigned long long *out) {
@@ -179,32 +118,6 @@ static void log_head(const char *work, char *buf, size_t cap) {
       *p = ' ';
 }
 
-/* Shell commands run JOBS at a time; status[i] gets each one's. */
-static void run_all(char **cmds, int n, int *status) {
-  int next = 0, running = 0;
-  pid_t *pid = calloc((size_t)n, sizeof *pid);
-  cr_assert(pid);
-  while (next < n || running) {
-    while (running < JOBS && next < n) {
-      pid[next] = fork();
-      if (pid[next] == 0) {
-        execl("/bin/sh", "sh", "-c", cmds[next], (char *)NULL);
-        _exit(127);
-      }
-      cr_assert_gt(pid[next], 0, "fork failed");
-      next++;
-      running++;
-    }
-    int st;
-    pid_t done = wait(&st);
-    cr_assert_gt(done, 0, "wait failed: %s", strerror(errno));
-    for (int i = 0; i < n; i++)
-      if (pid[i] == done)
-        status[i] = st;
-    running--;
-  }
-  free(pid);
-}
 
 static char *strdup_printf(const char *f, ...) __attribute__((format(printf, 1, 2)));
 static char *strdup_printf(const char *f, ...) {
@@ -227,7 +140,6 @@ static char *job(const char *model, const char *devices, const char *extra, cons
       work, work, ACCPARC, model, devices, extra, work, work, work, data, work, work, work);
 }
 
-static bool ran(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 Test(partitioned, node_tests_on_tpuv3_1_tpuv2_2, .timeout = 1800) {
   setenv("CFLAGS", "-O1", 1);
@@ -266,7 +178,7 @@ Test(partitioned, node_tests_on_tpuv3_1_tpuv2_2, .timeout = 1800) {
   cr_assert_gt(n, 280, "only %d node test programs from %s", n, NODE_DIR);
   int *status = calloc((size_t)n, sizeof *status);
   cr_assert(status);
-  run_all(cmds, n, status);
+  run_all(cmds, n, JOBS, status);
   int passed = 0, failed = 0, moving = 0;
   for (int i = 0; i < n; i++) {
     char data[4096], work[4096], out[4200], report[4200], why[1024] = "", test[256];
@@ -280,7 +192,7 @@ Test(partitioned, node_tests_on_tpuv3_1_tpuv2_2, .timeout = 1800) {
     bool ok = ran(status[i]);
     if (!ok)
       log_head(work, why, sizeof why);
-    ok = ok && outputs_match(data, out, why, sizeof why) &&
+    ok = ok && outputs_match(data, out, RTOL, ATOL, why, sizeof why) &&
          bytes_as_predicted(report, 3, &moved, why, sizeof why);
     if (ok) {
       passed++;
@@ -332,7 +244,7 @@ Test(partitioned, mnist8_on_a_mixed_array_and_on_cpu_4, .timeout = 600) {
         log_head(work, why, sizeof why);
       cr_assert_eq(st, 0, "running mnist-8 on %s, set %d failed: %s", arrays[a].devices, set, why);
       unsigned long long moved;
-      cr_assert(outputs_match(data, out, why, sizeof why), "mnist-8 on %s, set %d: %s",
+      cr_assert(outputs_match(data, out, RTOL, ATOL, why, sizeof why), "mnist-8 on %s, set %d: %s",
                 arrays[a].devices, set, why);
       cr_assert(bytes_as_predicted(report, arrays[a].ndev, &moved, why, sizeof why), "%s", why);
       cr_assert_gt(moved, 0, "mnist-8 on %s moved no bytes: is it partitioned?", arrays[a].devices);
@@ -397,7 +309,7 @@ Test(partitioned, zoo_models_with_every_strategy_on_2_3_4_devices, .timeout = 18
     fmt(work, sizeof work, "%s/zoo/%s-cpu1", WORK_DIR, zoo_models[m]);
     cmds[n++] = job(model, "cpu:1", "", data, work);
   }
-  run_all(cmds, n, status);
+  run_all(cmds, n, JOBS, status);
   for (int m = 0; m < N_ZOO; m++) {
     char work[4096], why[1024] = "";
     fmt(work, sizeof work, "%s/zoo/%s-cpu1", WORK_DIR, zoo_models[m]);
@@ -419,7 +331,7 @@ Test(partitioned, zoo_models_with_every_strategy_on_2_3_4_devices, .timeout = 18
         status[n] = 0;
         cmds[n++] = job(model, zoo_arrays[a], extra, data, work);
       }
-  run_all(cmds, n, status);
+  run_all(cmds, n, JOBS, status);
   int i = 0, failed = 0, moving = 0;
   for (int m = 0; m < N_ZOO; m++)
     for (int a = 0; a < N_ARRAYS; a++)
@@ -434,7 +346,7 @@ Test(partitioned, zoo_models_with_every_strategy_on_2_3_4_devices, .timeout = 18
         bool ok = ran(status[i]);
         if (!ok)
           log_head(work, why, sizeof why);
-        ok = ok && outputs_match(ref, out, why, sizeof why) &&
+        ok = ok && outputs_match(ref, out, RTOL, ATOL, why, sizeof why) &&
              bytes_as_predicted(report, zoo_ndev[a], &moved, why, sizeof why);
         if (!ok) {
           cr_log_error("%s on %s with %s: %s", zoo_models[m], zoo_arrays[a], strategies[s], why);
@@ -523,7 +435,7 @@ Test(partitioned, light_models_split_along_channels, .timeout = 900) {
       cmds[m * A + a] = job(model, arrays[a], "", dir, work);
     }
   mkdir(WORK_DIR "/light", 0777);
-  run_all(cmds, M * A, status);
+  run_all(cmds, M * A, JOBS, status);
   int failed = 0;
   for (int m = 0; m < M; m++)
     for (int a = 0; a < A; a++) {
@@ -536,7 +448,7 @@ Test(partitioned, light_models_split_along_channels, .timeout = 900) {
       bool ok = ran(status[m * A + a]);
       if (!ok)
         log_head(work, why, sizeof why);
-      ok = ok && outputs_match(ref, out, why, sizeof why) &&
+      ok = ok && outputs_match(ref, out, RTOL, ATOL, why, sizeof why) &&
            bytes_as_predicted(report, ndev[a], &moved, why, sizeof why) &&
            (ndev[a] == 1 || moved > 0 || (fmt(why, sizeof why, "no bytes moved"), false));
       if (!ok) {
@@ -571,7 +483,7 @@ Test(partitioned, mnist8_under_mpi, .timeout = 300) {
   char report[4200];
   fmt(report, sizeof report, "%s/report.json", work);
   unsigned long long moved;
-  cr_assert(outputs_match(MNIST_DIR "/test_data_set_1", WORK_DIR "/mnist-8-mpi/out", why,
+  cr_assert(outputs_match(MNIST_DIR "/test_data_set_1", WORK_DIR "/mnist-8-mpi/out", RTOL, ATOL, why,
                           sizeof why), "%s", why);
   cr_assert(bytes_as_predicted(report, 3, &moved, why, sizeof why), "%s", why);
   cr_assert_gt(moved, 0);

@@ -20,6 +20,7 @@
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "runtime/accpar_rt.h"
+#include "tests/test_util.h"
 
 #define ZOO ACCPAR_BINARY_DIR "/samples/accpar-zoo"
 #define WORK ACCPAR_BINARY_DIR "/tests/train_partitioned"
@@ -35,14 +36,6 @@ static const char *const arrays[] = {"cpu:2", "cpu:3", "cpu:4", "tpuv3:1,tpuv2:2
                                      "tpuv3:2,tpuv2:2"};
 static const int ndev[] = {2, 3, 4, 3, 4};
 enum { N_MODELS = 4, N_ARRAYS = 5 };
-
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = vsnprintf(buf, cap, f, ap);
-  va_end(ap);
-  cr_assert(n >= 0 && (size_t)n < cap, "path too long");
-}
 
 static char *strdup_printf(const char *f, ...) __attribute__((format(printf, 1, 2)));
 static char *strdup_printf(const char *f, ...) {
@@ -62,39 +55,8 @@ __attribute__((format(printf, 3, 4))) static void say(char *buf, size_t cap, con
   va_end(ap);
 }
 
-static bool exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0;
-}
 
-static bool ran(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
-/* Shell commands, JOBS at a time; status[i] gets each one's. */
-static void run_all(char **cmds, int n, int *status) {
-  int next = 0, running = 0;
-  pid_t *pid = calloc((size_t)n + 1, sizeof *pid);
-  cr_assert(pid);
-  while (next < n || running) {
-    while (running < JOBS && next < n) {
-      pid[next] = fork();
-      if (pid[next] == 0) {
-        execl("/bin/sh", "sh", "-c", cmds[next], (char *)NULL);
-        _exit(127);
-      }
-      cr_assert_gt(pid[next], 0, "fork failed");
-      next++;
-      running++;
-    }
-    int st;
-    pid_t done = wait(&st);
-    cr_assert_gt(done, 0, "wait failed: %s", strerror(errno));
-    for (int i = 0; i < n; i++)
-      if (pid[i] == done)
-        status[i] = st;
-    running--;
-  }
-  free(pid);
-}
 
 /* The numbers of the JSON array after "key": in the file at path. */
 static int json_array(const char *path, const char *key, double *out, int cap) {
@@ -129,7 +91,7 @@ static bool close_enough(double got, double want) {
 
 /* Every output_N.pb of want_dir (the logits, then the updated weights)
  * matches got_dir's; the count of outputs goes to *count. */
-static bool outputs_match(const char *want_dir, const char *got_dir, int *count, char *why,
+static bool outputs_close(const char *want_dir, const char *got_dir, int *count, char *why,
                           size_t cap) {
   *count = 0;
   for (int n = 0;; n++) {
@@ -245,7 +207,7 @@ Test(train_partitioned, dp_equals_one_device_on_2_3_4_devices, .init = make_mode
       n++;
     }
   }
-  run_all(cmds, n, status);
+  run_all(cmds, n, JOBS, status);
   int agree = 0, weights = 0;
   for (int m = 0; m < N_MODELS; m++) {
     int ref = m * (1 + N_ARRAYS);
@@ -273,7 +235,7 @@ Test(train_partitioned, dp_equals_one_device_on_2_3_4_devices, .init = make_mode
       int count;
       fmt(out, sizeof out, "%s/out", w);
       fmt(ref_out, sizeof ref_out, "%s/out", works[ref]);
-      bool match = outputs_match(ref_out, out, &count, why, sizeof why);
+      bool match = outputs_close(ref_out, out, &count, why, sizeof why);
       cr_expect(match, "%s on %s: %s", models[m], arrays[a], why);
       /* The logits and at least one weight per layer. */
       cr_expect_geq(count, 4, "%s on %s: %d outputs", models[m], arrays[a], count);
@@ -388,5 +350,5 @@ Test(train_partitioned, dp_under_mpi_equals_threads, .init = make_models, .timeo
   int count;
   fmt(a, sizeof a, "%s/threads", w);
   fmt(b, sizeof b, "%s/mpi", w);
-  cr_expect(outputs_match(a, b, &count, why, sizeof why), "%s", why);
+  cr_expect(outputs_close(a, b, &count, why, sizeof why), "%s", why);
 }

@@ -1,0 +1,128 @@
+/* Helpers shared by the end-to-end suites that compile and run programs
+ * (test_codegen_node, test_codegen_partitioned, test_train_partitioned):
+ * bounded formatting, running shell commands a few at a time, and comparing
+ * a program's output_N.pb files with expected ones. Static functions in a
+ * header: each suite is one translation unit. The includer defines
+ * _GNU_SOURCE (vasprintf) or _POSIX_C_SOURCE 200809L before any header and
+ * includes Criterion first. */
+#ifndef ACCPAR_TEST_UTIL_H
+#define ACCPAR_TEST_UTIL_H
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "frontend/frontend.h"
+
+/* snprintf that fails the test instead of truncating. */
+__attribute__((format(printf, 3, 4), unused)) static void fmt(char *buf, size_t cap,
+                                                              const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  int w = vsnprintf(buf, cap, f, ap);
+  va_end(ap);
+  cr_assert(w >= 0 && (size_t)w < cap, "a path or message is longer than %zu bytes", cap);
+}
+
+__attribute__((unused)) static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+__attribute__((unused)) static bool ran(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Shell commands, jobs at a time; status[i] gets each one's wait status. */
+__attribute__((unused)) static void run_all(char **cmds, int n, int jobs, int *status) {
+  int next = 0, running = 0;
+  pid_t *pid = calloc((size_t)n + 1, sizeof *pid);
+  cr_assert(pid);
+  while (next < n || running) {
+    while (running < jobs && next < n) {
+      pid[next] = fork();
+      if (pid[next] == 0) {
+        execl("/bin/sh", "sh", "-c", cmds[next], (char *)NULL);
+        _exit(127);
+      }
+      cr_assert_gt(pid[next], 0, "fork failed");
+      next++;
+      running++;
+    }
+    int st;
+    pid_t done = wait(&st);
+    cr_assert_gt(done, 0, "wait failed: %s", strerror(errno));
+    for (int i = 0; i < n; i++)
+      if (pid[i] == done)
+        status[i] = st;
+    running--;
+  }
+  free(pid);
+}
+
+/* One produced .pb against the expected one: floats within atol + rtol*|want|
+ * (NaN equals NaN), everything else bit for bit; a line into why otherwise. */
+__attribute__((unused)) static bool same_tensor(const char *got_path, const char *want_path,
+                                                double rtol, double atol, char *why, size_t cap) {
+  ap_arena *a = ap_arena_new();
+  ap_diag d = {0};
+  ap_tensor got, want;
+  bool ok = false;
+  cr_assert(a);
+  if (ap_read_tensor_pb(want_path, a, &want, NULL, &d) != AP_OK ||
+      ap_read_tensor_pb(got_path, a, &got, NULL, &d) != AP_OK) {
+    fmt(why, cap, "%s", d.message);
+  } else if (got.dtype != want.dtype || got.rank != want.rank ||
+             memcmp(got.dims, want.dims, (size_t)got.rank * sizeof *got.dims) != 0) {
+    fmt(why, cap, "%s: %s of rank %d, expected %s of rank %d (or other dims)", got_path,
+        ap_dtype_name(got.dtype), got.rank, ap_dtype_name(want.dtype), want.rank);
+  } else if (ap_dtype_is_float(want.dtype)) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < want.numel; i++) {
+      double g = ap_tensor_get_f64(&got, i), w = ap_tensor_get_f64(&want, i);
+      if ((isnan(g) && isnan(w)) || fabs(g - w) <= atol + rtol * fabs(w))
+        continue;
+      if (first < 0)
+        first = i;
+      bad++;
+    }
+    ok = bad == 0;
+    if (!ok)
+      fmt(why, cap, "%s: %lld of %lld elements differ; first at %lld: %.9g, expected %.9g",
+          got_path, (long long)bad, (long long)want.numel, (long long)first,
+          ap_tensor_get_f64(&got, first), ap_tensor_get_f64(&want, first));
+  } else {
+    ok = memcmp(got.data, want.data, (size_t)want.numel * ap_dtype_size(want.dtype)) == 0;
+    if (!ok)
+      fmt(why, cap, "%s: integer elements differ", got_path);
+  }
+  ap_arena_free(a);
+  return ok;
+}
+
+/* Every output_N.pb of want_dir matches got_dir/output_N.pb. */
+__attribute__((unused)) static bool outputs_match(const char *want_dir, const char *got_dir,
+                                                  double rtol, double atol, char *why,
+                                                  size_t cap) {
+  for (int n = 0;; n++) {
+    char want[4096], got[4096];
+    fmt(want, sizeof want, "%s/output_%d.pb", want_dir, n);
+    fmt(got, sizeof got, "%s/output_%d.pb", got_dir, n);
+    if (!exists(want)) {
+      if (n == 0)
+        fmt(why, cap, "%s holds no output_0.pb", want_dir);
+      return n > 0;
+    }
+    if (!same_tensor(got, want, rtol, atol, why, cap))
+      return false;
+  }
+}
+
+#endif

@@ -695,7 +695,9 @@ static void cached_ratio(below *b, const ap_class *c, int v, int s, double *r) {
  * the tentative plan's (rule 1 when its strategy shares by device count),
  * or s itself when there is none. */
 static int state_below(const below *b, int l, int v, int s) {
-  if (!b->tail)
+  /* Below the last level there are only devices, whose cost does not
+   * depend on a state: the tentative plan has no row for them. */
+  if (!b->tail || l >= b->p->n_levels)
     return s;
   int t = b->tail[(size_t)l * b->p->n_vertices + v];
   return b->tail_by_count ? state_type(t) + 3 : t;

@@ -470,10 +470,14 @@ Test(partitioned, mnist8_under_mpi, .timeout = 300) {
   const char *work = WORK_DIR "/mnist-8-mpi";
   mkdir(WORK_DIR, 0777);
   char cmd[16384], why[1024] = "";
+  /* OpenMPI's start-up allocations in every rank (from dlopen'd components)
+   * are never freed; leak checking stays on for the same programs under
+   * the threads transport. */
   fmt(cmd, sizeof cmd,
       "rm -rf '%s' && mkdir -p '%s' && CC=mpicc CFLAGS=-O1 ACCPAR_RT_LIB='%s' '%s' compile "
       "'%s/model.onnx' --devices tpuv3:1,tpuv2:2 -o '%s/prog' >'%s.log' 2>&1 && mkdir '%s/out' && "
-      "mpirun --allow-run-as-root --oversubscribe -np 3 '%s/prog/model' --transport mpi "
+      "ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np 3 "
+      "'%s/prog/model' --transport mpi "
       "--inputs '%s/test_data_set_1' --outputs '%s/out' --report '%s/report.json' >>'%s.log' 2>&1",
       work, work, lib, ACCPARC, MNIST_DIR, work, work, work, work, MNIST_DIR, work, work, work);
   int st = system(cmd);

@@ -68,6 +68,89 @@ bool cg_input_needs_constant(ap_op op, int slot);
  * inputs, with the file's (concrete) shape. */
 ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d);
 
+/* ---- emit_util.c: shared by the inference and training emitters ---- */
+
+/* A growable text buffer: write to f; s and len hold the text once closed. */
+typedef struct cg_text {
+  char *s;
+  size_t len;
+  FILE *f;
+} cg_text;
+
+bool cg_text_open(cg_text *t);
+/* Closes f (s stays the caller's to free); false when the text is incomplete. */
+bool cg_text_close(cg_text *t);
+
+/* "out of memory" about g's file. */
+ap_status cg_oom(ap_graph *g, ap_diag *d);
+/* Writes the whole of data to OUTDIR/name through a temporary file and a
+ * rename. */
+ap_status cg_write_file(ap_graph *g, ap_diag *d, const char *outdir, const char *name,
+                        const void *data, size_t size);
+/* Closes t, writes its text as cg_write_file and frees it. */
+ap_status cg_write_text(ap_graph *g, ap_diag *d, const char *outdir, const char *name,
+                        cg_text *t);
+/* Creates dir unless it is a directory already. */
+ap_status cg_make_dir(ap_diag *d, const char *dir);
+/* Makes outdir ready for a program's files: created if missing, an older
+ * OUTDIR/model removed; *blob_path is the absolute path of its weights.bin
+ * (in g's arena). */
+ap_status cg_prepare_outdir(ap_graph *g, ap_diag *d, const char *outdir, char **blob_path);
+
+/* A C string literal of s. */
+void cg_put_cstring(FILE *f, const char *s);
+/* A comment-safe rendering of a name (no "*" "/" pairs). */
+void cg_put_comment_name(FILE *f, const char *s);
+
+/* The distinct kernels of a program: cgk_<i>(sig) { body }, needing work
+ * (a C expression of floats of scratch, "" for none). */
+typedef struct cg_kernel_text {
+  char *sig, *body, *work;
+} cg_kernel_text;
+
+typedef struct cg_kernel_set {
+  cg_kernel_text *k;
+  int n, cap;
+} cg_kernel_set;
+
+/* The index of kernel (sig, body), added unless an identical one is there;
+ * takes ownership of both (malloc'd). work NULL is "". -1: out of memory. */
+int cg_add_kernel(ap_graph *g, cg_kernel_set *ks, char *sig, char *body, const char *work);
+/* Frees the sig and body of every kernel (the rest is arena memory). */
+void cg_kernel_set_free(cg_kernel_set *ks);
+/* Writes OUTDIR/kernels.h and kernels.c (the project's GEMM and convolution
+ * included when needs_kernels_lib); training names the program's kind in
+ * the heading. */
+ap_status cg_write_kernels(ap_graph *g, ap_diag *d, const char *outdir, const cg_kernel_set *ks,
+                           bool needs_kernels_lib, bool training);
+
+/* The alignment of the arena, the blob and their parts. */
+enum { CG_ALIGN = 64 };
+int64_t cg_align_up(int64_t x);
+
+/* A live block of an arena (offset, aligned size) holding id. */
+typedef struct cg_block {
+  int64_t offset, bytes;
+  int id;
+} cg_block;
+
+/* First fit among the gaps between the *n_live live blocks (kept sorted by
+ * offset; live has room for one more): the offset of bytes for id. */
+int64_t cg_arena_alloc(cg_block *live, int *n_live, int64_t bytes, int id);
+/* Removes id's block. */
+void cg_arena_free(cg_block *live, int *n_live, int id);
+
+/* main.c: the blob (blob_path) assembled into the executable as ap_blob. */
+void cg_put_blob_asm(FILE *f, const char *blob_path);
+/* device_names[]: the kinds of plan p (passes/passes.h) when it has n_dev
+ * devices, or else device_kind (NULL: "cpu"). */
+void cg_put_device_names(FILE *f, const void *p, int n_dev, const char *device_kind);
+/* One aprt_tensor_spec initializer line. */
+void cg_put_spec(FILE *f, const char *name, ap_dtype dt, int rank, const int64_t *dims,
+                 int64_t classes);
+/* run(): device aprt_rank(c) runs ap_device_<rank>. */
+void cg_put_run(FILE *f, int n_dev);
+
 /* ---- shared by the operator emitters (emit_c.c) -------------------------- */
 
 /* A box: the indices [start, start + size) of a tensor, per dim. A device
@@ -90,6 +173,12 @@ typedef struct cg_operand {
 } cg_operand;
 
 enum { CG_MAX_OPERANDS = 64 };  /* inputs or outputs of one node (Concat, Split) */
+
+struct ap_dbox; /* passes/distribute.h */
+/* The operand an emitter sees: box b of v (NULL: an absent operand, all
+ * zero) as a whole tensor of its own (kernels specialise to box sizes)
+ * (emit_util.c). */
+void cg_operand_of(const ap_value *v, const struct ap_dbox *b, cg_operand *o);
 
 /* What an emitter receives and fills for one node. */
 typedef struct cg_kernel {

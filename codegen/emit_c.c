@@ -6,14 +6,11 @@
  * attributes, dtypes, box sizes) shared by all devices, and the program
  * description the runtime's main runs. Per-operator kernels come from the
  * c_*.c files. */
-#define _XOPEN_SOURCE 700 /* realpath */
-#include <errno.h>
+#define _XOPEN_SOURCE 700
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "codegen/train.h"
@@ -27,7 +24,6 @@ static const cg_emit_fn emitters[AP_OP_COUNT] = {
 #undef OP
 };
 
-enum { ARENA_ALIGN = 64 };
 
 /* ---- helpers shared by the emitters -------------------------------------- */
 
@@ -164,27 +160,6 @@ int cg_norm_axis(int64_t axis, int rank) {
   return axis < 0 || axis >= rank ? -1 : (int)axis;
 }
 
-/* ---- a growable text buffer ---------------------------------------------- */
-
-typedef struct text {
-  char *s;
-  size_t len;
-  FILE *f;
-} text;
-
-static bool text_open(text *t) {
-  t->s = NULL;
-  t->len = 0;
-  t->f = open_memstream(&t->s, &t->len);
-  return t->f != NULL;
-}
-
-static bool text_close(text *t) {
-  bool ok = t->f && fclose(t->f) == 0;
-  t->f = NULL;
-  return ok;
-}
-
 /* ---- what a device holds ------------------------------------------------- */
 
 /* Every device computes its box of every value (passes/distribute.h): on
@@ -238,12 +213,6 @@ typedef struct step {
   int tag;
 } step;
 
-typedef struct kernel_text {
-  char *sig;       /* parameter list */
-  char *body;
-  char *work;      /* its scratch floats as a C expression, or "" */
-} kernel_text;
-
 typedef struct device {
   int dev;
   slot *slots;
@@ -260,8 +229,7 @@ typedef struct gen {
   ap_diag *d;
   const ap_dist *dist;
   int n_dev;
-  kernel_text *kernels;
-  int n_kernels, cap_kernels;
+  cg_kernel_set kernels;
   const_box *consts;
   int n_consts, cap_consts;
   int64_t blob_bytes;
@@ -276,11 +244,7 @@ typedef struct gen {
   int n_tags;         /* transfers so far: the next one's tag */
 } gen;
 
-static int64_t align_up(int64_t x) { return (x + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
-
-static ap_status oom(gen *G) {
-  return ap_error(G->d, AP_ERR_NOMEM, G->g->path, NULL, NULL, "out of memory");
-}
+static ap_status oom(gen *G) { return cg_oom(G->g, G->d); }
 
 static ap_status value_error(gen *G, const ap_node *n, const ap_value *v, const char *what) {
   return ap_error(G->d, AP_ERR_UNSUPPORTED, G->g->path, n ? n->name : NULL,
@@ -321,23 +285,6 @@ static const ap_dbox *dist_in(const gen *G, int node, int i) {
 
 static const ap_dbox *dist_out(const gen *G, int node, int o) {
   return &G->dist->node[node].out[o * G->n_dev + G->dv->dev];
-}
-
-/* The operand an emitter sees: the box as a whole tensor of its own (the
- * kernels are specialised to the box sizes). */
-static void operand_of(const ap_value *v, const ap_dbox *b, cg_operand *o) {
-  memset(o, 0, sizeof *o);
-  if (!v)
-    return;
-  o->v = v;
-  o->dtype = v->dtype;
-  o->rank = v->rank;
-  for (int i = 0; i < v->rank; i++)
-    o->dims[i] = b->hi[i] - b->lo[i];
-  o->numel = ap_numel(v->rank, o->dims);
-  o->box.rank = v->rank;
-  for (int i = 0; i < v->rank; i++)
-    o->box.size[i] = o->dims[i];
 }
 
 /* Program inputs: graph inputs that are not initializers, in graph order. */
@@ -423,7 +370,7 @@ static void place_const(gen *G, int ci) {
   if (c->offset >= 0)
     return;
   c->offset = G->blob_bytes;
-  G->blob_bytes = align_up(G->blob_bytes + box_bytes(&G->g->values[c->value], &c->box));
+  G->blob_bytes = cg_align_up(G->blob_bytes + box_bytes(&G->g->values[c->value], &c->box));
 }
 
 /* ---- slots and steps of the device being generated ------------------------- */
@@ -522,32 +469,6 @@ static int operand_slot(gen *G, int ni, int i, int transferred) {
 
 /* ---- emitting one node on one device --------------------------------------- */
 
-static int find_kernel(gen *G, const char *sig, const char *body) {
-  for (int i = 0; i < G->n_kernels; i++)
-    if (strcmp(G->kernels[i].sig, sig) == 0 && strcmp(G->kernels[i].body, body) == 0)
-      return i;
-  return -1;
-}
-
-/* The kernel (sig, body), emitted once; takes ownership of both. */
-static int add_kernel(gen *G, char *sig, char *body, const char *work_expr) {
-  int ki = find_kernel(G, sig, body);
-  if (ki >= 0) {
-    free(sig);
-    free(body);
-    return ki;
-  }
-  char *work = ap_arena_strdup(G->g->arena, work_expr);
-  if (!work || !ap_arena_grow(G->g->arena, (void **)&G->kernels, &G->cap_kernels,
-                              G->n_kernels + 1, sizeof *G->kernels)) {
-    free(sig);
-    free(body);
-    return -1;
-  }
-  G->kernels[G->n_kernels] = (kernel_text){sig, body, work};
-  return G->n_kernels++;
-}
-
 /* Adds the bias a partial layer left out, once its partial sums are
  * resolved: per channel (Conv, ConvTranspose) or Gemm's beta * C
  * broadcast. Adding it after the sum rather than in one summand keeps it
@@ -570,8 +491,8 @@ static ap_status emit_bias(gen *G, int ni, int bias_slot, int out_slot, int tran
   k->n = n;
   k->d = G->d;
   cg_operand yo, bo;
-  operand_of(y, &D->slots[out_slot].box, &yo);
-  operand_of(bv, bb, &bo);
+  cg_operand_of(y, &D->slots[out_slot].box, &yo);
+  cg_operand_of(bv, bb, &bo);
   int64_t ys[AP_MAX_RANK], bs[AP_MAX_RANK];
   cg_strides(yo.rank, yo.dims, ys);
   double scale = 1;
@@ -582,11 +503,11 @@ static ap_status emit_bias(gen *G, int ni, int bias_slot, int out_slot, int tran
     for (int i = 0; i < yo.rank; i++)
       bs[i] = i == 1;
   }
-  text body, sig;
-  if (!text_open(&body))
+  cg_text body, sig;
+  if (!cg_text_open(&body))
     return oom(G);
-  if (!text_open(&sig)) {
-    text_close(&body);
+  if (!cg_text_open(&sig)) {
+    cg_text_close(&body);
     free(body.s);
     return oom(G);
   }
@@ -598,14 +519,14 @@ static ap_status emit_bias(gen *G, int ni, int bias_slot, int out_slot, int tran
             cg_index(bi, sizeof bi, yo.rank, bs, "i"));
   cg_loops_close(k, yo.rank);
   fprintf(sig.f, "const %s *restrict x0, %s *restrict y0", cg_ctype(y->dtype), cg_ctype(y->dtype));
-  bool ok = text_close(&body);
-  ok &= text_close(&sig);
+  bool ok = cg_text_close(&body);
+  ok &= cg_text_close(&sig);
   if (!ok) {
     free(body.s);
     free(sig.s);
     return oom(G);
   }
-  int ki = add_kernel(G, sig.s, body.s, "");
+  int ki = cg_add_kernel(G->g, &G->kernels, sig.s, body.s, "");
   int src = ki >= 0 ? operand_slot(G, ni, bias_slot, transferred) : -1;
   step *st = src >= 0 ? new_step(G, SK_CALL, ni) : NULL;
   if (!st)
@@ -712,17 +633,17 @@ static ap_status emit_node(gen *G, int ni) {
           return oom(G);
         v = G->consts[ci].view;
       }
-      operand_of(v, b, &k->in[i]);
+      cg_operand_of(v, b, &k->in[i]);
     }
     for (int i = 0; i < n->n_out; i++)
       if (n->out[i] >= 0)
-        operand_of(&g->values[n->out[i]], dist_out(G, ni, i), &k->out[i]);
-    text body;
-    if (!text_open(&body))
+        cg_operand_of(&g->values[n->out[i]], dist_out(G, ni, i), &k->out[i]);
+    cg_text body;
+    if (!cg_text_open(&body))
       return oom(G);
     k->body = body.f;
     ap_status s = emitters[n->op](k);
-    bool ok = text_close(&body);
+    bool ok = cg_text_close(&body);
     if (s != AP_OK || !ok) {
       free(body.s);
       return s != AP_OK ? s : oom(G);
@@ -738,8 +659,8 @@ static ap_status emit_node(gen *G, int ni) {
       return AP_OK;
     }
     /* The signature: passed inputs, present outputs, the workspace. */
-    text sig;
-    if (!text_open(&sig)) {
+    cg_text sig;
+    if (!cg_text_open(&sig)) {
       free(body.s);
       return oom(G);
     }
@@ -764,7 +685,7 @@ static ap_status emit_node(gen *G, int ni) {
       fprintf(sig.f, "%sfloat *restrict work", call.n_args ? ", " : "");
     else if (!call.n_args)
       fprintf(sig.f, "void");
-    if (!text_close(&sig)) {
+    if (!cg_text_close(&sig)) {
       free(body.s);
       free(sig.s);
       return oom(G);
@@ -776,7 +697,7 @@ static ap_status emit_node(gen *G, int ni) {
         return oom(G);
       }
     G->needs_kernels_lib |= k->needs_kernels_lib;
-    call.kernel = add_kernel(G, sig.s, body.s, k->work_expr);
+    call.kernel = cg_add_kernel(G->g, &G->kernels, sig.s, body.s, k->work_expr);
     step *st = call.kernel >= 0 ? new_step(G, SK_CALL, ni) : NULL;
     if (!st)
       return oom(G);
@@ -813,35 +734,6 @@ static ap_status emit_node(gen *G, int ni) {
 
 /* ---- the arena, planned from last use ------------------------------------ */
 
-typedef struct block {
-  int64_t offset, bytes;
-  int value;
-} block;
-
-/* First fit among the gaps between live blocks (kept sorted by offset). */
-static int64_t arena_alloc(block *live, int *n_live, int64_t bytes, int value) {
-  int64_t size = align_up(bytes), at = 0;
-  int pos = 0;
-  for (; pos < *n_live; pos++) {
-    if (live[pos].offset - at >= size)
-      break;
-    at = live[pos].offset + live[pos].bytes;
-  }
-  memmove(&live[pos + 1], &live[pos], (size_t)(*n_live - pos) * sizeof *live);
-  live[pos] = (block){at, size, value};
-  (*n_live)++;
-  return at;
-}
-
-static void arena_free(block *live, int *n_live, int value) {
-  for (int i = 0; i < *n_live; i++)
-    if (live[i].value == value) {
-      memmove(&live[i], &live[i + 1], (size_t)(*n_live - i - 1) * sizeof *live);
-      (*n_live)--;
-      return;
-    }
-}
-
 static ap_status plan_arena(gen *G) {
   ap_graph *g = G->g;
   device *D = G->dv;
@@ -858,7 +750,7 @@ static ap_status plan_arena(gen *G) {
     if (s >= 0)
       D->slots[root_slot(D, s)].last_use = INT32_MAX;
   }
-  block *live = ap_arena_array(g->arena, (size_t)D->n_slots + 1, sizeof *live);
+  cg_block *live = ap_arena_array(g->arena, (size_t)D->n_slots + 1, sizeof *live);
   if (!live)
     return oom(G);
   int n_live = 0;
@@ -870,14 +762,14 @@ static ap_status plan_arena(gen *G) {
       slot *s = &D->slots[st->args[a]];
       if (s->st != ST_ARENA || s->offset >= 0 || s->bytes <= 0)
         continue;
-      s->offset = arena_alloc(live, &n_live, s->bytes, st->args[a]);
-      D->unshared_bytes += align_up(s->bytes);
-      if (s->offset + align_up(s->bytes) > D->arena_bytes)
-        D->arena_bytes = s->offset + align_up(s->bytes);
+      s->offset = cg_arena_alloc(live, &n_live, s->bytes, st->args[a]);
+      D->unshared_bytes += cg_align_up(s->bytes);
+      if (s->offset + cg_align_up(s->bytes) > D->arena_bytes)
+        D->arena_bytes = s->offset + cg_align_up(s->bytes);
     }
     for (int i = 0; i < n_live; i++)
-      if (D->slots[live[i].value].last_use <= pos)
-        arena_free(live, &n_live, live[i--].value);
+      if (D->slots[live[i].id].last_use <= pos)
+        cg_arena_free(live, &n_live, live[i--].id);
   }
   for (int si = 0; si < D->n_slots; si++)
     if (D->slots[si].st == ST_ARENA && D->slots[si].offset < 0)
@@ -930,104 +822,6 @@ static ap_status schedule(gen *G) {
 
 
 /* ---- writing the files --------------------------------------------------- */
-
-/* Writes the whole of data to OUTDIR/name through a temporary file. */
-static ap_status write_file(gen *G, const char *outdir, const char *name, const void *data,
-                            size_t size) {
-  char *path = ap_arena_printf(G->g->arena, "%s/%s", outdir, name);
-  char *tmp = ap_arena_printf(G->g->arena, "%s/.%s.tmp", outdir, name);
-  if (!path || !tmp)
-    return oom(G);
-  FILE *f = fopen(tmp, "wb");
-  if (!f)
-    return ap_error(G->d, AP_ERR_IO, path, NULL, NULL, "cannot write: %s", strerror(errno));
-  bool ok = fwrite(data, 1, size, f) == size;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    return ap_error(G->d, AP_ERR_IO, path, NULL, NULL, "cannot write: %s", strerror(e));
-  }
-  return AP_OK;
-}
-
-static ap_status write_text(gen *G, const char *outdir, const char *name, text *t) {
-  if (!text_close(t)) {
-    free(t->s);
-    return oom(G);
-  }
-  ap_status s = write_file(G, outdir, name, t->s, t->len);
-  free(t->s);
-  return s;
-}
-
-/* A C string literal of s. */
-static void put_cstring(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
-      fprintf(f, "\\%c", ch);
-    else if (ch < 32 || ch >= 127)
-      fprintf(f, "\\%03o", ch);
-    else
-      fputc(ch, f);
-  }
-  fputc('"', f);
-}
-
-/* A comment-safe rendering of a name (no "*" "/" pairs). */
-static void put_comment_name(FILE *f, const char *s) {
-  for (; *s; s++)
-    fputc((*s == '*' || (unsigned char)*s < 32) ? '_' : *s, f);
-}
-
-static const char kernels_prelude[] =
-    "/* Generated by accparc: the kernels of this program, each emitted once. */\n"
-    "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n#include \"kernels.h\"\n\n"
-    "/* Max and Min as numpy's maximum and minimum: a NaN operand wins. */\n"
-    "#define AP_MINMAX(T) \\\n"
-    "  static inline T ap_max_##T(T p, T q) { return (p != p || p > q) ? p : q; } \\\n"
-    "  static inline T ap_min_##T(T p, T q) { return (p != p || p < q) ? p : q; }\n"
-    "AP_MINMAX(float)\nAP_MINMAX(double)\nAP_MINMAX(int8_t)\nAP_MINMAX(uint8_t)\n"
-    "AP_MINMAX(int16_t)\nAP_MINMAX(uint16_t)\nAP_MINMAX(int32_t)\nAP_MINMAX(uint32_t)\n"
-    "AP_MINMAX(int64_t)\nAP_MINMAX(uint64_t)\n";
-
-static ap_status write_kernels(gen *G, const char *outdir) {
-  text h, c;
-  if (!text_open(&h))
-    return oom(G);
-  if (!text_open(&c)) {
-    text_close(&h);
-    free(h.s);
-    return oom(G);
-  }
-  fprintf(h.f, "/* Generated by accparc: kernel prototypes. */\n#ifndef ACCPAR_GEN_KERNELS_H\n"
-               "#define ACCPAR_GEN_KERNELS_H\n#include <stddef.h>\n#include <stdint.h>\n\n"
-               "/* Floats of scratch the largest kernel needs. */\nsize_t cgk_work_floats(void);\n");
-  fputs(kernels_prelude, c.f);
-  if (G->needs_kernels_lib)
-    fprintf(c.f, "\n/* The project's GEMM and convolution, static in this unit so the\n"
-                 " * compiler specialises them for the constant shapes of the calls. */\n"
-                 "#define APK_STATIC\n#include \"gemm.c\"\n#include \"conv.c\"\n");
-  for (int i = 0; i < G->n_kernels; i++) {
-    fprintf(h.f, "void cgk_%d(%s);\n", i, G->kernels[i].sig);
-    fprintf(c.f, "\nvoid cgk_%d(%s) {\n%s}\n", i, G->kernels[i].sig, G->kernels[i].body);
-  }
-  fprintf(c.f, "\nsize_t cgk_work_floats(void) {\n  size_t most = 0, need;\n  (void)need;\n");
-  for (int i = 0; i < G->n_kernels; i++)
-    if (G->kernels[i].work[0])
-      fprintf(c.f, "  need = %s;\n  if (need > most)\n    most = need;\n", G->kernels[i].work);
-  fprintf(c.f, "  return most;\n}\n");
-  fprintf(h.f, "\n#endif\n");
-  ap_status s = write_text(G, outdir, "kernels.h", &h);
-  if (s != AP_OK) {
-    text_close(&c);
-    free(c.s);
-    return s;
-  }
-  return write_text(G, outdir, "kernels.c", &c);
-}
 
 /* The expression for slot s's storage, as a pointer of its element type
  * (unsigned char for a staging slot). */
@@ -1120,7 +914,7 @@ static void put_step(gen *G, FILE *f, const step *st) {
   const device *D = G->dv;
   const ap_node *n = &g->nodes[st->node];
   fprintf(f, "  /* %s '", n->op_type);
-  put_comment_name(f, n->name);
+  cg_put_comment_name(f, n->name);
   fprintf(f, "'%s */\n", st->kind == SK_CALL       ? ""
                          : st->kind == SK_PACK     ? ": slice of an input"
                          : st->kind == SK_XFER     ? ": an input's missing pieces"
@@ -1209,8 +1003,8 @@ static ap_status write_device(gen *G, const char *outdir) {
   ap_graph *g = G->g;
   const device *D = G->dv;
   int dev = D->dev;
-  text t;
-  if (!text_open(&t))
+  cg_text t;
+  if (!cg_text_open(&t))
     return oom(G);
   FILE *f = t.f;
   fprintf(f, "/* Generated by accparc: the program of device %d (%s).\n"
@@ -1225,10 +1019,10 @@ static ap_status write_device(gen *G, const char *outdir) {
   fprintf(f, "int ap_device_%d(aprt_comm *c) {\n", dev);
   /* Heap rather than static: under the threads transport every device is a
    * thread of one process and needs memory of its own. */
-  fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", ARENA_ALIGN,
-          (long long)(D->arena_bytes ? D->arena_bytes : ARENA_ALIGN));
+  fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", CG_ALIGN,
+          (long long)(D->arena_bytes ? D->arena_bytes : CG_ALIGN));
   fprintf(f, "  float *work = aligned_alloc(%d, (cgk_work_floats() * 4 + %d) / %d * %d);\n",
-          ARENA_ALIGN, 2 * ARENA_ALIGN - 1, ARENA_ALIGN, ARENA_ALIGN);
+          CG_ALIGN, 2 * CG_ALIGN - 1, CG_ALIGN, CG_ALIGN);
   fprintf(f, "  if (!arena || !work) {\n    free(arena);\n    free(work);\n"
              "    return aprt_fail(c, APRT_ERR_NOMEM, \"device %d: out of memory (%lld bytes)\");\n  }\n",
           dev, (long long)D->arena_bytes);
@@ -1236,7 +1030,7 @@ static ap_status write_device(gen *G, const char *outdir) {
   for (int i = 0; i < G->n_prog_inputs; i++) {
     int v = G->prog_inputs[i];
     fprintf(f, "  const void *in%d = aprt_input(c, %d)->data; /* '", i, i);
-    put_comment_name(f, g->values[v].name);
+    cg_put_comment_name(f, g->values[v].name);
     fprintf(f, "' */\n  (void)in%d;\n", i);
     if (g->values[v].data) {
       /* Bound at compile time (it fixed shapes): the run must feed the same. */
@@ -1247,7 +1041,7 @@ static ap_status write_device(gen *G, const char *outdir) {
                  "    free(arena);\n    free(work);\n"
                  "    return aprt_fail(c, APRT_ERR_MISMATCH, \"input %d (",
               (long long)bytes, i, (long long)cb->offset, (long long)bytes, i);
-      put_comment_name(f, g->values[v].name);
+      cg_put_comment_name(f, g->values[v].name);
       fprintf(f, ") differs from the tensor bound when the program was compiled\");\n  }\n");
     }
   }
@@ -1281,23 +1075,14 @@ static ap_status write_device(gen *G, const char *outdir) {
   fprintf(f, "done:\n  free(arena);\n  free(work);\n  return s;\n}\n");
   char name[32];
   snprintf(name, sizeof name, "dev%d.c", dev);
-  return write_text(G, outdir, name, &t);
-}
-
-static void put_spec(FILE *f, const ap_value *v) {
-  fprintf(f, "    {");
-  put_cstring(f, v->name);
-  fprintf(f, ", (aprt_dtype)%d, %d, {", (int)v->dtype, v->rank);
-  for (int k = 0; k < v->rank; k++)
-    fprintf(f, "%s%lld", k ? ", " : "", (long long)v->dims[k]);
-  fprintf(f, "%s}, 0},\n", v->rank ? "" : "0");
+  return cg_write_text(G->g, G->d, outdir, name, &t);
 }
 
 static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_path) {
   ap_graph *g = G->g;
   const ap_plan *p = g->plan;
-  text t;
-  if (!text_open(&t))
+  cg_text t;
+  if (!cg_text_open(&t))
     return oom(G);
   FILE *f = t.f;
   fprintf(f, "/* Generated by accparc: the program's description and main. */\n"
@@ -1306,30 +1091,9 @@ static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_p
     fprintf(f, "int ap_device_%d(aprt_comm *c);\n", dev);
   /* The constants are assembled into the executable as they are, which keeps
    * large models out of the C compiler's parser. */
-  fprintf(f, "\n__asm__(\".section .rodata\\n\"\n        \".balign %d\\n\"\n"
-             "        \".globl ap_blob\\n\"\n        \".type ap_blob, @object\\n\"\n"
-             "        \"ap_blob:\\n\"\n        \".incbin ",
-          ARENA_ALIGN);
-  /* The path inside an assembler string inside a C string. */
-  fputs("\\\"", f);
-  for (const char *q = blob_path; *q; q++) {
-    if (*q == '"' || *q == '\\')
-      fputs("\\\\\\", f);
-    fputc(*q, f);
-  }
-  fputs("\\\"\\n\"\n        \".byte 0\\n\"\n        \".previous\\n\");\n\n", f);
-  fprintf(f, "static const char *const device_names[] = {");
-  if (p && p->dev.n_devices == G->n_dev) {
-    int dev = 0;
-    for (int kd = 0; kd < p->dev.n_kinds; kd++)
-      for (int i = 0; i < p->dev.kinds[kd].count; i++) {
-        fprintf(f, "%s", dev++ ? ", " : "");
-        put_cstring(f, p->dev.kinds[kd].name);
-      }
-  } else {
-    put_cstring(f, o->device_kind ? o->device_kind : "cpu");
-  }
-  fprintf(f, "};\n\n");
+  fprintf(f, "\n");
+  cg_put_blob_asm(f, blob_path);
+  cg_put_device_names(f, p, G->n_dev, o->device_kind);
   /* Bytes each device sends: the plan's prediction for the forward pass
    * (passes/distribute.c), which the transfers above move exactly. */
   fprintf(f, "static const uint64_t predicted_bytes[] = {");
@@ -1338,30 +1102,30 @@ static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_p
   fprintf(f, "};\n\n");
   if (G->n_prog_inputs) {
     fprintf(f, "static const aprt_tensor_spec inputs[] = {\n");
-    for (int i = 0; i < G->n_prog_inputs; i++)
-      put_spec(f, &g->values[G->prog_inputs[i]]);
+    for (int i = 0; i < G->n_prog_inputs; i++) {
+      const ap_value *v = &g->values[G->prog_inputs[i]];
+      cg_put_spec(f, v->name, v->dtype, v->rank, v->dims, 0);
+    }
     fprintf(f, "};\n\n");
   }
   if (g->n_outputs) {
     fprintf(f, "static const aprt_tensor_spec outputs[] = {\n");
-    for (int i = 0; i < g->n_outputs; i++)
-      put_spec(f, &g->values[g->outputs[i]]);
+    for (int i = 0; i < g->n_outputs; i++) {
+      const ap_value *v = &g->values[g->outputs[i]];
+      cg_put_spec(f, v->name, v->dtype, v->rank, v->dims, 0);
+    }
     fprintf(f, "};\n\n");
   }
-  fprintf(f, "static int run(aprt_comm *c, void *arg) {\n  (void)arg;\n  switch (aprt_rank(c)) {\n");
-  for (int dev = 0; dev < G->n_dev; dev++)
-    fprintf(f, "  case %d:\n    return ap_device_%d(c);\n", dev, dev);
-  fprintf(f, "  }\n  return aprt_fail(c, APRT_ERR_USAGE, \"this program has %d device%s, not %%d\", aprt_size(c));\n}\n\n",
-          G->n_dev, G->n_dev > 1 ? "s" : "");
+  cg_put_run(f, G->n_dev);
   fprintf(f, "static const aprt_program program = {\n  .name = ");
-  put_cstring(f, o->model_name ? o->model_name : "model");
+  cg_put_cstring(f, o->model_name ? o->model_name : "model");
   fprintf(f, ",\n  .ndev = %d,\n  .device_names = device_names,\n  .train = 0,\n"
              "  .n_inputs = %d,\n  .inputs = %s,\n  .n_outputs = %d,\n  .outputs = %s,\n"
              "  .predicted_fixed_bytes = predicted_bytes,\n  .run = run,\n};\n\n",
           G->n_dev, G->n_prog_inputs, G->n_prog_inputs ? "inputs" : "0", g->n_outputs,
           g->n_outputs ? "outputs" : "0");
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
-  return write_text(G, o->outdir, "main.c", &t);
+  return cg_write_text(G->g, G->d, o->outdir, "main.c", &t);
 }
 
 static ap_status write_blob(gen *G, const char *outdir) {
@@ -1376,19 +1140,7 @@ static ap_status write_blob(gen *G, const char *outdir) {
     if (c->offset >= 0 && bytes)
       memcpy(blob + c->offset, c->view->data, (size_t)bytes);
   }
-  return write_file(G, outdir, "weights.bin", blob, (size_t)G->blob_bytes);
-}
-
-static ap_status make_dir(gen *G, const char *dir) {
-  struct stat st;
-  if (stat(dir, &st) == 0) {
-    if (!S_ISDIR(st.st_mode))
-      return ap_error(G->d, AP_ERR_IO, dir, NULL, NULL, "exists and is not a directory");
-    return AP_OK;
-  }
-  if (mkdir(dir, 0777) != 0)
-    return ap_error(G->d, AP_ERR_IO, dir, NULL, NULL, "cannot create: %s", strerror(errno));
-  return AP_OK;
+  return cg_write_file(G->g, G->d, outdir, "weights.bin", blob, (size_t)G->blob_bytes);
 }
 
 
@@ -1478,39 +1230,19 @@ ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d) {
     if (s == AP_OK)
       s = plan_arena(&G);
   }
-  if (s == AP_OK)
-    s = make_dir(&G, o->outdir);
-  if (s == AP_OK) {
-    /* A compile that fails from here on must not leave an older program
-     * looking like its result. */
-    char *model = ap_arena_printf(g->arena, "%s/model", o->outdir);
-    if (!model)
-      s = oom(&G);
-    else if (unlink(model) != 0 && errno != ENOENT)
-      s = ap_error(d, AP_ERR_IO, model, NULL, NULL, "cannot remove: %s", strerror(errno));
-  }
   char *blob_path = NULL;
-  if (s == AP_OK) {
-    char *abs = realpath(o->outdir, NULL);
-    if (!abs)
-      s = ap_error(d, AP_ERR_IO, o->outdir, NULL, NULL, "cannot resolve: %s", strerror(errno));
-    else if (!(blob_path = ap_arena_printf(g->arena, "%s/weights.bin", abs)))
-      s = oom(&G);
-    free(abs);
-  }
+  if (s == AP_OK)
+    s = cg_prepare_outdir(g, d, o->outdir, &blob_path);
   if (s == AP_OK)
     s = write_blob(&G, o->outdir);
   if (s == AP_OK)
-    s = write_kernels(&G, o->outdir);
+    s = cg_write_kernels(g, d, o->outdir, &G.kernels, G.needs_kernels_lib, false);
   for (int dev = 0; s == AP_OK && dev < G.n_dev; dev++) {
     G.dv = &devs[dev];
     s = write_device(&G, o->outdir);
   }
   if (s == AP_OK)
     s = write_main(&G, o, blob_path);
-  for (int i = 0; i < G.n_kernels; i++) {
-    free(G.kernels[i].sig);
-    free(G.kernels[i].body);
-  }
+  cg_kernel_set_free(&G.kernels);
   return s;
 }

@@ -10,13 +10,10 @@
  * which live in the arena like activations. The arena is planned over the
  * whole step (forward, loss, backward, update), so a forward value a backward
  * kernel reads stays live until that kernel has run. */
-#define _XOPEN_SOURCE 700 /* realpath, open_memstream */
-#include <errno.h>
+#define _XOPEN_SOURCE 700
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "codegen/train.h"
 #include "passes/distribute.h"
@@ -29,7 +26,6 @@ static const cg_emit_fn forward_emitters[AP_OP_COUNT] = {
 #undef OP
 };
 
-enum { ALIGN = 64 };
 
 /* ---- helpers shared by the backward emitters ----------------------------- */
 
@@ -122,10 +118,6 @@ void cg_grad_gemm(cg_kernel *k, ap_dtype t, int ta, int tb, int64_t m, int64_t n
 
 /* ---- the schedule --------------------------------------------------------- */
 
-static ap_status oom_d(ap_graph *g, ap_diag *d) {
-  return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-}
-
 /* Input slots of n through which a gradient can flow: the operator's table,
  * or every slot for an operator without a backward (so that the schedule
  * notices it on the gradient path and says so). */
@@ -163,7 +155,7 @@ ap_status cg_train_schedule_build(ap_graph *g, bool grad_inputs, cg_train_schedu
   s->kept = ap_arena_array(g->arena, (size_t)nv + 1, sizeof *s->kept);
   s->steps = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *s->steps);
   if (!diff || !reach || !written || !s->trainable || !s->needs_grad || !s->kept || !s->steps)
-    return oom_d(g, d);
+    return cg_oom(g, d);
   for (int v = 0; v < nv; v++) {
     const ap_value *val = &g->values[v];
     bool fl = val->dtype == AP_DT_FLOAT || val->dtype == AP_DT_DOUBLE;
@@ -288,16 +280,6 @@ typedef struct call {
   bool work;
 } call;
 
-typedef struct kernel_text {
-  char *sig, *body, *work;
-} kernel_text;
-
-typedef struct text {
-  char *s;
-  size_t len;
-  FILE *f;
-} text;
-
 typedef struct tgen {
   ap_graph *g;
   ap_diag *d;
@@ -307,8 +289,7 @@ typedef struct tgen {
   buf_info *bufs;
   call *calls;
   int n_calls, cap_calls;
-  kernel_text *kernels;
-  int n_kernels, cap_kernels;
+  cg_kernel_set kernels;
   bool needs_kernels_lib;
   cg_kernel *kernel;
   int *prog_inputs;         /* value ids, then -1 for the loss's fed operand */
@@ -333,22 +314,7 @@ typedef struct tgen {
   uint64_t step_bytes;      /* bytes this device sends in one step (the all-reduces) */
 } tgen;
 
-static bool text_open(text *t) {
-  t->s = NULL;
-  t->len = 0;
-  t->f = open_memstream(&t->s, &t->len);
-  return t->f != NULL;
-}
-
-static bool text_close(text *t) {
-  bool ok = t->f && fclose(t->f) == 0;
-  t->f = NULL;
-  return ok;
-}
-
-static ap_status oom(tgen *G) { return oom_d(G->g, G->d); }
-
-static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+static ap_status oom(tgen *G) { return cg_oom(G->g, G->d); }
 
 static int grad_buf(const tgen *G, int v) { return G->nv + v; }
 static int mom_buf(const tgen *G, int v) { return 2 * G->nv + v; }
@@ -411,7 +377,7 @@ static ap_status check_value(tgen *G, const ap_node *n, const ap_value *v) {
 static int64_t blob_place(tgen *G, int v) {
   if (G->blob_off[v] < 0) {
     G->blob_off[v] = G->blob_bytes;
-    G->blob_bytes = align_up(G->blob_bytes + value_bytes(&G->g->values[v]));
+    G->blob_bytes = cg_align_up(G->blob_bytes + value_bytes(&G->g->values[v]));
   }
   return G->blob_off[v];
 }
@@ -434,23 +400,6 @@ static void arena_buf(tgen *G, int b, int v) {
   G->bufs[b].st = ST_ARENA;
   G->bufs[b].dtype = G->g->values[v].dtype;
   G->bufs[b].bytes = vbox_bytes(G, v);
-}
-
-/* The operand an emitter sees: box b of v as a whole tensor of its own, as
- * in the partitioned inference program (kernels specialise to box sizes). */
-static void operand_of(const ap_value *v, const ap_dbox *b, cg_operand *o) {
-  memset(o, 0, sizeof *o);
-  if (!v)
-    return;
-  o->v = v;
-  o->dtype = v->dtype;
-  o->rank = v->rank;
-  for (int i = 0; i < v->rank; i++)
-    o->dims[i] = b->hi[i] - b->lo[i];
-  o->numel = ap_numel(v->rank, o->dims);
-  o->box.rank = v->rank;
-  for (int i = 0; i < v->rank; i++)
-    o->box.size[i] = o->dims[i];
 }
 
 /* The loss's fed operand (labels [N] or weights of the logits' shape) and
@@ -526,7 +475,7 @@ static ap_status plan_storage(tgen *G) {
     fb->st = ST_INBOX;
     fb->bytes = lvol * (int64_t)ap_dtype_size(fb->dtype);
     fb->offset = G->inbox_bytes;
-    G->inbox_bytes = align_up(G->inbox_bytes + fb->bytes);
+    G->inbox_bytes = cg_align_up(G->inbox_bytes + fb->bytes);
   }
   G->prog_inputs[G->n_prog_inputs++] = -1;
   return AP_OK;
@@ -534,31 +483,12 @@ static ap_status plan_storage(tgen *G) {
 
 /* ---- the program: kernels and calls --------------------------------------- */
 
-static int find_kernel(tgen *G, const char *sig, const char *body) {
-  for (int i = 0; i < G->n_kernels; i++)
-    if (strcmp(G->kernels[i].sig, sig) == 0 && strcmp(G->kernels[i].body, body) == 0)
-      return i;
-  return -1;
-}
-
 /* Takes ownership of sig and body (malloc'd). */
 static ap_status add_kernel(tgen *G, char *sig, char *body, const char *work, int *out) {
-  int ki = find_kernel(G, sig, body);
-  if (ki >= 0) {
-    free(sig);
-    free(body);
-    *out = ki;
-    return AP_OK;
-  }
-  char *w = ap_arena_strdup(G->g->arena, work ? work : "");
-  if (!w || !ap_arena_grow(G->g->arena, (void **)&G->kernels, &G->cap_kernels,
-                           G->n_kernels + 1, sizeof *G->kernels)) {
-    free(sig);
-    free(body);
+  int ki = cg_add_kernel(G->g, &G->kernels, sig, body, work);
+  if (ki < 0)
     return oom(G);
-  }
-  G->kernels[G->n_kernels] = (kernel_text){sig, body, w};
-  *out = G->n_kernels++;
+  *out = ki;
   return AP_OK;
 }
 
@@ -610,7 +540,7 @@ static int read_buf(tgen *G, int ni, int i, call_phase ph) {
     bi->st = ST_INBOX;
     bi->input_index = G->bufs[v].input_index;
     bi->offset = G->inbox_bytes;
-    G->inbox_bytes = align_up(G->inbox_bytes + bi->bytes);
+    G->inbox_bytes = cg_align_up(G->inbox_bytes + bi->bytes);
     return sb;
   }
   bi->st = ST_ARENA;
@@ -643,7 +573,7 @@ static ap_status setup_kernel(tgen *G, int ni) {
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
     ap_dbox b = v ? read_box(G, ni, i) : (ap_dbox){{0}, {0}};
-    operand_of(v, &b, &k->in[i]);
+    cg_operand_of(v, &b, &k->in[i]);
   }
   for (int i = 0; i < n->n_out; i++) {
     const ap_value *v = ap_node_out(g, n, i);
@@ -651,7 +581,7 @@ static ap_status setup_kernel(tgen *G, int ni) {
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
     ap_dbox b = v ? vbox(G, n->out[i]) : (ap_dbox){{0}, {0}};
-    operand_of(v, &b, &k->out[i]);
+    cg_operand_of(v, &b, &k->out[i]);
   }
   return AP_OK;
 }
@@ -665,12 +595,12 @@ static ap_status emit_forward(tgen *G, int ni) {
   if (s != AP_OK)
     return s;
   cg_kernel *k = G->kernel;
-  text body;
-  if (!text_open(&body))
+  cg_text body;
+  if (!cg_text_open(&body))
     return oom(G);
   k->body = body.f;
   s = forward_emitters[n->op](k);
-  bool ok = text_close(&body);
+  bool ok = cg_text_close(&body);
   if (s != AP_OK || !ok) {
     free(body.s);
     return s != AP_OK ? s : oom(G);
@@ -687,8 +617,8 @@ static ap_status emit_forward(tgen *G, int ni) {
       place_constant(G, src);
     return AP_OK;
   }
-  text sig;
-  if (!text_open(&sig)) {
+  cg_text sig;
+  if (!cg_text_open(&sig)) {
     free(body.s);
     return oom(G);
   }
@@ -702,7 +632,7 @@ static ap_status emit_forward(tgen *G, int ni) {
     int rb = read_buf(G, ni, i, PH_FORWARD);
     if (rb < 0) {
       free(body.s);
-      text_close(&sig);
+      cg_text_close(&sig);
       free(sig.s);
       return oom(G);
     }
@@ -719,7 +649,7 @@ static ap_status emit_forward(tgen *G, int ni) {
     fprintf(sig.f, "%sfloat *restrict work", c.n_args ? ", " : "");
   else if (!c.n_args)
     fprintf(sig.f, "void");
-  if (!text_close(&sig)) {
+  if (!cg_text_close(&sig)) {
     free(body.s);
     free(sig.s);
     return oom(G);
@@ -739,18 +669,18 @@ static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
     return s;
   cg_kernel *k = G->kernel;
   cg_grad_kernel gk = {.k = k, .want = st->want, .acc = st->acc, .has_dy = st->has_dy};
-  text body;
-  if (!text_open(&body))
+  cg_text body;
+  if (!cg_text_open(&body))
     return oom(G);
   k->body = body.f;
   s = op->emit(&gk);
-  bool ok = text_close(&body);
+  bool ok = cg_text_close(&body);
   if (s != AP_OK || !ok) {
     free(body.s);
     return s != AP_OK ? s : oom(G);
   }
-  text sig;
-  if (!text_open(&sig)) {
+  cg_text sig;
+  if (!cg_text_open(&sig)) {
     free(body.s);
     return oom(G);
   }
@@ -766,7 +696,7 @@ static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
     int rb = read_buf(G, st->node, i, PH_BACKWARD);
     if (rb < 0) {
       free(body.s);
-      text_close(&sig);
+      cg_text_close(&sig);
       free(sig.s);
       return oom(G);
     }
@@ -793,7 +723,7 @@ static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
   }
   if (c.work)
     fprintf(sig.f, "%sfloat *restrict work", c.n_args ? ", " : "");
-  if (!text_close(&sig)) {
+  if (!cg_text_close(&sig)) {
     free(body.s);
     free(sig.s);
     return oom(G);
@@ -815,15 +745,15 @@ static ap_status emit_loss(tgen *G) {
    * devices' parts (aprt_step_loss). */
   ap_dbox box = vbox(G, G->sch.logits);
   int64_t numel = ap_dbox_volume(lv->rank, &box);
-  text body, sig;
-  if (!text_open(&body))
+  cg_text body, sig;
+  if (!cg_text_open(&body))
     return oom(G);
   if (G->o->loss == CG_LOSS_SOFTMAX_CE) {
     int64_t n_all = lv->rank >= 1 ? lv->dims[0] : 1;
     int64_t n = lv->rank >= 1 ? box.hi[0] - box.lo[0] : 1;
     int64_t classes = n ? numel / n : 0;
     if (lv->rank < 1 || classes < 1) {
-      text_close(&body);
+      cg_text_close(&body);
       free(body.s);
       return ap_error(G->d, AP_ERR_UNSUPPORTED, G->g->path, NULL, NULL,
                       "output '%s': the cross-entropy loss needs [N, classes...] logits",
@@ -850,7 +780,7 @@ static ap_status emit_loss(tgen *G) {
             "  total += (double)w[i] * x0[i];\n  dx0[i] = w[i];\n}\n*loss = total;\n",
             (long long)numel);
   }
-  if (!text_close(&body) || !text_open(&sig)) {
+  if (!cg_text_close(&body) || !cg_text_open(&sig)) {
     free(body.s);
     return oom(G);
   }
@@ -858,7 +788,7 @@ static ap_status emit_loss(tgen *G) {
                  "double *restrict loss",
           ct, G->o->loss == CG_LOSS_SOFTMAX_CE ? "int64_t" : ct,
           G->o->loss == CG_LOSS_SOFTMAX_CE ? "labels" : "w", ct);
-  if (!text_close(&sig)) {
+  if (!cg_text_close(&sig)) {
     free(body.s);
     free(sig.s);
     return oom(G);
@@ -883,8 +813,8 @@ static ap_status emit_update(tgen *G, int v) {
   int64_t numel = ap_numel(val->rank, val->dims);
   bool mom = G->o->momentum != 0;
   char mu[64];
-  text body, sig;
-  if (!text_open(&body))
+  cg_text body, sig;
+  if (!cg_text_open(&body))
     return oom(G);
   if (mom)
     fprintf(body.f, "for (int64_t i = 0; i < %lld; i++) {\n  v[i] = %s * v[i] + g[i];\n"
@@ -893,13 +823,13 @@ static ap_status emit_update(tgen *G, int v) {
   else
     fprintf(body.f, "for (int64_t i = 0; i < %lld; i++)\n  w[i] -= (%s)lr * g[i];\n",
             (long long)numel, ct);
-  if (!text_close(&body) || !text_open(&sig)) {
+  if (!cg_text_close(&body) || !cg_text_open(&sig)) {
     free(body.s);
     return oom(G);
   }
   fprintf(sig.f, "%s *restrict w, const %s *restrict g, %s%s%sfloat lr", ct, ct,
           mom ? ct : "", mom ? " *restrict v" : "", mom ? ", " : "");
-  if (!text_close(&sig)) {
+  if (!cg_text_close(&sig)) {
     free(body.s);
     free(sig.s);
     return oom(G);
@@ -933,25 +863,6 @@ static ap_status emit_allreduce(tgen *G, int v) {
 
 /* ---- the arena ------------------------------------------------------------ */
 
-typedef struct block {
-  int64_t offset, bytes;
-  int buf;
-} block;
-
-static int64_t arena_alloc(block *live, int *n_live, int64_t bytes, int buf) {
-  int64_t size = align_up(bytes), at = 0;
-  int pos = 0;
-  for (; pos < *n_live; pos++) {
-    if (live[pos].offset - at >= size)
-      break;
-    at = live[pos].offset + live[pos].bytes;
-  }
-  memmove(&live[pos + 1], &live[pos], (size_t)(*n_live - pos) * sizeof *live);
-  live[pos] = (block){at, size, buf};
-  (*n_live)++;
-  return at;
-}
-
 static ap_status plan_arena(tgen *G) {
   int nb = n_bufs(G);
   for (int b = 0; b < nb; b++)
@@ -968,7 +879,7 @@ static ap_status plan_arena(tgen *G) {
     G->bufs[root_of(G, G->g->outputs[i])].last_use = INT32_MAX;
   for (int i = 0; i < G->n_exports; i++)
     G->bufs[grad_buf(G, G->exports[i])].last_use = INT32_MAX;
-  block *live = ap_arena_array(G->g->arena, (size_t)nb + 1, sizeof *live);
+  cg_block *live = ap_arena_array(G->g->arena, (size_t)nb + 1, sizeof *live);
   if (!live)
     return oom(G);
   int n_live = 0;
@@ -980,116 +891,20 @@ static ap_status plan_arena(tgen *G) {
         continue;
       buf_info *bi = &G->bufs[b];
       if (bi->st == ST_ARENA && !bi->placed && bi->bytes > 0) {
-        bi->offset = arena_alloc(live, &n_live, bi->bytes, b);
+        bi->offset = cg_arena_alloc(live, &n_live, bi->bytes, b);
         bi->placed = true;
-        if (bi->offset + align_up(bi->bytes) > G->arena_bytes)
-          G->arena_bytes = bi->offset + align_up(bi->bytes);
+        if (bi->offset + cg_align_up(bi->bytes) > G->arena_bytes)
+          G->arena_bytes = bi->offset + cg_align_up(bi->bytes);
       }
     }
     for (int i = 0; i < n_live; i++)
-      if (G->bufs[live[i].buf].last_use <= pos) {
-        memmove(&live[i], &live[i + 1], (size_t)(n_live - i - 1) * sizeof *live);
-        n_live--;
-        i--;
-      }
+      if (G->bufs[live[i].id].last_use <= pos)
+        cg_arena_free(live, &n_live, live[i--].id);
   }
   return AP_OK;
 }
 
 /* ---- writing the files ---------------------------------------------------- */
-
-static ap_status write_file(tgen *G, const char *name, const void *data, size_t size) {
-  char *path = ap_arena_printf(G->g->arena, "%s/%s", G->o->outdir, name);
-  char *tmp = ap_arena_printf(G->g->arena, "%s/.%s.tmp", G->o->outdir, name);
-  if (!path || !tmp)
-    return oom(G);
-  FILE *f = fopen(tmp, "wb");
-  if (!f)
-    return ap_error(G->d, AP_ERR_IO, path, NULL, NULL, "cannot write: %s", strerror(errno));
-  bool ok = fwrite(data, 1, size, f) == size;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    int e = errno;
-    unlink(tmp);
-    return ap_error(G->d, AP_ERR_IO, path, NULL, NULL, "cannot write: %s", strerror(e));
-  }
-  return AP_OK;
-}
-
-static ap_status write_text(tgen *G, const char *name, text *t) {
-  if (!text_close(t)) {
-    free(t->s);
-    return oom(G);
-  }
-  ap_status s = write_file(G, name, t->s, t->len);
-  free(t->s);
-  return s;
-}
-
-static void put_cstring(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
-      fprintf(f, "\\%c", ch);
-    else if (ch < 32 || ch >= 127)
-      fprintf(f, "\\%03o", ch);
-    else
-      fputc(ch, f);
-  }
-  fputc('"', f);
-}
-
-static void put_comment_name(FILE *f, const char *s) {
-  for (; *s; s++)
-    fputc((*s == '*' || (unsigned char)*s < 32) ? '_' : *s, f);
-}
-
-static const char kernels_prelude[] =
-    "/* Generated by accparc: the kernels of this training program, each emitted once. */\n"
-    "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n#include \"kernels.h\"\n\n"
-    "#define AP_MINMAX(T) \\\n"
-    "  static inline T ap_max_##T(T p, T q) { return (p != p || p > q) ? p : q; } \\\n"
-    "  static inline T ap_min_##T(T p, T q) { return (p != p || p < q) ? p : q; }\n"
-    "AP_MINMAX(float)\nAP_MINMAX(double)\nAP_MINMAX(int8_t)\nAP_MINMAX(uint8_t)\n"
-    "AP_MINMAX(int16_t)\nAP_MINMAX(uint16_t)\nAP_MINMAX(int32_t)\nAP_MINMAX(uint32_t)\n"
-    "AP_MINMAX(int64_t)\nAP_MINMAX(uint64_t)\n";
-
-static ap_status write_kernels(tgen *G) {
-  text h, c;
-  if (!text_open(&h))
-    return oom(G);
-  if (!text_open(&c)) {
-    text_close(&h);
-    free(h.s);
-    return oom(G);
-  }
-  fprintf(h.f, "/* Generated by accparc: kernel prototypes. */\n#ifndef ACCPAR_GEN_KERNELS_H\n"
-               "#define ACCPAR_GEN_KERNELS_H\n#include <stddef.h>\n#include <stdint.h>\n\n"
-               "/* Floats of scratch the largest kernel needs. */\nsize_t cgk_work_floats(void);\n");
-  fputs(kernels_prelude, c.f);
-  if (G->needs_kernels_lib)
-    fprintf(c.f, "\n/* The project's GEMM and convolution, static in this unit so the\n"
-                 " * compiler specialises them for the constant shapes of the calls. */\n"
-                 "#define APK_STATIC\n#include \"gemm.c\"\n#include \"conv.c\"\n");
-  for (int i = 0; i < G->n_kernels; i++) {
-    fprintf(h.f, "void cgk_%d(%s);\n", i, G->kernels[i].sig);
-    fprintf(c.f, "\nvoid cgk_%d(%s) {\n%s}\n", i, G->kernels[i].sig, G->kernels[i].body);
-  }
-  fprintf(c.f, "\nsize_t cgk_work_floats(void) {\n  size_t most = 0, need;\n  (void)need;\n");
-  for (int i = 0; i < G->n_kernels; i++)
-    if (G->kernels[i].work[0])
-      fprintf(c.f, "  need = %s;\n  if (need > most)\n    most = need;\n", G->kernels[i].work);
-  fprintf(c.f, "  return most;\n}\n");
-  fprintf(h.f, "\n#endif\n");
-  ap_status s = write_text(G, "kernels.h", &h);
-  if (s != AP_OK) {
-    text_close(&c);
-    free(c.s);
-    return s;
-  }
-  return write_text(G, "kernels.c", &c);
-}
 
 static void put_buf_ptr(tgen *G, FILE *f, int b) {
   if (b == ARG_LOSS) {
@@ -1184,8 +999,8 @@ static void put_inbox_pack(tgen *G, FILE *f, int b, int input_index) {
 
 static ap_status write_device(tgen *G) {
   ap_graph *g = G->g;
-  text t;
-  if (!text_open(&t))
+  cg_text t;
+  if (!cg_text_open(&t))
     return oom(G);
   FILE *f = t.f;
   int dev = G->dev;
@@ -1200,16 +1015,16 @@ static ap_status write_device(tgen *G) {
           dev, G->n_dev > 1 ? "its share of the batch, the weights replicated" : "the whole graph",
           (long long)G->arena_bytes, (long long)G->params_bytes, dev);
   fprintf(f, "int ap_device_%d(aprt_comm *c) {\n", dev);
-  fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", ALIGN,
-          (long long)(G->arena_bytes ? G->arena_bytes : ALIGN));
-  fprintf(f, "  unsigned char *params = aligned_alloc(%d, %lld);\n", ALIGN,
-          (long long)(G->params_bytes ? G->params_bytes : ALIGN));
+  fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", CG_ALIGN,
+          (long long)(G->arena_bytes ? G->arena_bytes : CG_ALIGN));
+  fprintf(f, "  unsigned char *params = aligned_alloc(%d, %lld);\n", CG_ALIGN,
+          (long long)(G->params_bytes ? G->params_bytes : CG_ALIGN));
   fprintf(f, "  unsigned char *mom = calloc(1, %lld);\n",
-          (long long)(G->params_bytes ? G->params_bytes : ALIGN));
-  fprintf(f, "  float *work = aligned_alloc(%d, (cgk_work_floats() * 4 + %d) / %d * %d);\n", ALIGN,
-          2 * ALIGN - 1, ALIGN, ALIGN);
-  fprintf(f, "  unsigned char *inbox = aligned_alloc(%d, %lld);\n", ALIGN,
-          (long long)(G->inbox_bytes ? G->inbox_bytes : ALIGN));
+          (long long)(G->params_bytes ? G->params_bytes : CG_ALIGN));
+  fprintf(f, "  float *work = aligned_alloc(%d, (cgk_work_floats() * 4 + %d) / %d * %d);\n", CG_ALIGN,
+          2 * CG_ALIGN - 1, CG_ALIGN, CG_ALIGN);
+  fprintf(f, "  unsigned char *inbox = aligned_alloc(%d, %lld);\n", CG_ALIGN,
+          (long long)(G->inbox_bytes ? G->inbox_bytes : CG_ALIGN));
   fprintf(f, "  if (!arena || !params || !mom || !work || !inbox) {\n"
              "    free(arena);\n    free(params);\n    free(mom);\n    free(work);\n    free(inbox);\n"
              "    return aprt_fail(c, APRT_ERR_NOMEM, \"device %d: out of memory\");\n  }\n",
@@ -1247,11 +1062,11 @@ static ap_status write_device(tgen *G) {
     fprintf(f, "    /* %s", cl->what);
     if (cl->phase == PH_UPDATE || cl->phase == PH_GRADIENT) {
       fprintf(f, " '");
-      put_comment_name(f, g->values[cl->args[0] % G->nv].name);
+      cg_put_comment_name(f, g->values[cl->args[0] % G->nv].name);
       fprintf(f, "'");
     } else if (cl->node >= 0) {
       fprintf(f, " %s '", g->nodes[cl->node].op_type);
-      put_comment_name(f, g->nodes[cl->node].name);
+      cg_put_comment_name(f, g->nodes[cl->node].name);
       fprintf(f, "'");
     }
     if (cl->kernel == K_SLICE) {
@@ -1316,7 +1131,7 @@ static ap_status write_device(tgen *G) {
     }
   fprintf(f, "  free(arena);\n  free(params);\n  free(mom);\n  free(work);\n  free(inbox);\n"
              "  return s;\n}\n");
-  if (!text_close(&t)) {
+  if (!cg_text_close(&t)) {
     free(t.s);
     return oom(G);
   }
@@ -1325,21 +1140,11 @@ static ap_status write_device(tgen *G) {
   return AP_OK;
 }
 
-static void put_spec(FILE *f, const char *name, ap_dtype dt, int rank, const int64_t *dims,
-                     int64_t classes) {
-  fprintf(f, "    {");
-  put_cstring(f, name);
-  fprintf(f, ", (aprt_dtype)%d, %d, {", (int)dt, rank);
-  for (int k = 0; k < rank; k++)
-    fprintf(f, "%s%lld", k ? ", " : "", (long long)dims[k]);
-  fprintf(f, "%s}, %lld},\n", rank ? "" : "0", (long long)classes);
-}
-
 static ap_status write_main(tgen *G, const char *blob_path) {
   ap_graph *g = G->g;
   const cg_train_opts *o = G->o;
-  text t;
-  if (!text_open(&t))
+  cg_text t;
+  if (!cg_text_open(&t))
     return oom(G);
   FILE *f = t.f;
   fprintf(f, "/* Generated by accparc: the training program's description and main. */\n"
@@ -1347,30 +1152,8 @@ static ap_status write_main(tgen *G, const char *blob_path) {
   for (int dev = 0; dev < G->n_dev; dev++)
     fprintf(f, "int ap_device_%d(aprt_comm *c);\n", dev);
   fprintf(f, "\n");
-  fprintf(f, "__asm__(\".section .rodata\\n\"\n        \".balign %d\\n\"\n"
-             "        \".globl ap_blob\\n\"\n        \".type ap_blob, @object\\n\"\n"
-             "        \"ap_blob:\\n\"\n        \".incbin ",
-          ALIGN);
-  fputs("\\\"", f);
-  for (const char *p = blob_path; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fputs("\\\\\\", f);
-    fputc(*p, f);
-  }
-  fputs("\\\"\\n\"\n        \".byte 0\\n\"\n        \".previous\\n\");\n\n", f);
-  fprintf(f, "static const char *const device_names[] = {");
-  const ap_plan *p = g->plan;
-  if (G->dist && p && p->dev.n_devices == G->n_dev) {
-    int dev = 0;
-    for (int kd = 0; kd < p->dev.n_kinds; kd++)
-      for (int i = 0; i < p->dev.kinds[kd].count; i++) {
-        fprintf(f, "%s", dev++ ? ", " : "");
-        put_cstring(f, p->dev.kinds[kd].name);
-      }
-  } else {
-    put_cstring(f, o->device_kind ? o->device_kind : "cpu");
-  }
-  fprintf(f, "};\n\n");
+  cg_put_blob_asm(f, blob_path);
+  cg_put_device_names(f, G->dist ? g->plan : NULL, G->n_dev, o->device_kind);
   /* Bytes each device sends per step: the gradients' all-reduces
    * (aprt_allreduce_bytes of every trainable weight). */
   fprintf(f, "static const uint64_t predicted_step_bytes[] = {");
@@ -1393,55 +1176,50 @@ static ap_status write_main(tgen *G, const char *blob_path) {
     int v = G->prog_inputs[i];
     if (v >= 0) {
       const ap_value *val = &g->values[v];
-      put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
     } else if (o->loss == CG_LOSS_SOFTMAX_CE) {
       int64_t n = lv->dims[0], numel = ap_numel(lv->rank, lv->dims);
-      put_spec(f, "labels", AP_DT_INT64, 1, &n, n ? numel / n : 0);
+      cg_put_spec(f, "labels", AP_DT_INT64, 1, &n, n ? numel / n : 0);
     } else {
-      put_spec(f, "loss_weights", lv->dtype, lv->rank, lv->dims, 0);
+      cg_put_spec(f, "loss_weights", lv->dtype, lv->rank, lv->dims, 0);
     }
   }
   fprintf(f, "};\n\nstatic const aprt_tensor_spec outputs[] = {\n");
   int n_out = 0;
   for (int i = 0; i < g->n_outputs; i++, n_out++) {
     const ap_value *val = &g->values[g->outputs[i]];
-    put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+    cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
   }
   if (o->export_grads) {
-    put_spec(f, "loss", AP_DT_DOUBLE, 0, NULL, 0);
+    cg_put_spec(f, "loss", AP_DT_DOUBLE, 0, NULL, 0);
     n_out++;
     for (int i = 0; i < G->n_exports; i++, n_out++) {
       const ap_value *val = &g->values[G->exports[i]];
       char *name = ap_arena_printf(g->arena, "grad:%s", val->name);
       if (!name) {
-        text_close(&t);
+        cg_text_close(&t);
         free(t.s);
         return oom(G);
       }
-      put_spec(f, name, val->dtype, val->rank, val->dims, 0);
+      cg_put_spec(f, name, val->dtype, val->rank, val->dims, 0);
     }
   }
   for (int v = 0; o->export_weights && v < G->nv; v++)
     if (G->sch.trainable[v]) {
       const ap_value *val = &g->values[v];
-      put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
       n_out++;
     }
   fprintf(f, "};\n\n");
-  fprintf(f, "static int run(aprt_comm *c, void *arg) {\n  (void)arg;\n  switch (aprt_rank(c)) {\n");
-  for (int dev = 0; dev < G->n_dev; dev++)
-    fprintf(f, "  case %d:\n    return ap_device_%d(c);\n", dev, dev);
-  fprintf(f, "  }\n  return aprt_fail(c, APRT_ERR_USAGE, \"this program has %d device%s, not %%d\", "
-             "aprt_size(c));\n}\n\n",
-          G->n_dev, G->n_dev > 1 ? "s" : "");
+  cg_put_run(f, G->n_dev);
   fprintf(f, "static const aprt_program program = {\n  .name = ");
-  put_cstring(f, o->model_name ? o->model_name : "model");
+  cg_put_cstring(f, o->model_name ? o->model_name : "model");
   fprintf(f, ",\n  .ndev = %d,\n  .device_names = device_names,\n  .train = 1,\n"
              "  .n_inputs = %d,\n  .inputs = inputs,\n  .n_outputs = %d,\n  .outputs = outputs,\n"
              "  .predicted_step_bytes = predicted_step_bytes,\n  .run = run,\n};\n\n",
           G->n_dev, G->n_prog_inputs, n_out);
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
-  return write_text(G, "main.c", &t);
+  return cg_write_text(G->g, G->d, G->o->outdir, "main.c", &t);
 }
 
 static ap_status write_blob(tgen *G) {
@@ -1453,19 +1231,7 @@ static ap_status write_blob(tgen *G) {
   for (int v = 0; v < G->nv; v++)
     if (G->blob_off[v] >= 0 && value_bytes(&g->values[v]))
       memcpy(blob + G->blob_off[v], g->values[v].data, (size_t)value_bytes(&g->values[v]));
-  return write_file(G, "weights.bin", blob, (size_t)G->blob_bytes);
-}
-
-static ap_status make_dir(tgen *G, const char *dir) {
-  struct stat st;
-  if (stat(dir, &st) == 0) {
-    if (!S_ISDIR(st.st_mode))
-      return ap_error(G->d, AP_ERR_IO, dir, NULL, NULL, "exists and is not a directory");
-    return AP_OK;
-  }
-  if (mkdir(dir, 0777) != 0)
-    return ap_error(G->d, AP_ERR_IO, dir, NULL, NULL, "cannot create: %s", strerror(errno));
-  return AP_OK;
+  return cg_write_file(G->g, G->d, G->o->outdir, "weights.bin", blob, (size_t)G->blob_bytes);
 }
 
 /* What partitioned training generates so far: plans whose layers are all of
@@ -1631,32 +1397,17 @@ ap_status cg_emit_train_program(ap_graph *g, const cg_train_opts *o, ap_diag *d)
     G.dev = dev;
     s = emit_device(&G);
   }
-  if (s == AP_OK)
-    s = make_dir(&G, o->outdir);
-  if (s == AP_OK) {
-    char *model = ap_arena_printf(g->arena, "%s/model", o->outdir);
-    if (!model)
-      s = oom(&G);
-    else if (unlink(model) != 0 && errno != ENOENT)
-      s = ap_error(d, AP_ERR_IO, model, NULL, NULL, "cannot remove: %s", strerror(errno));
-  }
   char *blob_path = NULL;
-  if (s == AP_OK) {
-    char *abs = realpath(o->outdir, NULL);
-    if (!abs)
-      s = ap_error(d, AP_ERR_IO, o->outdir, NULL, NULL, "cannot resolve: %s", strerror(errno));
-    else if (!(blob_path = ap_arena_printf(g->arena, "%s/weights.bin", abs)))
-      s = oom(&G);
-    free(abs);
-  }
+  if (s == AP_OK)
+    s = cg_prepare_outdir(g, d, o->outdir, &blob_path);
   if (s == AP_OK)
     s = write_blob(&G);
   if (s == AP_OK)
-    s = write_kernels(&G);
+    s = cg_write_kernels(g, d, o->outdir, &G.kernels, G.needs_kernels_lib, true);
   for (int dev = 0; s == AP_OK && dev < G.n_dev; dev++) {
     char name[32];
     snprintf(name, sizeof name, "dev%d.c", dev);
-    s = write_file(&G, name, G.dev_src[dev], G.dev_len[dev]);
+    s = cg_write_file(g, d, o->outdir, name, G.dev_src[dev], G.dev_len[dev]);
   }
   if (s == AP_OK)
     s = write_main(&G, blob_path);
@@ -1664,9 +1415,6 @@ ap_status cg_emit_train_program(ap_graph *g, const cg_train_opts *o, ap_diag *d)
     free(G.dev_src[dev]);
   free(G.dev_src);
   free(G.dev_len);
-  for (int i = 0; i < G.n_kernels; i++) {
-    free(G.kernels[i].sig);
-    free(G.kernels[i].body);
-  }
+  cg_kernel_set_free(&G.kernels);
   return s;
 }

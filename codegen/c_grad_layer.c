@@ -167,20 +167,10 @@ static ap_status grad_conv(cg_grad_kernel *gk) {
 
 /* ---- ConvTranspose ------------------------------------------------------- */
 
-static void ints_or(const ap_node *n, const char *name, int count, int64_t dflt, int64_t *out) {
-  int c;
-  const int64_t *v = ap_attr_ints(n, name, &c);
-  for (int i = 0; i < count; i++)
-    out[i] = v && i < c ? v[i] : dflt;
-}
-
-/* Python's floor division, as the ONNX reference computes pads. */
-static int64_t floor_div2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
-
 /* The forward scatters x[n, c, i] * w[c, m, k] into y[n, g mg + m,
  * i stride + k dilation - pad]; the backward walks the same loops and
- * gathers: dx from dy and w, dW from dy and x. Pads as the forward resolves
- * them (output_shape, auto_pad, output_padding). */
+ * gathers: dx from dy and w, dW from dy and x, with the forward's geometry
+ * (cg_conv_transpose_geometry). */
 static ap_status grad_conv_transpose(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
   const cg_operand *x = &k->in[0], *wt = &k->in[1], *y = &k->out[0];
@@ -189,31 +179,8 @@ static ap_status grad_conv_transpose(cg_grad_kernel *gk) {
     return s;
   int nsp = x->rank - 2;
   int64_t group = ap_attr_int(k->n, "group", 1);
-  int64_t kernel[AP_MAX_RANK], stride[AP_MAX_RANK], dil[AP_MAX_RANK], pads[2 * AP_MAX_RANK],
-      outpad[AP_MAX_RANK], pb[AP_MAX_RANK];
-  if (ap_attr_find(k->n, "kernel_shape"))
-    ints_or(k->n, "kernel_shape", nsp, 1, kernel);
-  else
-    for (int i = 0; i < nsp; i++)
-      kernel[i] = wt->dims[i + 2];
-  ints_or(k->n, "strides", nsp, 1, stride);
-  ints_or(k->n, "dilations", nsp, 1, dil);
-  ints_or(k->n, "pads", 2 * nsp, 0, pads);
-  ints_or(k->n, "output_padding", nsp, 0, outpad);
-  const char *auto_pad = ap_attr_string(k->n, "auto_pad", "NOTSET");
-  bool has_output_shape = ap_attr_find(k->n, "output_shape") != NULL;
-  for (int i = 0; i < nsp; i++) {
-    int64_t total = stride[i] * (x->dims[i + 2] - 1) + outpad[i] +
-                    (kernel[i] - 1) * dil[i] + 1 - y->dims[i + 2];
-    if (strcmp(auto_pad, "SAME_UPPER") == 0)
-      pb[i] = floor_div2(total);
-    else if (strcmp(auto_pad, "SAME_LOWER") == 0 || has_output_shape)
-      pb[i] = total - floor_div2(total);
-    else if (strcmp(auto_pad, "VALID") == 0)
-      pb[i] = 0;
-    else
-      pb[i] = pads[i];
-  }
+  int64_t kernel[AP_MAX_RANK], stride[AP_MAX_RANK], dil[AP_MAX_RANK], pb[AP_MAX_RANK];
+  cg_conv_transpose_geometry(k, x, wt, y, kernel, stride, dil, pb);
   int64_t cg = x->dims[1] / group, mg = wt->dims[1], plane = 1;
   int64_t xs[AP_MAX_RANK], ws[AP_MAX_RANK], ys[AP_MAX_RANK];
   cg_strides(x->rank, x->dims, xs);

@@ -16,34 +16,9 @@ static ap_status need_float(cg_kernel *k, ap_dtype t) {
   return AP_OK;
 }
 
-static void open_window(cg_kernel *k, const cg_operand *x, const cg_operand *y,
-                        const cg_win *w) {
-  cg_printf(k, "int64_t o = 0;\nfor (int64_t nc = 0; nc < %lld; nc++) {\n",
-            (long long)(x->dims[0] * x->dims[1]));
-  cg_loops_open(k, w->nsp, y->dims + 2, "o");
-}
 
-static void open_taps(cg_kernel *k, const cg_win *w) {
-  cg_loops_open(k, w->nsp, w->kernel, "k");
-  for (int i = 0; i < w->nsp; i++)
-    cg_printf(k, "const int64_t p%d = o%d * %lld - %lld + k%d * %lld;\n", i, i,
-              (long long)w->stride[i], (long long)w->pad_begin[i], i, (long long)w->dilation[i]);
-}
 
-static void put_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded) {
-  for (int i = 0; i < w->nsp; i++)
-    cg_printf(k, "%sp%d >= %lld && p%d < %lld", i ? " && " : "", i,
-              (long long)(padded ? -w->pad_begin[i] : 0), i,
-              (long long)(x->dims[i + 2] + (padded ? w->pad_end[i] : 0)));
-}
 
-static void put_x_index(cg_kernel *k, const cg_operand *x, int nsp) {
-  int64_t xs[AP_MAX_RANK];
-  cg_strides(x->rank, x->dims, xs);
-  cg_printf(k, "nc * %lld", (long long)xs[1]);
-  for (int i = 0; i < nsp; i++)
-    cg_printf(k, " + p%d * %lld", i, (long long)xs[i + 2]);
-}
 
 static ap_status grad_max_pool(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
@@ -55,13 +30,13 @@ static ap_status grad_max_pool(cg_grad_kernel *gk) {
   if ((s = cg_window(k, x, y, NULL, true, &w)) != AP_OK)
     return s;
   cg_grad_zero(gk, 0);
-  open_window(k, x, y, &w);
+  cg_win_open(k, x, y, &w);
   cg_printf(k, "%s best = 0;\nint64_t at = -1;\n", cg_ctype(x->dtype));
-  open_taps(k, &w);
+  cg_win_taps(k, &w);
   cg_printf(k, "if (");
-  put_inside(k, x, &w, false);
+  cg_win_inside(k, x, &w, false);
   cg_printf(k, ") {\nconst int64_t i = ");
-  put_x_index(k, x, w.nsp);
+  cg_win_x_index(k, x, w.nsp);
   cg_printf(k, ";\nif (x0[i] > best || at < 0) {\nbest = x0[i];\nat = i;\n}\n}\n");
   cg_loops_close(k, w.nsp);
   cg_printf(k, "if (at >= 0)\n  dx0[at] += dy0[o];\no++;\n");
@@ -81,19 +56,19 @@ static ap_status grad_average_pool(cg_grad_kernel *gk) {
     return s;
   bool include_pad = ap_attr_int(k->n, "count_include_pad", 0) != 0;
   cg_grad_zero(gk, 0);
-  open_window(k, x, y, &w);
+  cg_win_open(k, x, y, &w);
   cg_printf(k, "int64_t count = 0;\n");
-  open_taps(k, &w);
+  cg_win_taps(k, &w);
   cg_printf(k, "if (");
-  put_inside(k, x, &w, include_pad);
+  cg_win_inside(k, x, &w, include_pad);
   cg_printf(k, ")\n  count++;\n");
   cg_loops_close(k, w.nsp);
   cg_printf(k, "if (count) {\nconst double d = dy0[o] / (double)count;\n");
-  open_taps(k, &w);
+  cg_win_taps(k, &w);
   cg_printf(k, "if (");
-  put_inside(k, x, &w, false);
+  cg_win_inside(k, x, &w, false);
   cg_printf(k, ")\n  dx0[");
-  put_x_index(k, x, w.nsp);
+  cg_win_x_index(k, x, w.nsp);
   cg_printf(k, "] += d;\n");
   cg_loops_close(k, w.nsp);
   cg_printf(k, "}\no++;\n");

@@ -136,15 +136,16 @@ ap_status cg_emit_CONV(cg_kernel *k) {
 /* Python's floor division, as the ONNX reference computes pads. */
 static int64_t floor_div2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
 
-ap_status cg_emit_CONV_TRANSPOSE(cg_kernel *k) {
-  const cg_operand *x = &k->in[0], *wt = &k->in[1], *b = &k->in[2], *y = &k->out[0];
-  ap_status s = need_type(k, x->dtype);
-  if (s != AP_OK)
-    return s;
+/* The geometry of ConvTranspose node k for input x, weight wt and output
+ * y, for the forward and its gradient alike: kernel, strides, dilations and
+ * the begin pad, which fixes where input index 0 lands (the output's extent
+ * is the inferred shape). With output_shape or SAME, the begin pad comes from
+ * the total padding as in the ONNX reference. */
+void cg_conv_transpose_geometry(const cg_kernel *k, const cg_operand *x, const cg_operand *wt,
+                                const cg_operand *y, int64_t *kernel, int64_t *stride,
+                                int64_t *dil, int64_t *pad_begin) {
   int nsp = x->rank - 2;
-  int64_t group = ap_attr_int(k->n, "group", 1);
-  int64_t kernel[AP_MAX_RANK], stride[AP_MAX_RANK], dil[AP_MAX_RANK], pads[2 * AP_MAX_RANK],
-      outpad[AP_MAX_RANK], pb[AP_MAX_RANK];
+  int64_t pads[2 * AP_MAX_RANK], outpad[AP_MAX_RANK];
   if (ap_attr_find(k->n, "kernel_shape"))
     ints_or(k->n, "kernel_shape", nsp, 1, kernel);
   else
@@ -157,20 +158,28 @@ ap_status cg_emit_CONV_TRANSPOSE(cg_kernel *k) {
   const char *auto_pad = ap_attr_string(k->n, "auto_pad", "NOTSET");
   bool has_output_shape = ap_attr_find(k->n, "output_shape") != NULL;
   for (int i = 0; i < nsp; i++) {
-    /* The begin pad fixes where input index 0 lands; the output's extent is
-     * the inferred shape. With output_shape or SAME, pads come from the total
-     * padding as in the ONNX reference. */
     int64_t total = stride[i] * (x->dims[i + 2] - 1) + outpad[i] +
                     (kernel[i] - 1) * dil[i] + 1 - y->dims[i + 2];
     if (strcmp(auto_pad, "SAME_UPPER") == 0)
-      pb[i] = floor_div2(total);
+      pad_begin[i] = floor_div2(total);
     else if (strcmp(auto_pad, "SAME_LOWER") == 0 || has_output_shape)
-      pb[i] = total - floor_div2(total);
+      pad_begin[i] = total - floor_div2(total);
     else if (strcmp(auto_pad, "VALID") == 0)
-      pb[i] = 0;
+      pad_begin[i] = 0;
     else
-      pb[i] = pads[i];
+      pad_begin[i] = pads[i];
   }
+}
+
+ap_status cg_emit_CONV_TRANSPOSE(cg_kernel *k) {
+  const cg_operand *x = &k->in[0], *wt = &k->in[1], *b = &k->in[2], *y = &k->out[0];
+  ap_status s = need_type(k, x->dtype);
+  if (s != AP_OK)
+    return s;
+  int nsp = x->rank - 2;
+  int64_t group = ap_attr_int(k->n, "group", 1);
+  int64_t kernel[AP_MAX_RANK], stride[AP_MAX_RANK], dil[AP_MAX_RANK], pb[AP_MAX_RANK];
+  cg_conv_transpose_geometry(k, x, wt, y, kernel, stride, dil, pb);
   const char *ct = cg_ctype(x->dtype);
   int64_t cg = x->dims[1] / group, mg = wt->dims[1];
   int64_t xs[AP_MAX_RANK], ws[AP_MAX_RANK], ys[AP_MAX_RANK];

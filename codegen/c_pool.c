@@ -23,14 +23,14 @@ static const char *lowest(ap_dtype t) {
 
 /* Opens the loops over (N*C, output positions, kernel taps) and defines
  * p<i>, the input position of tap k<i> at output o<i>. */
-static void open_window(cg_kernel *k, const cg_operand *x, const cg_operand *y,
+void cg_win_open(cg_kernel *k, const cg_operand *x, const cg_operand *y,
                         const cg_win *w) {
   cg_printf(k, "int64_t o = 0;\nfor (int64_t nc = 0; nc < %lld; nc++) {\n",
             (long long)(x->dims[0] * x->dims[1]));
   cg_loops_open(k, w->nsp, y->dims + 2, "o");
 }
 
-static void open_taps(cg_kernel *k, const cg_win *w) {
+void cg_win_taps(cg_kernel *k, const cg_win *w) {
   cg_loops_open(k, w->nsp, w->kernel, "k");
   for (int i = 0; i < w->nsp; i++)
     cg_printf(k, "const int64_t p%d = o%d * %lld - %lld + k%d * %lld;\n", i, i,
@@ -38,7 +38,7 @@ static void open_taps(cg_kernel *k, const cg_win *w) {
 }
 
 /* "p0 >= lo0 && p0 < hi0 && ...": the tap lies in [-pad_lo, in + pad_hi). */
-static void put_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded) {
+void cg_win_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded) {
   for (int i = 0; i < w->nsp; i++)
     cg_printf(k, "%sp%d >= %lld && p%d < %lld", i ? " && " : "", i,
               (long long)(padded ? -w->pad_begin[i] : 0), i,
@@ -46,7 +46,7 @@ static void put_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool 
 }
 
 /* x0's element at input position p within image/channel nc. */
-static void put_x_index(cg_kernel *k, const cg_operand *x, int nsp) {
+void cg_win_x_index(cg_kernel *k, const cg_operand *x, int nsp) {
   int64_t xs[AP_MAX_RANK];
   cg_strides(x->rank, x->dims, xs);
   cg_printf(k, "nc * %lld", (long long)xs[1]);
@@ -62,13 +62,13 @@ ap_status cg_emit_MAX_POOL(cg_kernel *k) {
     return s;
   bool indices = k->out[1].v != NULL;
   int64_t order = ap_attr_int(k->n, "storage_order", 0);
-  open_window(k, x, y, &w);
+  cg_win_open(k, x, y, &w);
   cg_printf(k, "%s best = %s;\nint64_t at = -1;\n", cg_ctype(x->dtype), lowest(x->dtype));
-  open_taps(k, &w);
+  cg_win_taps(k, &w);
   cg_printf(k, "if (");
-  put_inside(k, x, &w, false);
+  cg_win_inside(k, x, &w, false);
   cg_printf(k, ") {\nconst int64_t i = ");
-  put_x_index(k, x, w.nsp);
+  cg_win_x_index(k, x, w.nsp);
   cg_printf(k, ";\nif (x0[i] > best || at < 0) {\nbest = x0[i];\nat = ");
   if (order == 1) { /* column-major over the spatial dims */
     int64_t plane = 1, st = 1;
@@ -103,18 +103,18 @@ ap_status cg_emit_AVERAGE_POOL(cg_kernel *k) {
   if (s != AP_OK)
     return s;
   bool include_pad = ap_attr_int(k->n, "count_include_pad", 0) != 0;
-  open_window(k, x, y, &w);
+  cg_win_open(k, x, y, &w);
   cg_printf(k, "double sum = 0;\nint64_t count = 0;\n");
-  open_taps(k, &w);
+  cg_win_taps(k, &w);
   if (include_pad) {
     cg_printf(k, "if (");
-    put_inside(k, x, &w, true);
+    cg_win_inside(k, x, &w, true);
     cg_printf(k, ")\n  count++;\n");
   }
   cg_printf(k, "if (");
-  put_inside(k, x, &w, false);
+  cg_win_inside(k, x, &w, false);
   cg_printf(k, ") {\nsum += x0[");
-  put_x_index(k, x, w.nsp);
+  cg_win_x_index(k, x, w.nsp);
   cg_printf(k, "];\n%s}\n", include_pad ? "" : "count++;\n");
   cg_loops_close(k, w.nsp);
   cg_printf(k, "y0[o++] = (%s)(count ? sum / (double)count : 0);\n", cg_ctype(y->dtype));

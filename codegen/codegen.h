@@ -254,4 +254,23 @@ typedef struct cg_win {
 ap_status cg_window(cg_kernel *k, const cg_operand *x, const cg_operand *y,
                     const cg_operand *kernel_from, bool has_dilations, cg_win *w);
 
+/* ConvTranspose's geometry (nsp = x->rank - 2 entries each): kernel, strides,
+ * dilations and the begin pad with auto_pad/output_shape resolved. */
+void cg_conv_transpose_geometry(const cg_kernel *k, const cg_operand *x, const cg_operand *wt,
+                                const cg_operand *y, int64_t *kernel, int64_t *stride,
+                                int64_t *dil, int64_t *pad_begin);
+
+/* ---- c_pool.c: window loops, shared by pooling and its gradient ----------- */
+
+/* Opens the loops over (N*C, output positions o<i>) of a pooling kernel. */
+void cg_win_open(cg_kernel *k, const cg_operand *x, const cg_operand *y, const cg_win *w);
+/* Opens the loops over the kernel taps k<i> and defines p<i>, the input
+ * position of tap k<i> at output o<i>. */
+void cg_win_taps(cg_kernel *k, const cg_win *w);
+/* "p0 >= lo0 && p0 < hi0 && ...": the tap lies in [-pad_lo, in + pad_hi)
+ * (padded) or inside the input. */
+void cg_win_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded);
+/* x's element at input position p within image/channel nc. */
+void cg_win_x_index(cg_kernel *k, const cg_operand *x, int nsp);
+
 #endif

@@ -179,6 +179,14 @@ struct ap_dbox; /* passes/distribute.h */
  * zero) as a whole tensor of its own (kernels specialise to box sizes)
  * (emit_util.c). */
 void cg_operand_of(const ap_value *v, const struct ap_dbox *b, cg_operand *o);
+/* Box b of constant v as a value of its own (dims = the box's sizes, its
+ * data sliced), in g's arena; v itself when b is whole. NULL: out of memory. */
+const ap_value *cg_const_view(ap_graph *g, int v, const struct ap_dbox *b);
+/* Writes an aprt_box initializer of box b inside the dense row-major buffer
+ * of box within ({rank, offset, {sizes}, {strides}}), the offset moved on by
+ * shift elements. */
+void cg_put_box(FILE *f, int rank, const struct ap_dbox *b, const struct ap_dbox *within,
+                int64_t shift);
 
 /* What an emitter receives and fills for one node. */
 typedef struct cg_kernel {
@@ -238,6 +246,12 @@ void cg_map(cg_kernel *k, int out, int n_args, const int *slots, const char *exp
 int64_t cg_opset(const cg_kernel *k);
 /* An axis attribute normalised to [0, rank), or -1 when out of range. */
 int cg_norm_axis(int64_t axis, int rank);
+/* The kernel adding the bias a partial layer left out once its partial sums
+ * are resolved (k->n: the layer; k->in[0]: the bias's box, k->out[0]: the
+ * output's): per channel for Conv and ConvTranspose, beta * C broadcast for
+ * Gemm. Body into k->body; the signature (x0 the bias, y0 the output) into
+ * sig. */
+void cg_emit_bias_add(cg_kernel *k, FILE *sig);
 
 /* ---- c_layer.c ------------------------------------------------------------ */
 

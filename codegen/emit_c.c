@@ -312,26 +312,6 @@ static ap_status plan_inputs(gen *G) {
 
 /* ---- constants, sliced ----------------------------------------------------- */
 
-/* Copies box b of a row-major tensor (dims, es bytes per element) into dst. */
-static void slice_copy(unsigned char *dst, const unsigned char *src, int rank,
-                       const int64_t *dims, const ap_dbox *b, size_t es) {
-  int64_t strides[AP_MAX_RANK], idx[AP_MAX_RANK] = {0}, size[AP_MAX_RANK];
-  cg_strides(rank, dims, strides);
-  int64_t total = 1;
-  for (int i = 0; i < rank; i++) {
-    size[i] = b->hi[i] - b->lo[i];
-    total *= size[i];
-  }
-  for (int64_t k = 0; k < total; k++) {
-    int64_t off = 0;
-    for (int i = 0; i < rank; i++)
-      off += (b->lo[i] + idx[i]) * strides[i];
-    memcpy(dst + (size_t)k * es, src + (size_t)off * es, es);
-    for (int i = rank - 1; i >= 0 && ++idx[i] == size[i]; i--)
-      idx[i] = 0;
-  }
-}
-
 /* The constant box b of value v (registered once). */
 static int const_box_of(gen *G, int v, const ap_dbox *b) {
   ap_graph *g = G->g;
@@ -346,22 +326,9 @@ static int const_box_of(gen *G, int v, const ap_dbox *b) {
   c->value = v;
   c->box = *b;
   c->offset = -1;
-  if (ap_dbox_whole(val, b)) {
-    c->view = &g->values[v];
-  } else {
-    ap_value *view = ap_arena_alloc(g->arena, sizeof *view);
-    size_t es = ap_dtype_size(val->dtype);
-    int64_t n = ap_dbox_volume(val->rank, b);
-    unsigned char *data = ap_arena_alloc(g->arena, (size_t)n * es + 1);
-    if (!view || !data)
-      return -1;
-    *view = *val;
-    for (int i = 0; i < val->rank; i++)
-      view->dims[i] = b->hi[i] - b->lo[i];
-    slice_copy(data, val->data, val->rank, val->dims, b, es);
-    view->data = data;
-    c->view = view;
-  }
+  c->view = (ap_value *)cg_const_view(g, v, b);
+  if (!c->view)
+    return -1;
   return G->n_consts++;
 }
 
@@ -490,19 +457,8 @@ static ap_status emit_bias(gen *G, int ni, int bias_slot, int out_slot, int tran
   k->g = g;
   k->n = n;
   k->d = G->d;
-  cg_operand yo, bo;
-  cg_operand_of(y, &D->slots[out_slot].box, &yo);
-  cg_operand_of(bv, bb, &bo);
-  int64_t ys[AP_MAX_RANK], bs[AP_MAX_RANK];
-  cg_strides(yo.rank, yo.dims, ys);
-  double scale = 1;
-  if (n->op == AP_OP_GEMM) {
-    cg_broadcast_strides(&bo, yo.rank, bs);
-    scale = ap_attr_float(n, "beta", 1.0f);
-  } else {
-    for (int i = 0; i < yo.rank; i++)
-      bs[i] = i == 1;
-  }
+  cg_operand_of(y, &D->slots[out_slot].box, &k->out[0]);
+  cg_operand_of(bv, bb, &k->in[0]);
   cg_text body, sig;
   if (!cg_text_open(&body))
     return oom(G);
@@ -512,13 +468,7 @@ static ap_status emit_bias(gen *G, int ni, int bias_slot, int out_slot, int tran
     return oom(G);
   }
   k->body = body.f;
-  char lit[64], yi[512], bi[512];
-  cg_literal(lit, y->dtype, scale);
-  cg_loops_open(k, yo.rank, yo.dims, "i");
-  cg_printf(k, "y0[%s] += %s * x0[%s];\n", cg_index(yi, sizeof yi, yo.rank, ys, "i"), lit,
-            cg_index(bi, sizeof bi, yo.rank, bs, "i"));
-  cg_loops_close(k, yo.rank);
-  fprintf(sig.f, "const %s *restrict x0, %s *restrict y0", cg_ctype(y->dtype), cg_ctype(y->dtype));
+  cg_emit_bias_add(k, sig.f);
   bool ok = cg_text_close(&body);
   ok &= cg_text_close(&sig);
   if (!ok) {
@@ -846,24 +796,6 @@ static void put_slot_ptr(gen *G, FILE *f, int s) {
   }
 }
 
-/* An aprt_box initializer: box b inside the dense buffer of box within. */
-static void put_box(FILE *f, int rank, const ap_dbox *b, const ap_dbox *within,
-                    int64_t extra_offset) {
-  int64_t dims[AP_MAX_RANK], strides[AP_MAX_RANK], off = extra_offset;
-  for (int i = 0; i < rank; i++)
-    dims[i] = within->hi[i] - within->lo[i];
-  cg_strides(rank, dims, strides);
-  for (int i = 0; i < rank; i++)
-    off += (b->lo[i] - within->lo[i]) * strides[i];
-  fprintf(f, "{%d, %lld, {", rank, (long long)off);
-  for (int i = 0; i < rank; i++)
-    fprintf(f, "%s%lld", i ? ", " : "", (long long)(b->hi[i] - b->lo[i]));
-  fprintf(f, "%s}, {", rank ? "" : "0");
-  for (int i = 0; i < rank; i++)
-    fprintf(f, "%s%lld", i ? ", " : "", (long long)strides[i]);
-  fprintf(f, "%s}}", rank ? "" : "0");
-}
-
 static void put_comm_check(FILE *f) { fprintf(f, "    if (s != APRT_OK)\n      goto done;\n"); }
 
 /* The exchange of a transfer or a partial-sum reduction: this device's
@@ -884,7 +816,7 @@ static void put_exchange(gen *G, FILE *f, const step *st, const ap_value *v, int
     for (int k = 0; k < t->n_pieces; k++)
       if (t->pieces[k].from == dev) {
         fprintf(f, "      {%d, ", t->pieces[k].to);
-        put_box(f, v->rank, &t->pieces[k].box, src_box, 0);
+        cg_put_box(f, v->rank, &t->pieces[k].box, src_box, 0);
         fprintf(f, "},\n");
       }
     fprintf(f, "    };\n");
@@ -894,7 +826,7 @@ static void put_exchange(gen *G, FILE *f, const step *st, const ap_value *v, int
     for (int k = 0; k < t->n_pieces; k++)
       if (t->pieces[k].to == dev) {
         fprintf(f, "      {%d, ", t->pieces[k].from);
-        put_box(f, v->rank, &t->pieces[k].box, dst_box,
+        cg_put_box(f, v->rank, &t->pieces[k].box, dst_box,
                 stage_volume * t->pieces[k].summand);
         fprintf(f, "},\n");
       }
@@ -939,7 +871,7 @@ static void put_step(gen *G, FILE *f, const step *st) {
     if (ap_dbox_volume(v->rank, &dst->box) == 0)
       break;
     fprintf(f, "  {\n    static const aprt_box b = ");
-    put_box(f, v->rank, &dst->box, &a0->box, 0);
+    cg_put_box(f, v->rank, &dst->box, &a0->box, 0);
     fprintf(f, ";\n    aprt_box_pack(");
     put_slot_ptr(G, f, st->args[1]);
     fprintf(f, ", ");

@@ -134,6 +134,81 @@ void cg_operand_of(const ap_value *v, const struct ap_dbox *b, cg_operand *o) {
     o->box.size[i] = o->dims[i];
 }
 
+/* Copies box b of a row-major tensor (dims, es bytes per element) into dst. */
+static void slice_copy(unsigned char *dst, const unsigned char *src, int rank,
+                       const int64_t *dims, const ap_dbox *b, size_t es) {
+  int64_t strides[AP_MAX_RANK], idx[AP_MAX_RANK] = {0}, size[AP_MAX_RANK];
+  cg_strides(rank, dims, strides);
+  int64_t total = 1;
+  for (int i = 0; i < rank; i++) {
+    size[i] = b->hi[i] - b->lo[i];
+    total *= size[i];
+  }
+  for (int64_t k = 0; k < total; k++) {
+    int64_t off = 0;
+    for (int i = 0; i < rank; i++)
+      off += (b->lo[i] + idx[i]) * strides[i];
+    memcpy(dst + (size_t)k * es, src + (size_t)off * es, es);
+    for (int i = rank - 1; i >= 0 && ++idx[i] == size[i]; i--)
+      idx[i] = 0;
+  }
+}
+
+const ap_value *cg_const_view(ap_graph *g, int v, const ap_dbox *b) {
+  const ap_value *val = &g->values[v];
+  if (ap_dbox_whole(val, b))
+    return val;
+  ap_value *view = ap_arena_alloc(g->arena, sizeof *view);
+  size_t es = ap_dtype_size(val->dtype);
+  int64_t n = ap_dbox_volume(val->rank, b);
+  unsigned char *data = ap_arena_alloc(g->arena, (size_t)n * es + 1);
+  if (!view || !data)
+    return NULL;
+  *view = *val;
+  for (int i = 0; i < val->rank; i++)
+    view->dims[i] = b->hi[i] - b->lo[i];
+  slice_copy(data, val->data, val->rank, val->dims, b, es);
+  view->data = data;
+  return view;
+}
+
+void cg_put_box(FILE *f, int rank, const ap_dbox *b, const ap_dbox *within, int64_t shift) {
+  int64_t st[AP_MAX_RANK], dims[AP_MAX_RANK] = {0}, off = shift;
+  for (int i = 0; i < rank; i++)
+    dims[i] = within->hi[i] - within->lo[i];
+  cg_strides(rank, dims, st);
+  for (int i = 0; i < rank; i++)
+    off += (b->lo[i] - within->lo[i]) * st[i];
+  fprintf(f, "{%d, %lld, {", rank, (long long)off);
+  for (int i = 0; i < rank; i++)
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)(b->hi[i] - b->lo[i]));
+  fprintf(f, "%s}, {", rank ? "" : "0");
+  for (int i = 0; i < rank; i++)
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)st[i]);
+  fprintf(f, "%s}}", rank ? "" : "0");
+}
+
+void cg_emit_bias_add(cg_kernel *k, FILE *sig) {
+  const cg_operand *yo = &k->out[0], *bo = &k->in[0];
+  int64_t ys[AP_MAX_RANK], bs[AP_MAX_RANK];
+  cg_strides(yo->rank, yo->dims, ys);
+  double scale = 1;
+  if (k->n->op == AP_OP_GEMM) {
+    cg_broadcast_strides(bo, yo->rank, bs);
+    scale = ap_attr_float(k->n, "beta", 1.0f);
+  } else {
+    for (int i = 0; i < yo->rank; i++)
+      bs[i] = i == 1;
+  }
+  char lit[64], yi[512], bi[512];
+  cg_literal(lit, yo->dtype, scale);
+  cg_loops_open(k, yo->rank, yo->dims, "i");
+  cg_printf(k, "y0[%s] += %s * x0[%s];\n", cg_index(yi, sizeof yi, yo->rank, ys, "i"), lit,
+            cg_index(bi, sizeof bi, yo->rank, bs, "i"));
+  cg_loops_close(k, yo->rank);
+  fprintf(sig, "const %s *restrict x0, %s *restrict y0", cg_ctype(yo->dtype), cg_ctype(yo->dtype));
+}
+
 /* ---- kernels ----------------------------------------------------------------- */
 
 static int find_kernel(const cg_kernel_set *ks, const char *sig, const char *body) {

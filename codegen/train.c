@@ -1,4 +1,4 @@
-/* Training programs for one device: the training schedule (which values are
+/* Training programs: the training schedule (which values are
  * trainable, which carry a gradient, the backward steps in order and where
  * gradients accumulate), and the program that runs forward, the loss,
  * backward and the SGD update for --steps steps.
@@ -255,29 +255,53 @@ typedef struct buf_info {
   storage st;
   ap_dtype dtype;
   int64_t bytes;
-  int64_t offset;   /* into the blob, the weights, the momentum or the arena */
-  int input_index;  /* ST_INPUT */
+  int64_t offset;   /* into the blob, the weights, the momentum, the inbox or the arena */
+  int64_t src;      /* ST_PARAM: where the blob holds its initial value */
+  int input_index;  /* ST_INPUT, ST_INBOX */
   int alias_of;     /* ST_ALIAS */
   int last_use;     /* position of the last call reading or writing it (via aliases) */
   bool placed;      /* ST_ARENA: offset assigned */
+  /* Buffers past the fixed ones (extra_buf): a box of a value (a slice, a
+   * transferred box, a constant's box, an error to send back) or staging. */
+  int value;        /* -1: staging */
+  ap_dbox box;
+  bool slice;       /* a local slice of what the device holds (shared by readers) */
 } buf_info;
 
 enum { MAX_ARGS = 2 * CG_MAX_OPERANDS + 4, ARG_LOSS = -1, ARG_LR = -2 };
-/* Calls that are not kernels: a gradient's all-reduce (args[0]) and a
- * local slice (args[0]'s box into args[1]). */
-enum { K_ALLREDUCE = -1, K_SLICE = -2 };
+/* Calls that are not kernels (args are buffers; boxes from buf_box):
+ * K_SLICE   args[0]'s box into args[1], locally;
+ * K_XCHG    the pieces of a transfer from args[0] into args[1] (copied), or
+ *           through the staging args[2] added into args[1];
+ * K_GSUM    args[0] summed over the groups of an all-reduce, in place;
+ * K_ZERO    args[0] = 0;
+ * K_ADDBOX  args[0] added into its box of args[1]. */
+enum { K_SLICE = -2, K_XCHG = -3, K_GSUM = -4, K_ZERO = -5, K_ADDBOX = -6 };
+
+/* A box of a constant or of a weight's initial value in the blob. */
+typedef struct blob_entry {
+  int value;
+  ap_dbox box;
+  const ap_value *view; /* the box's data (cg_const_view) */
+  int64_t offset;
+} blob_entry;
 
 typedef enum call_phase { PH_FORWARD, PH_LOSS, PH_BACKWARD, PH_GRADIENT, PH_UPDATE } call_phase;
 
 typedef struct call {
   int node;                 /* for the comment; -1 for the loss */
-  const char *what;         /* "forward", "backward", "loss", "all-reduce", "sgd" */
+  int value;                /* for the comment of an update or a gradient's sum; -1 */
+  const char *what;         /* "forward", "backward", "loss", "all-reduce", "sgd"... */
   call_phase phase;
-  int kernel;               /* or K_ALLREDUCE, K_SLICE */
+  int kernel;               /* or one of K_* */
   int n_args;
   int args[MAX_ARGS];       /* buffer ids, ARG_LOSS, ARG_LR */
   uint64_t writes;          /* bit a: args[a] is written */
   bool work;
+  const ap_dxfer *xfer;     /* K_XCHG, K_GSUM */
+  bool reverse;             /* K_XCHG: every piece sent from its receiver to its sender */
+  bool skip_local;          /* K_XCHG: pieces a device sends itself are left out */
+  int tag;                  /* K_XCHG, K_GSUM: the message tag, equal on every device */
 } call;
 
 typedef struct tgen {
@@ -293,25 +317,31 @@ typedef struct tgen {
   bool needs_kernels_lib;
   cg_kernel *kernel;
   int *prog_inputs;         /* value ids, then -1 for the loss's fed operand */
+  int n_buf, cap_bufs;      /* buffers: the fixed 3 NV + 1, then extra_buf's */
   int n_prog_inputs;
   int64_t blob_bytes, params_bytes, arena_bytes;
   int *exports;             /* values whose gradient is an output */
   int n_exports;
-  /* Several devices (a plan of type I layers only): device dev computes its
-   * box of every value, dist->held, and reads the box a node needs of it
-   * through a slice where that is less; weights and run-time inputs are
-   * whole on every device, and the weights' gradients all-reduced. */
+  /* Several devices (passes/distribute.h): device dev computes its box of
+   * every value (dist->held) and of every trainable weight (the box its
+   * readers read), reads what a node needs through the plan's transfers or
+   * a local slice, and runs every transfer's adjoint backward (the
+   * distribution's comment says which); the weights' gradients are summed
+   * over the devices holding copies. */
   const ap_dist *dist;      /* NULL: one device, every box whole */
   int n_dev, dev;
-  int64_t *blob_off;        /* per value: its offset in the blob, shared by the devices; -1 */
-  int *slice_value;         /* slice k (buffer slice_buf(k)): a box of a value some node reads */
-  ap_dbox *slice_box;
-  int n_slices;
+  blob_entry *blob;         /* the boxes of constants and weights in weights.bin, shared */
+  int n_blob, cap_blob;
+  int *in_off;              /* [n_nodes]: where node n's inputs start in rmap */
+  int *rmap;                /* per node input: the buffer this device reads it from; -1 */
+  bool *inited;             /* per value: its gradient buffer is written in this step */
+  uint64_t *want;           /* [n_nodes]: the schedule's want, for the distribution */
+  int n_tags;               /* communication calls so far: the next one's tag */
   int64_t inbox_bytes;      /* the packed boxes of run-time inputs (ST_INBOX) */
   uint64_t *dev_bytes;      /* per device: step_bytes */
   char **dev_src;           /* per device: dev<d>.c, written once every device is generated */
   size_t *dev_len;
-  uint64_t step_bytes;      /* bytes this device sends in one step (the all-reduces) */
+  uint64_t step_bytes;      /* bytes this device sends in one step */
 } tgen;
 
 static ap_status oom(tgen *G) { return cg_oom(G->g, G->d); }
@@ -319,8 +349,7 @@ static ap_status oom(tgen *G) { return cg_oom(G->g, G->d); }
 static int grad_buf(const tgen *G, int v) { return G->nv + v; }
 static int mom_buf(const tgen *G, int v) { return 2 * G->nv + v; }
 static int fed_buf(const tgen *G) { return 3 * G->nv; }
-static int slice_buf(const tgen *G, int k) { return 3 * G->nv + 1 + k; }
-static int n_bufs(const tgen *G) { return 3 * G->nv + 1 + G->n_slices; }
+static int n_bufs(const tgen *G) { return G->n_buf; }
 
 static int root_of(const tgen *G, int b) {
   while (G->bufs[b].st == ST_ALIAS)
@@ -342,14 +371,43 @@ static ap_dbox whole_box(const ap_value *v) {
 
 static bool is_run_input(const ap_value *v) { return v->kind == AP_VAL_INPUT && !v->data; }
 
-/* The box of value v this device computes; constants, weights and
- * run-time inputs are whole on every device (a reader of a part of one
- * reads a slice, read_buf). */
+/* The box of value v this device computes, or holds of a trainable
+ * weight; constants and run-time inputs are whole on every device (a
+ * reader of a part of one reads a slice, read_buf). */
 static ap_dbox vbox(const tgen *G, int v) {
   const ap_value *val = &G->g->values[v];
+  if (G->dist && G->sch.trainable[v])
+    return ap_dist_weight_box(G->g, G->dist, v, G->dev);
   if (!G->dist || val->data || is_run_input(val))
     return whole_box(val);
   return G->dist->held[(size_t)v * (size_t)G->n_dev + (size_t)G->dev];
+}
+
+/* The box buffer b holds. */
+static ap_dbox buf_box(const tgen *G, int b) {
+  return b < 3 * G->nv ? vbox(G, b % G->nv) : G->bufs[b].box;
+}
+
+/* A new buffer holding box b of value v (-1: staging; then b is NULL and
+ * the caller sets bytes). -1: out of memory. */
+static int extra_buf(tgen *G, int v, const ap_dbox *b, storage st) {
+  if (!ap_arena_grow(G->g->arena, (void **)&G->bufs, &G->cap_bufs, G->n_buf + 1,
+                     sizeof *G->bufs))
+    return -1;
+  buf_info *bi = &G->bufs[G->n_buf];
+  memset(bi, 0, sizeof *bi);
+  bi->st = st;
+  bi->input_index = -1;
+  bi->alias_of = -1;
+  bi->value = v;
+  bi->dtype = AP_DT_FLOAT;
+  if (v >= 0) {
+    const ap_value *val = &G->g->values[v];
+    bi->dtype = val->dtype;
+    bi->box = *b;
+    bi->bytes = ap_dbox_volume(val->rank, b) * (int64_t)ap_dtype_size(val->dtype);
+  }
+  return G->n_buf++;
 }
 
 static int64_t vbox_bytes(const tgen *G, int v) {
@@ -372,24 +430,32 @@ static ap_status check_value(tgen *G, const ap_node *n, const ap_value *v) {
   return AP_OK;
 }
 
-/* The blob is shared by the devices: a value keeps the offset the first
- * device gave it. */
-static int64_t blob_place(tgen *G, int v) {
-  if (G->blob_off[v] < 0) {
-    G->blob_off[v] = G->blob_bytes;
-    G->blob_bytes = cg_align_up(G->blob_bytes + value_bytes(&G->g->values[v]));
-  }
-  return G->blob_off[v];
+/* The blob is shared by the devices: box b of value v keeps the offset the
+ * first device gave it. -1: out of memory. */
+static int64_t blob_place(tgen *G, int v, const ap_dbox *b) {
+  const ap_value *val = &G->g->values[v];
+  for (int i = 0; i < G->n_blob; i++)
+    if (G->blob[i].value == v && ap_dbox_equal(val->rank, &G->blob[i].box, b))
+      return G->blob[i].offset;
+  const ap_value *view = cg_const_view(G->g, v, b);
+  if (!view || !ap_arena_grow(G->g->arena, (void **)&G->blob, &G->cap_blob, G->n_blob + 1,
+                              sizeof *G->blob))
+    return -1;
+  G->blob[G->n_blob++] = (blob_entry){v, *b, view, G->blob_bytes};
+  G->blob_bytes = cg_align_up(G->blob_bytes + value_bytes(view));
+  return G->blob[G->n_blob - 1].offset;
 }
 
-static void place_constant(tgen *G, int v) {
+static ap_status place_constant(tgen *G, int v) {
   buf_info *b = &G->bufs[v];
   if (b->st != ST_NONE)
-    return;
+    return AP_OK;
+  ap_dbox w = whole_box(&G->g->values[v]);
   b->st = ST_CONST;
   b->dtype = G->g->values[v].dtype;
   b->bytes = value_bytes(&G->g->values[v]);
-  b->offset = blob_place(G, v);
+  b->offset = blob_place(G, v, &w);
+  return b->offset < 0 ? oom(G) : AP_OK;
 }
 
 /* Buffer b (value v's activation or gradient) in the arena, at the size of
@@ -414,8 +480,15 @@ static int64_t fed_numel(const tgen *G) {
                                           : ap_numel(lv->rank, lv->dims);
 }
 
+/* The box of the logits this device's loss reads (passes/distribute.h). */
+static ap_dbox loss_box(const tgen *G) {
+  if (!G->dist)
+    return whole_box(&G->g->values[G->sch.logits]);
+  return G->dist->loss_box[G->dev];
+}
+
 static ap_dbox fed_box(const tgen *G) {
-  ap_dbox b = vbox(G, G->sch.logits);
+  ap_dbox b = loss_box(G);
   if (G->o->loss == CG_LOSS_SOFTMAX_CE && G->g->values[G->sch.logits].rank == 0)
     b.hi[0] = 1;
   return b;
@@ -430,18 +503,24 @@ static ap_status plan_storage(tgen *G) {
                               sizeof *G->exports);
   if (!G->prog_inputs || !G->exports)
     return oom(G);
+  /* This device's boxes of the trainable weights, copied out of the blob
+   * into the writable region at start. */
+  G->params_bytes = 0;
   for (int v = 0; v < G->nv; v++)
     if (G->sch.trainable[v]) {
+      ap_dbox box = vbox(G, v);
       buf_info *b = &G->bufs[v];
       b->st = ST_PARAM;
       b->dtype = g->values[v].dtype;
-      b->bytes = value_bytes(&g->values[v]);
-      b->offset = blob_place(G, v);
+      b->bytes = ap_dbox_volume(g->values[v].rank, &box) * (int64_t)ap_dtype_size(b->dtype);
+      b->offset = G->params_bytes;
+      G->params_bytes = cg_align_up(G->params_bytes + b->bytes);
+      if ((b->src = blob_place(G, v, &box)) < 0)
+        return oom(G);
       G->bufs[mom_buf(G, v)] = (buf_info){.st = ST_MOM, .dtype = b->dtype, .bytes = b->bytes,
-                                          .offset = b->offset};
+                                          .offset = b->offset, .input_index = -1,
+                                          .alias_of = -1, .value = v};
     }
-  if (G->dev == 0)
-    G->params_bytes = G->blob_bytes;
   /* Exported gradients: the differentiable graph inputs in graph order,
    * then the trainable weights in value order. */
   for (int i = 0; G->o->export_grads && i < g->n_inputs; i++)
@@ -511,45 +590,170 @@ static void add_arg(call *c, int buf, bool written) {
 /* The box of input i of node ni this device reads. */
 static ap_dbox read_box(const tgen *G, int ni, int i) {
   int v = G->g->nodes[ni].in[i];
-  if (!G->dist || G->g->values[v].data)
+  if (!G->dist || !G->dist->node[ni].in)
     return whole_box(&G->g->values[v]);
   return G->dist->node[ni].in[(size_t)i * (size_t)G->n_dev + (size_t)G->dev];
 }
 
-/* The buffer node ni reads input i from: the value's own, or a slice of it
- * when the node reads part of what the device holds (a type-I layer after
- * an operator every device computed whole from a run-time input). A slice
- * of a run-time input is packed once before the steps, a slice of an
- * activation where it is first read. */
+/* ---- transfers -------------------------------------------------------------- */
+
+/* The bytes this device sends in call c (the runtime's formulas). */
+static uint64_t call_bytes(const tgen *G, const call *c) {
+  const ap_dxfer *t = c->xfer;
+  const ap_value *v = &G->g->values[t->value];
+  int dev = G->dev;
+  if (c->kernel == K_GSUM) {
+    ap_dbox b = buf_box(G, c->args[0]);
+    int n = t->n_group ? t->n_group[dev] : t->n_summands;
+    return aprt_allreduce_bytes(n, ap_dbox_volume(v->rank, &b), NULL, t->summand[dev]);
+  }
+  uint64_t total = 0;
+  for (int k = 0; k < t->n_pieces; k++) {
+    const ap_dpiece *pc = &t->pieces[k];
+    int sender = c->reverse ? pc->to : pc->from, receiver = c->reverse ? pc->from : pc->to;
+    if (sender == dev && receiver != dev)
+      total += (uint64_t)ap_dbox_volume(v->rank, &pc->box) * ap_dtype_size(v->dtype);
+  }
+  return total;
+}
+
+/* Pushes a communication call: its tag (the same sequence on every
+ * device) and its bytes. */
+static ap_status push_comm(tgen *G, call *c) {
+  c->tag = G->n_tags++ % (APRT_TAG_MAX + 1);
+  G->step_bytes += call_bytes(G, c);
+  return push_call(G, c);
+}
+
+/* The elements this device receives in an exchange-and-add (K_XCHG with
+ * staging): the staging's size. */
+static int64_t staged_volume(const tgen *G, const ap_dxfer *t, bool reverse, bool skip_local) {
+  int64_t total = 0;
+  for (int k = 0; k < t->n_pieces; k++) {
+    const ap_dpiece *pc = &t->pieces[k];
+    int receiver = reverse ? pc->from : pc->to;
+    if (receiver == G->dev && !(skip_local && pc->from == pc->to))
+      total += ap_dbox_volume(G->g->values[t->value].rank, &pc->box);
+  }
+  return total;
+}
+
+/* Adds transfer t's pieces of src into dst (both holding boxes of t's
+ * value) through a staging buffer: forward (each piece from its sender), or
+ * reversed (each piece's error from its receiver back to its sender). */
+static ap_status push_xchg_add(tgen *G, call_phase ph, int node, const char *what,
+                               const ap_dxfer *t, int src, int dst, bool reverse,
+                               bool skip_local) {
+  int stg = extra_buf(G, -1, NULL, ST_ARENA);
+  if (stg < 0)
+    return oom(G);
+  G->bufs[stg].bytes = staged_volume(G, t, reverse, skip_local) * 4;
+  call c = {.node = node, .value = t->value, .what = what, .phase = ph, .kernel = K_XCHG,
+            .xfer = t, .reverse = reverse, .skip_local = skip_local};
+  add_arg(&c, src, false);
+  add_arg(&c, dst, true);
+  add_arg(&c, stg, true);
+  return push_comm(G, &c);
+}
+
+/* Zeroes value v's gradient buffer unless this step wrote it already. */
+static ap_status ensure_grad(tgen *G, int v, call_phase ph) {
+  if (G->inited[v])
+    return AP_OK;
+  G->inited[v] = true;
+  arena_buf(G, grad_buf(G, v), v);
+  call c = {.node = -1, .value = v, .what = "zero error", .phase = ph, .kernel = K_ZERO};
+  add_arg(&c, grad_buf(G, v), true);
+  return push_call(G, &c);
+}
+
+/* A box of a constant: the value itself when whole, else a buffer on the
+ * blob's copy of the box (shared by this device's readers). */
+static int const_buf(tgen *G, int v, const ap_dbox *b) {
+  const ap_value *val = &G->g->values[v];
+  if (ap_dbox_whole(val, b))
+    return place_constant(G, v) == AP_OK ? v : -1;
+  for (int k = 3 * G->nv + 1; k < G->n_buf; k++)
+    if (G->bufs[k].st == ST_CONST && G->bufs[k].value == v &&
+        ap_dbox_equal(val->rank, &G->bufs[k].box, b))
+      return k;
+  int64_t off = blob_place(G, v, b);
+  int k = off >= 0 ? extra_buf(G, v, b, ST_CONST) : -1;
+  if (k >= 0)
+    G->bufs[k].offset = off;
+  return k;
+}
+
+/* The buffer node ni reads input i from, made on the first call (the
+ * forward) and the same for the backward: a constant's box; the value's
+ * own buffer; the box the plan's transfer brings; or a slice of what the
+ * device holds (a type-I layer after an operator every device computed
+ * whole). A slice of a run-time input is packed once before the steps, a
+ * slice of an activation where it is first read. -1: out of memory. */
 static int read_buf(tgen *G, int ni, int i, call_phase ph) {
+  int *m = &G->rmap[G->in_off[ni] + i];
+  if (*m >= 0)
+    return *m;
   int v = G->g->nodes[ni].in[i];
   const ap_value *val = &G->g->values[v];
   ap_dbox b = read_box(G, ni, i), h = vbox(G, v);
-  if (!G->dist || val->data || ap_dbox_equal(val->rank, &b, &h))
-    return v;
-  for (int k = 0; k < G->n_slices; k++)
-    if (G->slice_value[k] == v && ap_dbox_equal(val->rank, &G->slice_box[k], &b))
-      return slice_buf(G, k);
-  int k = G->n_slices++, sb = slice_buf(G, k);
-  G->slice_value[k] = v;
-  G->slice_box[k] = b;
-  buf_info *bi = &G->bufs[sb];
-  *bi = (buf_info){.dtype = val->dtype, .input_index = -1, .alias_of = -1,
-                   .bytes = ap_dbox_volume(val->rank, &b) * (int64_t)ap_dtype_size(val->dtype)};
-  if (is_run_input(val)) {
-    bi->st = ST_INBOX;
-    bi->input_index = G->bufs[v].input_index;
-    bi->offset = G->inbox_bytes;
-    G->inbox_bytes = cg_align_up(G->inbox_bytes + bi->bytes);
-    return sb;
+  const ap_dxfer *t = G->dist && G->dist->node[ni].xfer_in ? G->dist->node[ni].xfer_in[i] : NULL;
+  if (G->sch.trainable[v]) {
+    *m = v;
+  } else if (val->data) {
+    *m = const_buf(G, v, &b);
+  } else if (t) {
+    *m = extra_buf(G, v, &b, ST_ARENA);
+    call c = {.node = ni, .value = v, .what = "transfer", .phase = ph, .kernel = K_XCHG,
+              .xfer = t};
+    add_arg(&c, v, false);
+    add_arg(&c, *m, true);
+    if (*m >= 0 && push_comm(G, &c) != AP_OK)
+      *m = -1;
+  } else if (!G->dist || ap_dbox_equal(val->rank, &b, &h)) {
+    *m = v;
+  } else {
+    for (int k = 3 * G->nv + 1; k < G->n_buf && *m < 0; k++)
+      if (G->bufs[k].slice && G->bufs[k].value == v && ap_dbox_equal(val->rank, &G->bufs[k].box, &b))
+        *m = k;
+    if (*m >= 0)
+      return *m;
+    int sb = extra_buf(G, v, &b, is_run_input(val) ? ST_INBOX : ST_ARENA);
+    if (sb < 0)
+      return -1;
+    buf_info *bi = &G->bufs[sb];
+    bi->slice = true;
+    if (is_run_input(val)) {
+      bi->input_index = G->bufs[v].input_index;
+      bi->offset = G->inbox_bytes;
+      G->inbox_bytes = cg_align_up(G->inbox_bytes + bi->bytes);
+    } else {
+      call c = {.node = ni, .value = v, .what = "slice", .phase = ph, .kernel = K_SLICE};
+      add_arg(&c, v, false);
+      add_arg(&c, sb, true);
+      if (push_call(G, &c) != AP_OK)
+        return -1;
+    }
+    *m = sb;
   }
-  bi->st = ST_ARENA;
-  call c = {.node = ni, .what = "slice", .phase = ph, .kernel = K_SLICE};
-  add_arg(&c, v, false);
-  add_arg(&c, sb, true);
-  if (push_call(G, &c) != AP_OK)
-    return -1;
-  return sb;
+  return *m;
+}
+
+/* Sends the error err of the box node ni read of value v (through a buffer
+ * other than the value's own) where it belongs: back along the transfer t
+ * that brought it, added on the devices that sent it, or (t NULL: a local
+ * slice) added into this device's own error of the value. */
+static ap_status route_error(tgen *G, int ni, int v, int err, const ap_dxfer *t) {
+  ap_status s = ensure_grad(G, v, PH_BACKWARD);
+  if (s != AP_OK)
+    return s;
+  if (t)
+    return push_xchg_add(G, PH_BACKWARD, ni, "error back", t, err, grad_buf(G, v), true, false);
+  call c = {.node = ni, .value = v, .what = "error of a slice", .phase = PH_BACKWARD,
+            .kernel = K_ADDBOX};
+  add_arg(&c, err, false);
+  add_arg(&c, grad_buf(G, v), true);
+  return push_call(G, &c);
 }
 
 /* Fills G->kernel with node ni's operands. */
@@ -573,6 +777,8 @@ static ap_status setup_kernel(tgen *G, int ni) {
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
     ap_dbox b = v ? read_box(G, ni, i) : (ap_dbox){{0}, {0}};
+    if (v && v->data && !(v = cg_const_view(g, n->in[i], &b)))
+      return oom(G); /* a box of a constant reads its own data */
     cg_operand_of(v, &b, &k->in[i]);
   }
   for (int i = 0; i < n->n_out; i++) {
@@ -586,6 +792,93 @@ static ap_status setup_kernel(tgen *G, int ni) {
   return AP_OK;
 }
 
+/* Whether a partial layer's share of the contraction is empty on this
+ * device: its partial sum is zero and its backward has nothing to do. */
+static bool empty_contraction(const tgen *G, int ni) {
+  const ap_node *n = &G->g->nodes[ni];
+  const ap_dnode *dn = &G->dist->node[ni];
+  for (int i = 0; i < n->n_in; i++) {
+    const ap_value *v = ap_node_in(G->g, n, i);
+    ap_dbox b = v ? read_box(G, ni, i) : (ap_dbox){{0}, {0}};
+    if (v && i != dn->bias_slot && ap_numel(v->rank, v->dims) > 0 &&
+        ap_dbox_volume(v->rank, &b) == 0)
+      return true;
+  }
+  return false;
+}
+
+/* Whether every output box of node ni on this device is empty (a share of
+ * 0 of a split dim): nothing to compute, and zero errors to send back. */
+static bool empty_outputs(const tgen *G, int ni) {
+  const ap_node *n = &G->g->nodes[ni];
+  if (!G->dist)
+    return false;
+  for (int o = 0; o < n->n_out; o++) {
+    const ap_value *v = ap_node_out(G->g, n, o);
+    ap_dbox b = v ? vbox(G, n->out[o]) : (ap_dbox){{0}, {0}};
+    if (v && ap_dbox_volume(v->rank, &b) > 0)
+      return false;
+  }
+  return true;
+}
+
+/* Partial sums of node ni's output resolved over the devices (forward) and
+ * then its left-out bias added. */
+static ap_status emit_reduce(tgen *G, int ni) {
+  ap_graph *g = G->g;
+  const ap_node *n = &g->nodes[ni];
+  const ap_dnode *dn = &G->dist->node[ni];
+  int y = n->out[0];
+  ap_status s;
+  if (dn->reduce->kind == AP_DX_ALLREDUCE) {
+    call c = {.node = ni, .value = y, .what = "partial sums", .phase = PH_FORWARD,
+              .kernel = K_GSUM, .xfer = dn->reduce};
+    add_arg(&c, y, true);
+    s = push_comm(G, &c);
+  } else {
+    s = push_xchg_add(G, PH_FORWARD, ni, "partial sums", dn->reduce, y, y, false, true);
+  }
+  if (s != AP_OK || dn->bias_slot < 0)
+    return s;
+  cg_kernel *k = G->kernel;
+  memset(k, 0, sizeof *k);
+  k->g = g;
+  k->n = n;
+  k->d = G->d;
+  const ap_value *bv = &g->values[n->in[dn->bias_slot]];
+  ap_dbox bb = read_box(G, ni, dn->bias_slot), yb = vbox(G, y);
+  if (bv->data && !(bv = cg_const_view(g, n->in[dn->bias_slot], &bb)))
+    return oom(G);
+  cg_operand_of(bv, &bb, &k->in[0]);
+  cg_operand_of(&g->values[y], &yb, &k->out[0]);
+  cg_text body, sig;
+  if (!cg_text_open(&body))
+    return oom(G);
+  if (!cg_text_open(&sig)) {
+    cg_text_close(&body);
+    free(body.s);
+    return oom(G);
+  }
+  k->body = body.f;
+  cg_emit_bias_add(k, sig.f);
+  bool ok = cg_text_close(&body);
+  ok &= cg_text_close(&sig);
+  if (!ok) {
+    free(body.s);
+    free(sig.s);
+    return oom(G);
+  }
+  call c = {.node = ni, .value = -1, .what = "bias", .phase = PH_FORWARD};
+  if ((s = add_kernel(G, sig.s, body.s, "", &c.kernel)) != AP_OK)
+    return s;
+  int rb = read_buf(G, ni, dn->bias_slot, PH_FORWARD);
+  if (rb < 0)
+    return oom(G);
+  add_arg(&c, rb, false);
+  add_arg(&c, y, true);
+  return push_call(G, &c);
+}
+
 static ap_status emit_forward(tgen *G, int ni) {
   ap_graph *g = G->g;
   const ap_node *n = &g->nodes[ni];
@@ -595,6 +888,28 @@ static ap_status emit_forward(tgen *G, int ni) {
   if (s != AP_OK)
     return s;
   cg_kernel *k = G->kernel;
+  const ap_dnode *dn = G->dist ? &G->dist->node[ni] : NULL;
+  bool partial = dn && dn->reduce;
+  if (partial && dn->bias_slot >= 0) /* added once the partial sums are resolved */
+    memset(&k->in[dn->bias_slot], 0, sizeof k->in[dn->bias_slot]);
+  bool no_out = empty_outputs(G, ni);
+  if (no_out || (partial && empty_contraction(G, ni))) {
+    for (int i = 0; i < n->n_in; i++) /* the transfers still run on every device */
+      if (n->in[i] >= 0 && (!dn || i != dn->bias_slot) && read_buf(G, ni, i, PH_FORWARD) < 0)
+        return oom(G);
+    for (int o = 0; o < n->n_out; o++) {
+      if (n->out[o] < 0)
+        continue;
+      arena_buf(G, n->out[o], n->out[o]);
+      call c = {.node = ni, .value = n->out[o], .what = no_out ? "no share of the output"
+                                                               : "no share of the contraction",
+                .phase = PH_FORWARD, .kernel = K_ZERO};
+      add_arg(&c, n->out[o], true);
+      if ((s = push_call(G, &c)) != AP_OK)
+        return s;
+    }
+    return partial ? emit_reduce(G, ni) : AP_OK;
+  }
   cg_text body;
   if (!cg_text_open(&body))
     return oom(G);
@@ -613,8 +928,6 @@ static ap_status emit_forward(tgen *G, int ni) {
     G->bufs[out].st = ST_ALIAS;
     G->bufs[out].alias_of = src;
     G->bufs[out].dtype = g->values[out].dtype;
-    if (G->bufs[src].st == ST_NONE && g->values[src].data)
-      place_constant(G, src);
     return AP_OK;
   }
   cg_text sig;
@@ -622,13 +935,12 @@ static ap_status emit_forward(tgen *G, int ni) {
     free(body.s);
     return oom(G);
   }
-  call c = {.node = ni, .what = "forward", .phase = PH_FORWARD, .work = k->work_expr[0] != 0};
+  call c = {.node = ni, .value = -1, .what = "forward", .phase = PH_FORWARD,
+            .work = k->work_expr[0] != 0};
   for (int i = 0; i < n->n_in; i++) {
-    if (n->in[i] < 0 || (k->skip_in >> i & 1))
+    if (n->in[i] < 0 || !k->in[i].v || (k->skip_in >> i & 1))
       continue;
     fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
-    if (G->bufs[n->in[i]].st == ST_NONE && g->values[n->in[i]].data)
-      place_constant(G, n->in[i]);
     int rb = read_buf(G, ni, i, PH_FORWARD);
     if (rb < 0) {
       free(body.s);
@@ -657,93 +969,237 @@ static ap_status emit_forward(tgen *G, int ni) {
   G->needs_kernels_lib |= k->needs_kernels_lib;
   if ((s = add_kernel(G, sig.s, body.s, k->work_expr, &c.kernel)) != AP_OK)
     return s;
-  return push_call(G, &c);
+  if ((s = push_call(G, &c)) != AP_OK)
+    return s;
+  return partial ? emit_reduce(G, ni) : AP_OK;
 }
 
-static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
+/* The error of a partial layer's left-out bias: the output's error summed
+ * over the dims the bias is broadcast along (times Gemm's beta), added into
+ * the bias's error. */
+static ap_status emit_bias_grad(tgen *G, int ni) {
   ap_graph *g = G->g;
-  const ap_node *n = &g->nodes[st->node];
-  const cg_grad_op *op = cg_grad_op_of(n->op);
-  ap_status s = setup_kernel(G, st->node);
-  if (s != AP_OK)
-    return s;
+  const ap_node *n = &g->nodes[ni];
+  const ap_dnode *dn = &G->dist->node[ni];
+  int y = n->out[0], bslot = dn->bias_slot, bvid = n->in[bslot];
+  const ap_value *yv = &g->values[y], *bv = &g->values[bvid];
+  ap_dbox yb = vbox(G, y), bb = read_box(G, ni, bslot);
+  cg_operand yo, bo;
+  cg_operand_of(yv, &yb, &yo);
+  cg_operand_of(bv, &bb, &bo);
+  int64_t ys[AP_MAX_RANK], bs[AP_MAX_RANK];
+  cg_strides(yo.rank, yo.dims, ys);
+  double scale = 1;
+  if (n->op == AP_OP_GEMM) {
+    cg_broadcast_strides(&bo, yo.rank, bs);
+    scale = ap_attr_float(n, "beta", 1.0f);
+  } else {
+    for (int i = 0; i < yo.rank; i++)
+      bs[i] = i == 1;
+  }
   cg_kernel *k = G->kernel;
-  cg_grad_kernel gk = {.k = k, .want = st->want, .acc = st->acc, .has_dy = st->has_dy};
-  cg_text body;
+  memset(k, 0, sizeof *k);
+  k->g = g;
+  k->n = n;
+  k->d = G->d;
+  cg_text body, sig;
   if (!cg_text_open(&body))
     return oom(G);
   k->body = body.f;
-  s = op->emit(&gk);
-  bool ok = cg_text_close(&body);
-  if (s != AP_OK || !ok) {
-    free(body.s);
-    return s != AP_OK ? s : oom(G);
-  }
-  cg_text sig;
-  if (!cg_text_open(&sig)) {
+  bool acc = G->inited[bvid];
+  G->inited[bvid] = true;
+  if (!acc)
+    cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  dx0[i] = 0;\n", (long long)bo.numel);
+  char lit[64], yi[512], bi[512];
+  cg_literal(lit, yv->dtype, scale);
+  cg_loops_open(k, yo.rank, yo.dims, "i");
+  cg_printf(k, "dx0[%s] += %s * dy0[%s];\n", cg_index(bi, sizeof bi, yo.rank, bs, "i"), lit,
+            cg_index(yi, sizeof yi, yo.rank, ys, "i"));
+  cg_loops_close(k, yo.rank);
+  if (!cg_text_close(&body) || !cg_text_open(&sig)) {
     free(body.s);
     return oom(G);
   }
-  call c = {.node = st->node, .what = "backward", .phase = PH_BACKWARD,
-            .work = k->work_expr[0] != 0};
-  uint64_t reads = cg_grad_reads_in(op, st->want);
-  for (int i = 0; i < n->n_in; i++) {
-    if (n->in[i] < 0 || !(reads >> i & 1))
-      continue;
-    fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
-    if (G->bufs[n->in[i]].st == ST_NONE && g->values[n->in[i]].data)
-      place_constant(G, n->in[i]);
-    int rb = read_buf(G, st->node, i, PH_BACKWARD);
-    if (rb < 0) {
-      free(body.s);
-      cg_text_close(&sig);
-      free(sig.s);
-      return oom(G);
-    }
-    add_arg(&c, rb, false);
-  }
-  for (int i = 0; i < n->n_out; i++) {
-    if (n->out[i] < 0 || !(op->reads_out >> i & 1))
-      continue;
-    fprintf(sig.f, "%sconst %s *restrict y%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
-    add_arg(&c, n->out[i], false);
-  }
-  for (int i = 0; i < n->n_out; i++) {
-    if (n->out[i] < 0 || !(st->has_dy >> i & 1))
-      continue;
-    fprintf(sig.f, "%sconst %s *restrict dy%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
-    add_arg(&c, grad_buf(G, n->out[i]), false);
-  }
-  for (int i = 0; i < n->n_in; i++) {
-    if (n->in[i] < 0 || !(st->want >> i & 1))
-      continue;
-    fprintf(sig.f, "%s%s *dx%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
-    arena_buf(G, grad_buf(G, n->in[i]), n->in[i]);
-    add_arg(&c, grad_buf(G, n->in[i]), true);
-  }
-  if (c.work)
-    fprintf(sig.f, "%sfloat *restrict work", c.n_args ? ", " : "");
+  fprintf(sig.f, "const %s *restrict dy0, %s *restrict dx0", cg_ctype(yv->dtype),
+          cg_ctype(bv->dtype));
   if (!cg_text_close(&sig)) {
     free(body.s);
     free(sig.s);
     return oom(G);
   }
-  G->needs_kernels_lib |= k->needs_kernels_lib;
-  if ((s = add_kernel(G, sig.s, body.s, k->work_expr, &c.kernel)) != AP_OK)
+  call c = {.node = ni, .value = -1, .what = "bias backward", .phase = PH_BACKWARD};
+  ap_status s = add_kernel(G, sig.s, body.s, "", &c.kernel);
+  if (s != AP_OK)
     return s;
+  add_arg(&c, grad_buf(G, y), false);
+  arena_buf(G, grad_buf(G, bvid), bvid);
+  add_arg(&c, grad_buf(G, bvid), true);
   return push_call(G, &c);
+}
+
+static ap_status emit_backward(tgen *G, const cg_grad_step *st) {
+  ap_graph *g = G->g;
+  int ni = st->node;
+  const ap_node *n = &g->nodes[ni];
+  const cg_grad_op *op = cg_grad_op_of(n->op);
+  const ap_dnode *dn = G->dist ? &G->dist->node[ni] : NULL;
+  bool partial = dn && dn->reduce;
+  uint64_t want = st->want;
+  ap_status s;
+  /* A device whose box of an output no error reached holds a zero error. */
+  for (int i = 0; i < n->n_out; i++)
+    if (n->out[i] >= 0 && (st->has_dy >> i & 1) && (s = ensure_grad(G, n->out[i], PH_BACKWARD)) != AP_OK)
+      return s;
+  if (partial) {
+    uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
+    if (want & bias) {
+      if (!G->sch.trainable[n->in[dn->bias_slot]])
+        return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                        "training on several devices: the bias has an error but is not a "
+                        "trainable weight");
+      if ((s = emit_bias_grad(G, ni)) != AP_OK)
+        return s;
+    }
+    want &= ~bias;
+    if (!want)
+      return AP_OK;
+    /* The adjoint of the partial sums' reduction: each summand's error is
+     * the sum of the errors of the copies it went into. */
+    int y = n->out[0];
+    if (dn->reduce->kind == AP_DX_ALLREDUCE) {
+      call c = {.node = ni, .value = y, .what = "partial sums' error", .phase = PH_BACKWARD,
+                .kernel = K_GSUM, .xfer = dn->reduce};
+      add_arg(&c, grad_buf(G, y), true);
+      s = push_comm(G, &c);
+    } else {
+      s = push_xchg_add(G, PH_BACKWARD, ni, "partial sums' error", dn->reduce, grad_buf(G, y),
+                        grad_buf(G, y), true, true);
+    }
+    if (s != AP_OK)
+      return s;
+  }
+  if ((s = setup_kernel(G, ni)) != AP_OK)
+    return s;
+  cg_kernel *k = G->kernel;
+  if (partial && dn->bias_slot >= 0)
+    memset(&k->in[dn->bias_slot], 0, sizeof k->in[dn->bias_slot]);
+  /* Where each wanted error goes: the value's own error buffer when the
+   * node read the value's own buffer (added to when this step wrote it
+   * already), else a buffer of the box it read, sent on after the kernel. */
+  int target[CG_MAX_OPERANDS];
+  uint64_t acc = 0;
+  for (int i = 0; i < n->n_in; i++) {
+    target[i] = -1;
+    if (n->in[i] < 0 || !(want >> i & 1))
+      continue;
+    int v = n->in[i], rb = read_buf(G, ni, i, PH_BACKWARD);
+    if (rb < 0)
+      return oom(G);
+    if (rb == v) {
+      target[i] = grad_buf(G, v);
+      if (G->inited[v])
+        acc |= (uint64_t)1 << i;
+      G->inited[v] = true;
+      arena_buf(G, target[i], v);
+    } else {
+      ap_dbox b = read_box(G, ni, i);
+      if ((target[i] = extra_buf(G, v, &b, ST_ARENA)) < 0)
+        return oom(G);
+    }
+  }
+  bool skip = empty_outputs(G, ni) || (partial && empty_contraction(G, ni));
+  if (!skip) {
+    cg_grad_kernel gk = {.k = k, .want = want, .acc = acc, .has_dy = st->has_dy};
+    cg_text body;
+    if (!cg_text_open(&body))
+      return oom(G);
+    k->body = body.f;
+    s = op->emit(&gk);
+    bool ok = cg_text_close(&body);
+    if (s != AP_OK || !ok) {
+      free(body.s);
+      return s != AP_OK ? s : oom(G);
+    }
+    cg_text sig;
+    if (!cg_text_open(&sig)) {
+      free(body.s);
+      return oom(G);
+    }
+    call c = {.node = ni, .value = -1, .what = "backward", .phase = PH_BACKWARD,
+              .work = k->work_expr[0] != 0};
+    uint64_t reads = cg_grad_reads_in(op, want);
+    for (int i = 0; i < n->n_in; i++) {
+      if (n->in[i] < 0 || !(reads >> i & 1))
+        continue;
+      fprintf(sig.f, "%sconst %s *restrict x%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
+      int rb = read_buf(G, ni, i, PH_BACKWARD);
+      if (rb < 0) {
+        free(body.s);
+        cg_text_close(&sig);
+        free(sig.s);
+        return oom(G);
+      }
+      add_arg(&c, rb, false);
+    }
+    for (int i = 0; i < n->n_out; i++) {
+      if (n->out[i] < 0 || !(op->reads_out >> i & 1))
+        continue;
+      fprintf(sig.f, "%sconst %s *restrict y%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
+      add_arg(&c, n->out[i], false);
+    }
+    for (int i = 0; i < n->n_out; i++) {
+      if (n->out[i] < 0 || !(st->has_dy >> i & 1))
+        continue;
+      fprintf(sig.f, "%sconst %s *restrict dy%d", c.n_args ? ", " : "", cg_ctype(k->out[i].dtype), i);
+      add_arg(&c, grad_buf(G, n->out[i]), false);
+    }
+    for (int i = 0; i < n->n_in; i++) {
+      if (target[i] < 0)
+        continue;
+      fprintf(sig.f, "%s%s *dx%d", c.n_args ? ", " : "", cg_ctype(k->in[i].dtype), i);
+      add_arg(&c, target[i], true);
+    }
+    if (c.work)
+      fprintf(sig.f, "%sfloat *restrict work", c.n_args ? ", " : "");
+    if (!cg_text_close(&sig)) {
+      free(body.s);
+      free(sig.s);
+      return oom(G);
+    }
+    G->needs_kernels_lib |= k->needs_kernels_lib;
+    if ((s = add_kernel(G, sig.s, body.s, k->work_expr, &c.kernel)) != AP_OK)
+      return s;
+    if ((s = push_call(G, &c)) != AP_OK)
+      return s;
+  } else {
+    for (int i = 0; i < n->n_in; i++) /* nothing to compute: zero errors */
+      if (target[i] >= 0 && !(acc >> i & 1)) {
+        call c = {.node = ni, .value = n->in[i], .what = "no share",
+                  .phase = PH_BACKWARD, .kernel = K_ZERO};
+        add_arg(&c, target[i], true);
+        if ((s = push_call(G, &c)) != AP_OK)
+          return s;
+      }
+  }
+  for (int i = 0; i < n->n_in; i++)
+    if (target[i] >= 0 && target[i] != grad_buf(G, n->in[i]) &&
+        (s = route_error(G, ni, n->in[i], target[i],
+                         dn && dn->xfer_in ? dn->xfer_in[i] : NULL)) != AP_OK)
+      return s;
+  return AP_OK;
 }
 
 /* The loss over the logits: its value into *loss, its gradient into the
  * logits' gradient buffer. */
 static ap_status emit_loss(tgen *G) {
-  const ap_value *lv = &G->g->values[G->sch.logits];
+  int lg = G->sch.logits;
+  const ap_value *lv = &G->g->values[lg];
   const char *ct = cg_ctype(lv->dtype);
-  /* A device holds rows [lo, hi) of the logits (the batch is all a type-I
-   * plan splits); the loss is the mean over the whole batch, so each
-   * device divides its rows' sum by the whole N and the runtime adds the
-   * devices' parts (aprt_step_loss). */
-  ap_dbox box = vbox(G, G->sch.logits);
+  /* A device reads rows [lo, hi) of the logits, whole (loss_box); the loss
+   * is the mean over the whole batch, so each device divides its rows' sum
+   * by the whole N and the runtime adds the devices' parts
+   * (aprt_step_loss). */
+  ap_dbox box = loss_box(G), held = vbox(G, lg);
   int64_t numel = ap_dbox_volume(lv->rank, &box);
   cg_text body, sig;
   if (!cg_text_open(&body))
@@ -751,7 +1207,7 @@ static ap_status emit_loss(tgen *G) {
   if (G->o->loss == CG_LOSS_SOFTMAX_CE) {
     int64_t n_all = lv->rank >= 1 ? lv->dims[0] : 1;
     int64_t n = lv->rank >= 1 ? box.hi[0] - box.lo[0] : 1;
-    int64_t classes = n ? numel / n : 0;
+    int64_t classes = n_all ? ap_numel(lv->rank, lv->dims) / n_all : 0;
     if (lv->rank < 1 || classes < 1) {
       cg_text_close(&body);
       free(body.s);
@@ -793,16 +1249,46 @@ static ap_status emit_loss(tgen *G) {
     free(sig.s);
     return oom(G);
   }
-  call c = {.node = -1, .what = "loss", .phase = PH_LOSS};
+  call c = {.node = -1, .value = -1, .what = "loss", .phase = PH_LOSS};
   ap_status s = add_kernel(G, sig.s, body.s, "", &c.kernel);
   if (s != AP_OK)
     return s;
-  add_arg(&c, G->sch.logits, false);
+  /* The rows: the device's own box of the logits, a slice of it, or the
+   * rows the loss's transfer brings; their error goes the same way back. */
+  const ap_dxfer *t = G->dist ? G->dist->loss_xfer : NULL;
+  int src = lg, err = grad_buf(G, lg);
+  if (t || !ap_dbox_equal(lv->rank, &box, &held)) {
+    if ((src = extra_buf(G, lg, &box, ST_ARENA)) < 0 ||
+        (err = extra_buf(G, lg, &box, ST_ARENA)) < 0)
+      return oom(G);
+    call x = {.node = -1, .value = lg, .what = t ? "the loss's rows" : "slice",
+              .phase = PH_LOSS, .kernel = t ? K_XCHG : K_SLICE, .xfer = t};
+    add_arg(&x, lg, false);
+    add_arg(&x, src, true);
+    if ((s = t ? push_comm(G, &x) : push_call(G, &x)) != AP_OK)
+      return s;
+  } else {
+    arena_buf(G, err, lg);
+    G->inited[lg] = true;
+  }
+  add_arg(&c, src, false);
   add_arg(&c, fed_buf(G), false);
-  arena_buf(G, grad_buf(G, G->sch.logits), G->sch.logits);
-  add_arg(&c, grad_buf(G, G->sch.logits), true);
+  add_arg(&c, err, true);
   add_arg(&c, ARG_LOSS, false);
-  return push_call(G, &c);
+  if ((s = push_call(G, &c)) != AP_OK)
+    return s;
+  if (err == grad_buf(G, lg))
+    return AP_OK;
+  if ((s = ensure_grad(G, lg, PH_BACKWARD)) != AP_OK)
+    return s;
+  if (t)
+    return push_xchg_add(G, PH_BACKWARD, -1, "the loss's error back", t, err, grad_buf(G, lg),
+                         true, false);
+  call a = {.node = -1, .value = lg, .what = "error of a slice", .phase = PH_BACKWARD,
+            .kernel = K_ADDBOX};
+  add_arg(&a, err, false);
+  add_arg(&a, grad_buf(G, lg), true);
+  return push_call(G, &a);
 }
 
 /* SGD on one trainable weight: v = mu v + g; w -= lr v (w -= lr g without
@@ -810,7 +1296,8 @@ static ap_status emit_loss(tgen *G) {
 static ap_status emit_update(tgen *G, int v) {
   const ap_value *val = &G->g->values[v];
   const char *ct = cg_ctype(val->dtype);
-  int64_t numel = ap_numel(val->rank, val->dims);
+  ap_dbox box = vbox(G, v);
+  int64_t numel = ap_dbox_volume(val->rank, &box);
   bool mom = G->o->momentum != 0;
   char mu[64];
   cg_text body, sig;
@@ -834,7 +1321,7 @@ static ap_status emit_update(tgen *G, int v) {
     free(sig.s);
     return oom(G);
   }
-  call c = {.node = -1, .what = "sgd", .phase = PH_UPDATE};
+  call c = {.node = -1, .value = v, .what = "sgd", .phase = PH_UPDATE};
   ap_status s = add_kernel(G, sig.s, body.s, "", &c.kernel);
   if (s != AP_OK)
     return s;
@@ -846,19 +1333,22 @@ static ap_status emit_update(tgen *G, int v) {
   return push_call(G, &c);
 }
 
-/* The gradient of a replicated weight summed over the devices, each of
- * which computed it from its share of the batch, before the update: every
- * device then applies the same update (the sums are bitwise equal on every
- * member). */
-static ap_status emit_allreduce(tgen *G, int v) {
-  const ap_value *val = &G->g->values[v];
-  int64_t count = ap_numel(val->rank, val->dims);
-  if (G->n_dev < 2 || count == 0)
-    return AP_OK;
-  call c = {.node = -1, .what = "all-reduce", .phase = PH_GRADIENT, .kernel = -1};
+/* The gradient of a trainable weight summed over the devices holding
+ * copies of its elements (passes/distribute.h), before the update: every
+ * copy then gets the same update. A device that read none of it holds a
+ * zero gradient. */
+static ap_status emit_weight_sum(tgen *G, int v) {
+  ap_status s = ensure_grad(G, v, PH_GRADIENT);
+  const ap_dxfer *t = G->dist ? G->dist->wgrad[v] : NULL;
+  if (s != AP_OK || !t)
+    return s;
+  if (t->kind == AP_DX_REDUCE)
+    return push_xchg_add(G, PH_GRADIENT, -1, "gradient sum", t, grad_buf(G, v), grad_buf(G, v),
+                         false, true);
+  call c = {.node = -1, .value = v, .what = "all-reduce", .phase = PH_GRADIENT, .kernel = K_GSUM,
+            .xfer = t};
   add_arg(&c, grad_buf(G, v), true);
-  G->step_bytes += aprt_allreduce_bytes(G->n_dev, count, NULL, G->dev);
-  return push_call(G, &c);
+  return push_comm(G, &c);
 }
 
 /* ---- the arena ------------------------------------------------------------ */
@@ -952,23 +1442,6 @@ static const char *const phase_names[] = {"APRT_PHASE_FORWARD", "APRT_PHASE_LOSS
                                           "APRT_PHASE_BACKWARD", "APRT_PHASE_GRADIENT",
                                           "APRT_PHASE_UPDATE"};
 
-/* An aprt_box initializer of box b inside the dense buffer of box within. */
-static void put_box(FILE *f, int rank, const ap_dbox *within, const ap_dbox *b) {
-  int64_t st[AP_MAX_RANK], dims[AP_MAX_RANK] = {0}, off = 0;
-  for (int i = 0; i < rank; i++)
-    dims[i] = within->hi[i] - within->lo[i];
-  cg_strides(rank, dims, st);
-  for (int i = 0; i < rank; i++)
-    off += (b->lo[i] - within->lo[i]) * st[i];
-  fprintf(f, "{%d, %lld, {", rank, (long long)off);
-  for (int i = 0; i < rank; i++)
-    fprintf(f, "%s%lld", i ? ", " : "", (long long)(b->hi[i] - b->lo[i]));
-  fprintf(f, "%s}, {", rank ? "" : "0");
-  for (int i = 0; i < rank; i++)
-    fprintf(f, "%s%lld", i ? ", " : "", (long long)st[i]);
-  fprintf(f, "%s}}", rank ? "" : "0");
-}
-
 /* Packs this device's box of run-time input buffer b (ST_INBOX) out of the
  * whole tensor the runtime read. */
 static void put_inbox_pack(tgen *G, FILE *f, int b, int input_index) {
@@ -985,16 +1458,96 @@ static void put_inbox_pack(tgen *G, FILE *f, int b, int input_index) {
     }
     box = fed_box(G);
   } else {
-    int k = b - slice_buf(G, 0);
-    const ap_value *v = &G->g->values[G->slice_value[k]];
+    const ap_value *v = &G->g->values[G->bufs[b].value];
     rank = v->rank;
     within = whole_box(v);
-    box = G->slice_box[k];
+    box = G->bufs[b].box;
   }
   fprintf(f, "  {\n    static const aprt_box b = ");
-  put_box(f, rank, &within, &box);
+  cg_put_box(f, rank, &box, &within, 0);
   fprintf(f, ";\n    aprt_box_pack(inbox + %lld, in%d, &b, %zu);\n  }\n",
           (long long)G->bufs[b].offset, input_index, ap_dtype_size(G->bufs[b].dtype));
+}
+
+/* A communication call of this device: K_XCHG (an exchange, then the
+ * staged pieces added where they belong) or K_GSUM (an all-reduce over
+ * this device's group). */
+static void put_comm(tgen *G, FILE *f, const call *cl) {
+  const ap_dxfer *t = cl->xfer;
+  const ap_value *v = &G->g->values[t->value];
+  int dev = G->dev;
+  if (cl->kernel == K_GSUM) {
+    ap_dbox b = buf_box(G, cl->args[0]);
+    int64_t count = ap_dbox_volume(v->rank, &b);
+    int n = t->n_group ? t->n_group[dev] : t->n_summands;
+    if (count == 0 || n < 2) { /* so is every member's: they hold equal boxes */
+      fprintf(f, "    (void)0;\n");
+      return;
+    }
+    fprintf(f, "    {\n      static const int group[] = {");
+    for (int k = 0; k < n; k++)
+      fprintf(f, "%s%d", k ? ", " : "", t->group[dev * t->n_summands + k]);
+    fprintf(f, "};\n      if (!s)\n        s = aprt_allreduce_sum(c, group, %d, ", n);
+    put_buf_ptr(G, f, cl->args[0]);
+    fprintf(f, ", %lld, NULL, %d);\n    }\n", (long long)count, cl->tag);
+    return;
+  }
+  bool add = cl->n_args > 2;
+  int src = cl->args[0], dst = cl->args[1];
+  ap_dbox sbox = buf_box(G, src), dbox = buf_box(G, dst);
+  int ns = 0, nr = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 0)
+      fprintf(f, "    {\n      static const aprt_xfer sends[] = {\n");
+    else
+      fprintf(f, "      };\n      static const aprt_xfer recvs[] = {\n");
+    int64_t at = 0;
+    for (int k = 0; k < t->n_pieces; k++) {
+      const ap_dpiece *pc = &t->pieces[k];
+      int sender = cl->reverse ? pc->to : pc->from, receiver = cl->reverse ? pc->from : pc->to;
+      if ((cl->skip_local && pc->from == pc->to) || (pass ? receiver : sender) != dev)
+        continue;
+      fprintf(f, "        {%d, ", pass ? sender : receiver);
+      if (pass == 0) {
+        cg_put_box(f, v->rank, &pc->box, &sbox, 0);
+        ns++;
+      } else if (add) {
+        cg_put_box(f, v->rank, &pc->box, &pc->box, at);
+        at += ap_dbox_volume(v->rank, &pc->box);
+        nr++;
+      } else {
+        cg_put_box(f, v->rank, &pc->box, &dbox, 0);
+        nr++;
+      }
+      fprintf(f, "},\n");
+    }
+    if ((pass ? nr : ns) == 0)
+      fprintf(f, "        {0, {0, 0, {0}, {0}}},\n"); /* never read: the count is 0 */
+  }
+  fprintf(f, "      };\n      if (!s)\n        s = aprt_exchange(c, ");
+  put_buf_ptr(G, f, src);
+  fprintf(f, ", %d, sends, ", ns);
+  put_buf_ptr(G, f, add ? cl->args[2] : dst);
+  fprintf(f, ", %d, recvs, %zu, %d);\n", nr, ap_dtype_size(v->dtype), cl->tag);
+  if (add && nr) {
+    fprintf(f, "      static const aprt_box adds[] = {\n");
+    for (int k = 0; k < t->n_pieces; k++) {
+      const ap_dpiece *pc = &t->pieces[k];
+      int receiver = cl->reverse ? pc->from : pc->to;
+      if ((cl->skip_local && pc->from == pc->to) || receiver != dev)
+        continue;
+      fprintf(f, "        ");
+      cg_put_box(f, v->rank, &pc->box, &dbox, 0);
+      fprintf(f, ",\n");
+    }
+    fprintf(f, "      };\n      const float *part = (const float *)");
+    put_buf_ptr(G, f, cl->args[2]);
+    fprintf(f, ";\n      for (int k = 0; k < %d && !s; k++) {\n"
+               "        aprt_box_add_f32(", nr);
+    put_buf_ptr(G, f, dst);
+    fprintf(f, ", &adds[k], part);\n        part += aprt_box_volume(&adds[k]);\n      }\n");
+  }
+  fprintf(f, "    }\n");
 }
 
 static ap_status write_device(tgen *G) {
@@ -1029,27 +1582,22 @@ static ap_status write_device(tgen *G) {
              "    free(arena);\n    free(params);\n    free(mom);\n    free(work);\n    free(inbox);\n"
              "    return aprt_fail(c, APRT_ERR_NOMEM, \"device %d: out of memory\");\n  }\n",
           dev);
-  fprintf(f, "  (void)work;\n  (void)mom;\n  (void)inbox;\n  memcpy(params, ap_blob, %lld);\n",
-          (long long)G->params_bytes);
+  fprintf(f, "  (void)work;\n  (void)mom;\n  (void)inbox;\n");
+  for (int v = 0; v < G->nv; v++)
+    if (G->sch.trainable[v] && G->bufs[v].bytes)
+      fprintf(f, "  memcpy(params + %lld, ap_blob + %lld, %lld);\n", (long long)G->bufs[v].offset,
+              (long long)G->bufs[v].src, (long long)G->bufs[v].bytes);
   fprintf(f, "  const aprt_args *args = aprt_get_args(c);\n  const float lr = args->lr;\n"
              "  (void)lr;\n  double loss = 0;\n  aprt_status s = APRT_OK;\n");
   for (int i = 0; i < G->n_prog_inputs; i++) {
     fprintf(f, "  const void *in%d = aprt_input(c, %d)->data;\n  (void)in%d;\n", i, i, i);
     if (G->prog_inputs[i] < 0 && G->bufs[fed_buf(G)].st == ST_INBOX)
       put_inbox_pack(G, f, fed_buf(G), i);
-    for (int k = 0; k < G->n_slices; k++)
-      if (G->bufs[slice_buf(G, k)].st == ST_INBOX && G->bufs[slice_buf(G, k)].input_index == i)
-        put_inbox_pack(G, f, slice_buf(G, k), i);
-  }
-  if (G->n_dev > 1) {
-    /* Every device holds every weight: the gradients' all-reduces span the array. */
-    fprintf(f, "  static const int everyone[] = {");
-    for (int d = 0; d < G->n_dev; d++)
-      fprintf(f, "%s%d", d ? ", " : "", d);
-    fprintf(f, "};\n");
+    for (int k = 3 * G->nv + 1; k < G->n_buf; k++)
+      if (G->bufs[k].st == ST_INBOX && G->bufs[k].input_index == i)
+        put_inbox_pack(G, f, k, i);
   }
   fprintf(f, "  for (int step = 0; step < args->steps && !s; step++) {\n");
-  int n_reduce = 0;
   for (int ci = 0; ci < G->n_calls; ci++) {
     const call *cl = &G->calls[ci];
     if (ci == 0 || G->calls[ci - 1].phase != cl->phase) {
@@ -1060,40 +1608,58 @@ static ap_status write_device(tgen *G) {
       fprintf(f, "    aprt_phase_begin(c, %s);\n", phase_names[cl->phase]);
     }
     fprintf(f, "    /* %s", cl->what);
-    if (cl->phase == PH_UPDATE || cl->phase == PH_GRADIENT) {
-      fprintf(f, " '");
-      cg_put_comment_name(f, g->values[cl->args[0] % G->nv].name);
-      fprintf(f, "'");
-    } else if (cl->node >= 0) {
+    if (cl->node >= 0) {
       fprintf(f, " %s '", g->nodes[cl->node].op_type);
       cg_put_comment_name(f, g->nodes[cl->node].name);
       fprintf(f, "'");
     }
-    if (cl->kernel == K_SLICE) {
-      int src = cl->args[0], dst = cl->args[1], k = dst - slice_buf(G, 0);
-      const ap_value *v = &g->values[src];
-      ap_dbox held = vbox(G, src);
-      fprintf(f, " */\n    {\n      static const aprt_box b = ");
-      put_box(f, v->rank, &held, &G->slice_box[k]);
-      fprintf(f, ";\n      aprt_box_pack(");
-      put_buf_ptr(G, f, dst);
+    if (cl->value >= 0) {
+      fprintf(f, "%s'", cl->node >= 0 ? ", of " : " ");
+      cg_put_comment_name(f, g->values[cl->value].name);
+      fprintf(f, "'");
+    }
+    fprintf(f, " */\n");
+    if (cl->kernel == K_SLICE || cl->kernel == K_ADDBOX) {
+      /* K_SLICE: the box of args[1] out of args[0]; K_ADDBOX: args[0] into
+       * its box of args[1]. */
+      int whole = cl->kernel == K_SLICE ? cl->args[0] : cl->args[1];
+      int part = cl->kernel == K_SLICE ? cl->args[1] : cl->args[0];
+      ap_dbox wb = buf_box(G, whole), pb = buf_box(G, part);
+      const ap_value *v = &g->values[cl->value];
+      if (ap_dbox_volume(v->rank, &pb) == 0)
+        continue;
+      fprintf(f, "    {\n      static const aprt_box b = ");
+      cg_put_box(f, v->rank, &pb, &wb, 0);
+      fprintf(f, ";\n      %s(", cl->kernel == K_SLICE ? "aprt_box_pack" : "aprt_box_add_f32");
+      put_buf_ptr(G, f, cl->kernel == K_SLICE ? part : whole);
       fprintf(f, ", ");
-      put_buf_ptr(G, f, src);
-      fprintf(f, ", &b, %zu);\n    }\n", ap_dtype_size(v->dtype));
+      if (cl->kernel == K_SLICE) {
+        put_buf_ptr(G, f, whole);
+        fprintf(f, ", &b, %zu);\n    }\n", ap_dtype_size(v->dtype));
+      } else {
+        fprintf(f, "&b, ");
+        put_buf_ptr(G, f, part);
+        fprintf(f, ");\n    }\n");
+      }
       continue;
     }
-    if (cl->kernel == K_ALLREDUCE) {
-      const ap_value *w = &g->values[cl->args[0] - G->nv];
-      fprintf(f, " */\n    if (!s)\n      s = aprt_allreduce_sum(c, everyone, %d, ", G->n_dev);
-      put_buf_ptr(G, f, cl->args[0]);
-      /* The k-th all-reduce of a step has tag k on every device; a tag
+    if (cl->kernel == K_ZERO) {
+      int r = root_of(G, cl->args[0]);
+      if (G->bufs[r].bytes > 0) {
+        fprintf(f, "    memset(");
+        put_buf_ptr(G, f, cl->args[0]);
+        fprintf(f, ", 0, %lld);\n", (long long)G->bufs[r].bytes);
+      }
+      continue;
+    }
+    if (cl->kernel == K_XCHG || cl->kernel == K_GSUM) {
+      /* The k-th communication of a step has tag k on every device; a tag
        * reused by the next step is safe, messages between two ranks with
        * one tag arrive in order. */
-      fprintf(f, ", %lld, NULL, %d);\n", (long long)ap_numel(w->rank, w->dims),
-              n_reduce++ % (APRT_TAG_MAX + 1));
+      put_comm(G, f, cl);
       continue;
     }
-    fprintf(f, " */\n    cgk_%d(", cl->kernel);
+    fprintf(f, "    cgk_%d(", cl->kernel);
     for (int a = 0; a < cl->n_args; a++) {
       if (a)
         fprintf(f, ", ");
@@ -1123,10 +1689,10 @@ static ap_status write_device(tgen *G) {
       put_output(G, f, index, &g->values[G->exports[i]], &b, grad_buf(G, G->exports[i]));
     }
   }
-  /* The updated weights, identical on every device: each writes them. */
+  /* The updated weights: each device writes its box (copies are equal). */
   for (int v = 0; G->o->export_weights && v < G->nv; v++)
     if (G->sch.trainable[v]) {
-      ap_dbox b = whole_box(&g->values[v]);
+      ap_dbox b = vbox(G, v);
       put_output(G, f, index++, &g->values[v], &b, v);
     }
   fprintf(f, "  free(arena);\n  free(params);\n  free(mom);\n  free(work);\n  free(inbox);\n"
@@ -1161,9 +1727,8 @@ static ap_status write_main(tgen *G, const char *blob_path) {
     fprintf(f, "%s%llu", dev ? ", " : "", (unsigned long long)G->dev_bytes[dev]);
   fprintf(f, "};\n");
   if (G->dist) {
-    /* The cost model's step (ap_plan_device_bytes(g, d, true)) all-reduces
-     * the weight input of every layer only, not the biases and the
-     * BatchNormalization scales and biases the program also trains. */
+    /* The distribution's (ap_distribute_train): the transfers above are
+     * its, so the two agree. */
     fprintf(f, "/* The plan's step bytes, per device:");
     for (int dev = 0; dev < G->n_dev; dev++)
       fprintf(f, " %.0f", G->dist->step_bytes[dev]);
@@ -1228,87 +1793,25 @@ static ap_status write_blob(tgen *G) {
   if (!blob)
     return oom(G);
   memset(blob, 0, (size_t)G->blob_bytes + 1);
-  for (int v = 0; v < G->nv; v++)
-    if (G->blob_off[v] >= 0 && value_bytes(&g->values[v]))
-      memcpy(blob + G->blob_off[v], g->values[v].data, (size_t)value_bytes(&g->values[v]));
+  for (int i = 0; i < G->n_blob; i++) {
+    int64_t bytes = value_bytes(G->blob[i].view);
+    if (bytes)
+      memcpy(blob + G->blob[i].offset, G->blob[i].view->data, (size_t)bytes);
+  }
   return cg_write_file(G->g, G->d, G->o->outdir, "weights.bin", blob, (size_t)G->blob_bytes);
 }
 
-/* What partitioned training generates so far: plans whose layers are all of
- * type I (the batch split, weights replicated). One line naming the first
- * layer of another type. */
-static ap_status check_types(tgen *G) {
-  ap_graph *g = G->g;
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *n = &g->nodes[ni];
-    if (n->dead || node_folded(g, n))
-      continue;
-    for (int l = 0; l < n->n_types; l++)
-      if (n->types[l] != 1)
-        return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
-                        "training with type II/III layers is not generated yet (the plan "
-                        "gives this layer type %s at level %d; --strategy dp trains)",
-                        n->types[l] == 2 ? "II" : "III", l);
-  }
-  if (G->o->export_grads)
-    return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
-                    "exported gradients are generated for one device only");
-  return AP_OK;
-}
-
-/* This device's boxes: every node reads the box its device holds of each
- * input (no transfer), constants whole, run-time inputs in one box per
- * device (packed once), and every device has a share of every value the
- * step computes. */
+/* What several devices need of the graph: float32 errors (they are added
+ * across devices in float32). */
 static ap_status device_boxes(tgen *G) {
   ap_graph *g = G->g;
-  const ap_dist *D = G->dist;
-  int nd = G->n_dev, dev = G->dev;
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *n = &g->nodes[ni];
-    const ap_dnode *dn = &D->node[ni];
-    if (n->dead || node_folded(g, n))
-      continue;
-    const char *why = NULL;
-    if (dn->reduce)
-      why = "its partial sums are reduced across devices";
-    for (int i = 0; i < n->n_in && !why; i++) {
-      int v = n->in[i];
-      if (v < 0)
-        continue;
-      const ap_value *val = &g->values[v];
-      const ap_dbox *b = &dn->in[(size_t)i * (size_t)nd + (size_t)dev];
-      if (dn->xfer_in && dn->xfer_in[i])
-        why = "it reads a box of an input its devices do not hold";
-      else if (val->data && !ap_dbox_whole(val, b))
-        why = "it reads a slice of a constant";
-      else if (!val->data && G->sch.needs_grad[v]) {
-        ap_dbox h = vbox(G, v);
-        if (!ap_dbox_equal(val->rank, b, &h))
-          why = "it reads a part of a value with a gradient that its device holds more of";
-      }
-    }
-    for (int o = 0; o < n->n_out && !why; o++) {
-      int v = n->out[o];
-      if (v < 0)
-        continue;
-      const ap_value *val = &g->values[v];
-      const ap_dbox *b = &D->held[(size_t)v * (size_t)nd + (size_t)dev];
-      if (ap_numel(val->rank, val->dims) > 0 && ap_dbox_volume(val->rank, b) == 0)
-        return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
-                        "training: device %d has no share of output '%s' (a larger --batch "
-                        "gives every device a share)", dev, val->name);
-    }
-    if (why)
-      return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
-                      "training on several devices: %s, which is not generated yet", why);
-  }
   for (int v = 0; v < G->nv; v++) {
     const ap_value *val = &g->values[v];
-    if (G->sch.trainable[v] && val->dtype != AP_DT_FLOAT)
+    if (G->sch.needs_grad[v] && val->dtype != AP_DT_FLOAT)
       return ap_error(G->d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
-                      "training on several devices: weight '%s' is %s, and gradients are "
-                      "all-reduced in float32 only", val->name, ap_dtype_name(val->dtype));
+                      "training on several devices: '%s' is %s, and errors and gradients "
+                      "are summed across devices in float32 only", val->name,
+                      ap_dtype_name(val->dtype));
   }
   return AP_OK;
 }
@@ -1317,24 +1820,33 @@ static ap_status device_boxes(tgen *G) {
  * source text. */
 static ap_status emit_device(tgen *G) {
   ap_graph *g = G->g;
-  size_t reads = 0;
-  for (int ni = 0; ni < g->n_nodes; ni++)
-    reads += (size_t)g->nodes[ni].n_in;
-  G->bufs = ap_arena_array(g->arena, 3 * (size_t)G->nv + 2 + reads, sizeof *G->bufs);
-  G->slice_value = ap_arena_array(g->arena, reads + 1, sizeof *G->slice_value);
-  G->slice_box = ap_arena_array(g->arena, reads + 1, sizeof *G->slice_box);
-  G->n_slices = 0;
-  if (!G->bufs || !G->slice_value || !G->slice_box)
+  int reads = 0;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    G->in_off[ni] = reads;
+    reads += g->nodes[ni].n_in;
+  }
+  G->bufs = NULL;
+  G->n_buf = G->cap_bufs = 0;
+  G->rmap = ap_arena_array(g->arena, (size_t)reads + 1, sizeof *G->rmap);
+  G->inited = ap_arena_array(g->arena, (size_t)G->nv + 1, sizeof *G->inited);
+  if (!G->rmap || !G->inited ||
+      !ap_arena_grow(g->arena, (void **)&G->bufs, &G->cap_bufs, 3 * G->nv + 1, sizeof *G->bufs))
     return oom(G);
-  for (int b = 0; b < 3 * G->nv + 1; b++) {
+  G->n_buf = 3 * G->nv + 1;
+  memset(G->bufs, 0, (size_t)G->n_buf * sizeof *G->bufs);
+  for (int b = 0; b < G->n_buf; b++) {
     G->bufs[b].input_index = -1;
     G->bufs[b].alias_of = -1;
+    G->bufs[b].value = b < 3 * G->nv ? b % G->nv : -1;
   }
+  for (int i = 0; i < reads; i++)
+    G->rmap[i] = -1;
   G->calls = NULL;
   G->n_calls = G->cap_calls = 0;
   G->n_prog_inputs = G->n_exports = 0;
   G->arena_bytes = G->inbox_bytes = 0;
   G->step_bytes = 0;
+  G->n_tags = 0;
   ap_status s = G->dist ? device_boxes(G) : AP_OK;
   if (s == AP_OK)
     s = plan_storage(G);
@@ -1345,7 +1857,7 @@ static ap_status emit_device(tgen *G) {
     int v = g->outputs[i];
     if ((s = check_value(G, NULL, &g->values[v])) == AP_OK && G->bufs[v].st == ST_NONE &&
         g->values[v].data)
-      place_constant(G, v);
+      s = place_constant(G, v);
     if (s == AP_OK && G->bufs[root_of(G, v)].st == ST_NONE)
       s = ap_error(G->d, AP_ERR_INVALID, g->path, NULL, NULL,
                    "graph output '%s' is computed by no node", g->values[v].name);
@@ -1356,7 +1868,7 @@ static ap_status emit_device(tgen *G) {
     s = emit_backward(G, &G->sch.steps[i]);
   for (int v = 0; s == AP_OK && v < G->nv; v++)
     if (G->sch.trainable[v])
-      s = emit_allreduce(G, v);
+      s = emit_weight_sum(G, v);
   for (int v = 0; s == AP_OK && v < G->nv; v++)
     if (G->sch.trainable[v])
       s = emit_update(G, v);
@@ -1374,25 +1886,31 @@ ap_status cg_emit_train_program(ap_graph *g, const cg_train_opts *o, ap_diag *d)
   ap_status s = cg_train_schedule_build(g, o->grad_inputs, &G.sch, d);
   if (s != AP_OK)
     return s;
+  G.want = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *G.want);
+  G.in_off = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *G.in_off);
+  if (!G.want || !G.in_off)
+    return oom(&G);
+  for (int i = 0; i < G.sch.n_steps; i++)
+    G.want[G.sch.steps[i].node] = G.sch.steps[i].want;
   if (g->plan) {
     ap_dist *dist;
-    if ((s = check_types(&G)) != AP_OK || (s = ap_distribute(g, &dist, d)) != AP_OK)
+    if (o->export_grads)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                      "exported gradients are generated for one device only");
+    if ((s = ap_distribute_train(g, G.want, G.sch.trainable, &dist, d)) != AP_OK)
       return s;
     G.dist = dist;
     G.n_dev = dist->n_dev;
   }
   G.kernel = ap_arena_alloc(g->arena, sizeof *G.kernel);
-  G.blob_off = ap_arena_array(g->arena, (size_t)G.nv + 1, sizeof *G.blob_off);
   G.dev_bytes = ap_arena_array(g->arena, (size_t)G.n_dev, sizeof *G.dev_bytes);
   G.dev_src = calloc((size_t)G.n_dev, sizeof *G.dev_src);
   G.dev_len = calloc((size_t)G.n_dev, sizeof *G.dev_len);
-  if (!G.kernel || !G.blob_off || !G.dev_bytes || !G.dev_src || !G.dev_len) {
+  if (!G.kernel || !G.dev_bytes || !G.dev_src || !G.dev_len) {
     free(G.dev_src);
     free(G.dev_len);
     return oom(&G);
   }
-  for (int v = 0; v < G.nv; v++)
-    G.blob_off[v] = -1;
   for (int dev = 0; s == AP_OK && dev < G.n_dev; dev++) {
     G.dev = dev;
     s = emit_device(&G);

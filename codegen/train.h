@@ -67,11 +67,11 @@ typedef struct cg_train_opts {
 
 /* Writes OUTDIR/kernels.h, kernels.c, dev<d>.c, main.c and weights.bin of a
  * training program for g (after ap_run_pipeline); ap_codegen_build builds it
- * as an inference program. With a plan (ap_partition) whose layers are all
- * of type I, every device runs the step on its share of the batch (its
- * boxes, passes/distribute.h) with the weights replicated, and all-reduces
- * every weight's gradient before the update; a layer of type II or III is
- * refused in one line naming it. Program inputs: the graph inputs that are not
+ * as an inference program. With a plan (ap_partition) of any layer types,
+ * every device runs the step on its boxes (passes/distribute.h,
+ * ap_distribute_train): the forward transfers, the loss on its rows, the
+ * transfers' adjoints backward, and the sum of every weight's gradient over
+ * the devices holding copies of it before the update. Program inputs: the graph inputs that are not
  * initializers, in graph order, then the labels (int64 [N], CE loss) or the
  * loss weights (the final output's shape and type, weighted-sum loss).
  * Program outputs: the graph outputs of the last step, then what

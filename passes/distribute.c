@@ -550,7 +550,7 @@ static void box_of_port(dctx *x, int vx, int port, int dev, ap_dbox *b) {
 
 /* A layer: the plan gives its output and input boxes; the weight's I and O
  * dims follow them; partial sums (type II) are reduced after it. */
-static ap_status layer_node(dctx *x, int ni, int vx, double *back) {
+static ap_status layer_node(dctx *x, int ni, int vx) {
   ap_graph *g = x->g;
   const ap_node *n = &g->nodes[ni];
   const ap_vertex *V = &x->p->v[vx];
@@ -608,39 +608,6 @@ static ap_status layer_node(dctx *x, int ni, int vx, double *back) {
       charge_reduction(x, dn->reduce, dn->out, x->dist->fwd_bytes);
       if (n->n_in > 2 && n->in[2] >= 0)
         dn->bias_slot = 2;
-    }
-  }
-  if (back) {
-    /* Training: type I all-reduces the weight gradient among the devices
-     * holding the same weight box; type III reduces the input's error among
-     * the devices reading the same input box. */
-    const ap_value *w = &g->values[V->weight];
-    for (int dev = 0; dev < n_dev; dev++) {
-      int members = 0, me = 0;
-      for (int e = 0; e < n_dev; e++)
-        if (ap_dbox_equal(w->rank, IN(x, ni, 1, dev), IN(x, ni, 1, e))) {
-          if (e == dev)
-            me = members;
-          members++;
-        }
-      back[dev] += (double)aprt_allreduce_bytes(members, ap_dbox_volume(w->rank, IN(x, ni, 1, dev)),
-                                                 NULL, me);
-    }
-    if (has_type(x, vx, 2) && !V->first) {
-      int *summand = ap_arena_array(g->arena, (size_t)n_dev, sizeof *summand), S;
-      ap_dbox *ib = ap_arena_array(g->arena, (size_t)n_dev, sizeof *ib);
-      if (!summand || !ib)
-        return oom(x);
-      for (int dev = 0; dev < n_dev; dev++)
-        ib[dev] = *IN(x, ni, 0, dev);
-      summands(x, vx, 2, summand, &S);
-      ap_dxfer *t;
-      ap_status s;
-      if (S > 1) {
-        if ((s = reduction(x, n->in[0], ib, summand, S, &t)) != AP_OK)
-          return s;
-        charge_reduction(x, t, ib, back);
-      }
     }
   }
   return AP_OK;
@@ -756,10 +723,8 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
   dist->step_bytes = ap_arena_array(a, (size_t)n_dev, sizeof *dist->step_bytes);
   x.vertex_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *x.vertex_of);
   x.path = ap_arena_array(a, (size_t)n_dev * (size_t)(p ? p->n_levels : 0) + 1, sizeof *x.path);
-  double *back = ap_arena_array(a, (size_t)n_dev, sizeof *back);
-  bool *grad = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *grad); /* computed from a layer */
-  if (!grad || !dist->node || !dist->held || !dist->fwd_bytes || !dist->step_bytes || !x.vertex_of ||
-      !x.path || !back)
+  if (!dist->node || !dist->held || !dist->fwd_bytes || !dist->step_bytes || !x.vertex_of ||
+      !x.path)
     return oom(&x);
   for (int ni = 0; ni < g->n_nodes; ni++)
     x.vertex_of[ni] = -1;
@@ -797,7 +762,7 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
     if (n_dev == 1) {
       all_whole(&x, ni);
     } else if (vx >= 0 && !p->v[vx].join) {
-      s = layer_node(&x, ni, vx, back);
+      s = layer_node(&x, ni, vx);
     } else {
       weightless_node(&x, ni, vx);
     }
@@ -813,28 +778,285 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
         return s;
       if (dn->xfer_in[i])
         charge_pieces(dn->xfer_in[i], &g->values[v], dist->fwd_bytes);
-      /* Training sends the error of what the node read back to the boxes
-       * the producer holds: the same exchange, the other way round. */
-      ap_dxfer *err;
-      if (!grad[v])
-        continue; /* nothing before it trains: its error is never needed */
-      if ((s = exchange(&x, v, need, HELD(&x, v, 0), &err)) != AP_OK)
-        return s;
-      if (err)
-        charge_pieces(err, &g->values[v], back);
     }
-    bool from_layer = vx >= 0 && !p->v[vx].join;
-    for (int i = 0; i < n->n_in; i++)
-      from_layer |= n->in[i] >= 0 && grad[n->in[i]];
     for (int o = 0; o < n->n_out; o++)
       if (n->out[o] >= 0) {
-        grad[n->out[o]] = from_layer;
         for (int dev = 0; dev < n_dev; dev++)
           *HELD(&x, n->out[o], dev) = *OUT(&x, ni, o, dev);
       }
   }
   for (int dev = 0; dev < n_dev; dev++)
-    dist->step_bytes[dev] = dist->fwd_bytes[dev] + back[dev];
+    dist->step_bytes[dev] = -1;
+  *out = dist;
+  return AP_OK;
+}
+
+/* ---- the training step ------------------------------------------------------ */
+
+ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev) {
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || !dist->node[ni].in)
+      continue;
+    for (int i = 0; i < n->n_in; i++)
+      if (n->in[i] == v)
+        return dist->node[ni].in[(size_t)i * (size_t)dist->n_dev + (size_t)dev];
+  }
+  return whole_box(&g->values[v]);
+}
+
+/* Whether the devices' boxes of the final output partition its rows: each
+ * holds whole rows, no row twice, every row somewhere. */
+static bool rows_partitioned(const ap_value *y, const ap_dbox *held, int n) {
+  int64_t covered = 0;
+  for (int d = 0; d < n; d++) {
+    for (int i = 1; i < y->rank; i++)
+      if (held[d].lo[i] != 0 || held[d].hi[i] != y->dims[i])
+        return false;
+    for (int e = 0; e < d; e++)
+      if (held[d].lo[0] < held[e].hi[0] && held[e].lo[0] < held[d].hi[0] &&
+          held[d].hi[0] > held[d].lo[0] && held[e].hi[0] > held[e].lo[0])
+        return false;
+    covered += held[d].hi[0] - held[d].lo[0];
+  }
+  return covered == y->dims[0];
+}
+
+/* The loss's rows per device and the transfer bringing them. */
+static ap_status loss_boxes(dctx *x, int v) {
+  ap_dist *dist = x->dist;
+  const ap_value *y = &x->g->values[v];
+  int n = x->n_dev;
+  dist->loss_box = ap_arena_array(x->g->arena, (size_t)n, sizeof *dist->loss_box);
+  if (!dist->loss_box)
+    return oom(x);
+  const ap_dbox *held = HELD(x, v, 0);
+  if (y->rank == 0 || rows_partitioned(y, held, n)) {
+    memcpy(dist->loss_box, held, (size_t)n * sizeof *held);
+    return AP_OK;
+  }
+  int64_t at = 0;
+  for (int d = 0; d < n; d++) {
+    ap_dbox *b = &dist->loss_box[d];
+    *b = whole_box(y);
+    b->lo[0] = at;
+    at += aprt_even_share(y->dims[0], n, d);
+    b->hi[0] = at;
+  }
+  return exchange(x, v, held, dist->loss_box, &dist->loss_xfer);
+}
+
+/* The sum of trainable weight v's gradient over the devices that read
+ * copies of its elements (box[d] per device). */
+static ap_status weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out) {
+  ap_arena *a = x->g->arena;
+  const ap_value *val = &x->g->values[v];
+  int rank = val->rank, n = x->n_dev;
+  *out = NULL;
+  int *cls = ap_arena_array(a, (size_t)n, sizeof *cls);
+  if (!cls)
+    return oom(x);
+  /* Groups of equal boxes; an all-reduce in each when the groups are disjoint. */
+  bool disjoint = true, shared = false;
+  for (int d = 0; d < n; d++) {
+    cls[d] = d;
+    for (int e = 0; e < d; e++) {
+      ap_dbox meet;
+      if (ap_dbox_equal(rank, &box[d], &box[e])) {
+        if (cls[d] == d)
+          cls[d] = cls[e];
+      } else if (intersect(rank, &box[d], &box[e], &meet)) {
+        disjoint = false;
+      }
+    }
+    shared |= cls[d] != d && ap_dbox_volume(rank, &box[d]) > 0;
+  }
+  if (disjoint && !shared)
+    return AP_OK; /* one copy of every element */
+  if (!disjoint || val->dtype != AP_DT_FLOAT) {
+    int *summand = ap_arena_array(a, (size_t)n, sizeof *summand);
+    if (!summand)
+      return oom(x);
+    for (int d = 0; d < n; d++)
+      summand[d] = d;
+    return reduction(x, v, box, summand, n, out);
+  }
+  ap_dxfer *t = new_xfer(x, AP_DX_ALLREDUCE, v);
+  int *group = ap_arena_array(a, (size_t)n * (size_t)n, sizeof *group);
+  int *n_group = ap_arena_array(a, (size_t)n, sizeof *n_group);
+  int *summand = ap_arena_array(a, (size_t)n, sizeof *summand);
+  if (!t || !group || !n_group || !summand)
+    return oom(x);
+  t->n_summands = n;
+  t->group = group;
+  t->n_group = n_group;
+  t->summand = summand;
+  for (int d = 0; d < n; d++) {
+    n_group[d] = 0;
+    for (int e = 0; e < n; e++)
+      if (cls[e] == cls[d]) {
+        if (e == d)
+          summand[d] = n_group[d];
+        group[d * n + n_group[d]++] = e;
+      }
+  }
+  *out = t;
+  return AP_OK;
+}
+
+/* Charges the pieces of t to their receivers: the transfer's adjoint sends
+ * every piece's error back to the device that sent the piece. */
+static void charge_reversed(const ap_dxfer *t, const ap_value *v, double *bytes) {
+  for (int k = 0; k < t->n_pieces; k++) {
+    const ap_dpiece *pc = &t->pieces[k];
+    if (pc->from != pc->to)
+      bytes[pc->to] += (double)ap_dbox_volume(v->rank, &pc->box) * elem_size(v);
+  }
+}
+
+static void charge_weight_sum(const ap_dxfer *t, const ap_value *v, const ap_dbox *box, int n,
+                              double *bytes) {
+  if (t->kind == AP_DX_REDUCE) {
+    charge_pieces(t, v, bytes);
+    return;
+  }
+  for (int d = 0; d < n; d++)
+    bytes[d] += (double)aprt_allreduce_bytes(t->n_group[d], ap_dbox_volume(v->rank, &box[d]),
+                                              NULL, t->summand[d]);
+}
+
+/* BatchNormalization's running mean and variance: frozen statistics, no
+ * error flows into them (DESIGN.md, "Execution model"). */
+static bool frozen_slot(const ap_node *n, int i) {
+  return n->op == AP_OP_BATCH_NORM && (i == 3 || i == 4);
+}
+
+/* The schedule's want and trainable when the caller has none (the
+ * planner's figures): see distribute.h. */
+static ap_status default_schedule(dctx *x, uint64_t **want, bool **trainable) {
+  ap_graph *g = x->g;
+  ap_arena *a = g->arena;
+  bool *from_w = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *from_w);
+  bool *reach = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *reach);
+  *want = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof **want);
+  *trainable = ap_arena_array(a, (size_t)g->n_values + 1, sizeof **trainable);
+  if (!from_w || !reach || !*want || !*trainable)
+    return oom(x);
+  /* Weights: float initializers, and float graph inputs no node reads as
+   * its first input (a model whose weights are fed, accpar-zoo --no-weights). */
+  for (int v = 0; v < g->n_values; v++) {
+    const ap_value *val = &g->values[v];
+    from_w[v] = val->dtype == AP_DT_FLOAT && val->producer < 0 &&
+                ((val->kind == AP_VAL_WEIGHT && val->data) || (val->kind == AP_VAL_INPUT && !val->data));
+  }
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    if (!g->nodes[ni].dead && g->nodes[ni].n_in > 0 && g->nodes[ni].in[0] >= 0 &&
+        g->values[g->nodes[ni].in[0]].kind == AP_VAL_INPUT)
+      from_w[g->nodes[ni].in[0]] = false;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    bool f = false;
+    for (int i = 0; i < n->n_in && !n->dead; i++)
+      f |= n->in[i] >= 0 && from_w[n->in[i]];
+    for (int o = 0; o < n->n_out && !n->dead; o++)
+      if (n->out[o] >= 0 && !g->values[n->out[o]].data)
+        from_w[n->out[o]] = f && g->values[n->out[o]].dtype == AP_DT_FLOAT;
+  }
+  if (g->n_outputs > 0)
+    reach[g->outputs[0]] = true;
+  for (int ni = g->n_nodes - 1; ni >= 0; ni--) {
+    const ap_node *n = &g->nodes[ni];
+    bool r = false;
+    for (int o = 0; o < n->n_out && !n->dead; o++)
+      r |= n->out[o] >= 0 && reach[n->out[o]];
+    for (int i = 0; i < n->n_in && r; i++)
+      if (n->in[i] >= 0 && !frozen_slot(n, i))
+        reach[n->in[i]] = true;
+  }
+  for (int v = 0; v < g->n_values; v++)
+    (*trainable)[v] = from_w[v] && reach[v] && g->values[v].producer < 0;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    for (int i = 0; i < n->n_in && !n->dead && i < 64; i++)
+      if (n->in[i] >= 0 && !frozen_slot(n, i) && from_w[n->in[i]] && reach[n->in[i]])
+        (*want)[ni] |= (uint64_t)1 << i;
+  }
+  return AP_OK;
+}
+
+ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
+                              ap_dist **out, ap_diag *d) {
+  ap_dist *dist;
+  ap_status s = ap_distribute(g, &dist, d);
+  if (s != AP_OK)
+    return s;
+  dctx x = {.g = g, .d = d, .p = g->plan, .n_dev = dist->n_dev, .dist = dist};
+  int n = x.n_dev;
+  uint64_t *own_want = NULL;
+  bool *own_trainable = NULL;
+  if ((!want || !trainable) && (s = default_schedule(&x, &own_want, &own_trainable)) != AP_OK)
+    return s;
+  if (!want)
+    want = own_want;
+  if (!trainable)
+    trainable = own_trainable;
+  double *bytes = dist->step_bytes;
+  for (int dev = 0; dev < n; dev++)
+    bytes[dev] = dist->fwd_bytes[dev];
+  dist->wgrad = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *dist->wgrad);
+  ap_dbox *box = ap_arena_array(g->arena, (size_t)n, sizeof *box);
+  if (!dist->wgrad || !box)
+    return oom(&x);
+  if (g->n_outputs > 0 && ap_value_shape_known(&g->values[g->outputs[0]])) {
+    const ap_value *y = &g->values[g->outputs[0]];
+    if ((s = loss_boxes(&x, g->outputs[0])) != AP_OK)
+      return s;
+    if (dist->loss_xfer) {
+      charge_pieces(dist->loss_xfer, y, bytes);
+      charge_reversed(dist->loss_xfer, y, bytes);
+    }
+  }
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n_ = &g->nodes[ni];
+    const ap_dnode *dn = &dist->node[ni];
+    if (n_->dead || !want[ni] || !dn->xfer_in)
+      continue;
+    for (int i = 0; i < n_->n_in && i < 64; i++)
+      if ((want[ni] >> i & 1) && dn->xfer_in[i])
+        charge_reversed(dn->xfer_in[i], &g->values[n_->in[i]], bytes);
+    uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
+    if (!dn->reduce || !(want[ni] & ~bias))
+      continue;
+    const ap_dxfer *t = dn->reduce;
+    if (t->kind == AP_DX_REDUCE)
+      charge_reversed(t, &g->values[t->value], bytes);
+    else
+      charge_reduction(&x, t, &dn->out[0], bytes);
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    if (!trainable[v])
+      continue;
+    const ap_value *val = &g->values[v];
+    for (int dev = 0; dev < n; dev++) {
+      box[dev] = ap_dist_weight_box(g, dist, v, dev);
+      /* Every reader on a device reads the same box of a weight. */
+      for (int ni = 0; ni < g->n_nodes; ni++) {
+        const ap_node *n_ = &g->nodes[ni];
+        if (n_->dead || !dist->node[ni].in)
+          continue;
+        for (int i = 0; i < n_->n_in; i++)
+          if (n_->in[i] == v &&
+              !ap_dbox_equal(val->rank, &box[dev], &dist->node[ni].in[(size_t)i * n + dev]))
+            return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n_->name, n_->op_type,
+                            "training: weight '%s' is read in two different boxes by one "
+                            "device", val->name);
+      }
+    }
+    if ((s = weight_sum(&x, v, box, &dist->wgrad[v])) != AP_OK)
+      return s;
+    if (dist->wgrad[v])
+      charge_weight_sum(dist->wgrad[v], val, box, n, bytes);
+  }
   *out = dist;
   return AP_OK;
 }
@@ -843,7 +1065,8 @@ double ap_plan_device_bytes(ap_graph *g, int dev, bool train) {
   ap_dist *dist;
   ap_diag d = {0};
   const ap_plan *p = g->plan;
-  if (!p || dev < 0 || dev >= p->dev.n_devices || ap_distribute(g, &dist, &d) != AP_OK)
+  if (!p || dev < 0 || dev >= p->dev.n_devices ||
+      (train ? ap_distribute_train(g, NULL, NULL, &dist, &d) : ap_distribute(g, &dist, &d)) != AP_OK)
     return -1;
   return train ? dist->step_bytes[dev] : dist->fwd_bytes[dev];
 }

@@ -49,6 +49,9 @@ typedef struct ap_dxfer {
   int n_summands;    /* partial sums: how many summands */
   int *summand;      /* [n_dev]: each device's summand */
   int *group;        /* AP_DX_ALLREDUCE: [n_dev * n_summands]: device d's group, by summand */
+  int *n_group;      /* AP_DX_ALLREDUCE of a weight's gradient: [n_dev]: the size of device
+                        d's group (its first n_group[d] entries; summand[d] = d's place in
+                        it); NULL: every group has n_summands members */
 } ap_dxfer;
 
 typedef struct ap_dnode {
@@ -64,15 +67,46 @@ typedef struct ap_dist {
   ap_dnode *node;       /* [n_nodes] */
   ap_dbox *held;        /* [n_values * n_dev]: the box device d holds of value v */
   double *fwd_bytes;    /* [n_dev]: bytes sent in the forward pass (inference) */
-  double *step_bytes;   /* [n_dev]: a training step: forward, the transfers reversed for
-                           the errors, weight-gradient all-reduces (type I) and input-error
-                           reductions (type III) */
+  double *step_bytes;   /* [n_dev]: a training step (ap_distribute_train): exactly what
+                           the training program sends, below; ap_distribute alone: -1 */
+  /* Training (ap_distribute_train). The step runs the forward transfers
+   * above, the loss, then every transfer's adjoint in reverse: the error of
+   * a box a node read through an exchange goes back to the device that sent
+   * it and is added there (the pieces reversed); partial sums resolved by an
+   * all-reduce get their error all-reduced over the same group, those
+   * resolved by sending summands get each receiver's error back; and every
+   * trainable weight's gradient is summed over the devices holding a copy of
+   * its elements. */
+  ap_dbox *loss_box;    /* [n_dev]: the rows (all of the other dims) of graph output 0 the
+                           loss of device d reads: its own rows where the devices' boxes
+                           partition the rows, else an even split of the batch */
+  ap_dxfer *loss_xfer;  /* bringing them, or NULL (every device holds its rows) */
+  ap_dxfer **wgrad;     /* [n_values]: the sum of a trainable weight's gradient: an
+                           all-reduce over each group of devices reading equal boxes of it
+                           when the groups' boxes are disjoint, else every device sends every
+                           other its contribution where their boxes meet (AP_DX_REDUCE, one
+                           summand per device); NULL for one copy */
 } ap_dist;
 
 /* Distributes g (after ap_run_pipeline; after ap_partition when the array
  * has several devices — without a plan there is one device holding every
  * value whole). Lives in g's arena. */
 ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d);
+
+/* ap_distribute, then the training step's transfers and step_bytes. want[n]
+ * (bit i: the backward of node n produces the error of input i; 0: no
+ * backward step) and trainable[v] (a weight the step updates) are the
+ * training schedule's (codegen/train.h); NULL derives them: the weights are
+ * the float initializers and the float graph inputs no node reads as its
+ * first input (fed weights), a float value needs an error when it is
+ * computed from a weight and graph output 0 is computed from it, and such
+ * weights train. */
+ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
+                              ap_dist **out, ap_diag *d);
+
+/* The device d's box of trainable weight v: what its readers read of it
+ * (they agree; ap_distribute_train checks), whole when no node reads it. */
+ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev);
 
 int64_t ap_dbox_volume(int rank, const ap_dbox *b);
 bool ap_dbox_equal(int rank, const ap_dbox *a, const ap_dbox *b);

@@ -152,7 +152,7 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
    * scratch in the graph's arena, which printing may grow. */
   ap_dist *dist;
   ap_diag dd = {0};
-  if (ap_distribute((ap_graph *)g, &dist, &dd) != AP_OK)
+  if (ap_distribute_train((ap_graph *)g, NULL, NULL, &dist, &dd) != AP_OK)
     return dd.status;
   fprintf(out, "],\n  \"device_forward_bytes\": [");
   for (int dv = 0; dv < p->dev.n_devices; dv++)

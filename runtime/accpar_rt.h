@@ -147,6 +147,9 @@ int64_t aprt_box_volume(const aprt_box *b); /* elements */
 /* Copies between a box and a contiguous row-major array of its volume. */
 void aprt_box_pack(void *dst, const void *src, const aprt_box *b, size_t elem_size);
 void aprt_box_unpack(void *dst, const aprt_box *b, const void *src, size_t elem_size);
+/* Adds the contiguous array src into box b of dst, element by element: the
+ * errors training sends back to the device that sent a box. */
+void aprt_box_add_f32(float *dst, const aprt_box *b, const float *src);
 
 typedef struct aprt_xfer {
   int peer;     /* world rank; may be the caller (a local copy) */

@@ -226,6 +226,23 @@ void aprt_box_unpack(void *dst, const aprt_box *b, const void *src, size_t elem_
   box_walk((unsigned char *)(uintptr_t)src, dst, b, elem_size, 0);
 }
 
+void aprt_box_add_f32(float *dst, const aprt_box *b, const float *src) {
+  if (aprt_box_volume(b) == 0)
+    return;
+  int64_t idx[APRT_MAX_RANK] = {0};
+  for (;;) {
+    int64_t at = b->offset;
+    for (int d = 0; d < b->ndim; d++)
+      at += idx[d] * b->stride[d];
+    dst[at] += *src++;
+    int d = b->ndim - 1;
+    while (d >= 0 && ++idx[d] == b->size[d])
+      idx[d--] = 0;
+    if (d < 0)
+      return;
+  }
+}
+
 static aprt_status check_xfers(aprt_comm *c, const char *what, int nx, const aprt_xfer *x) {
   for (int k = 0; k < nx; k++) {
     if (x[k].peer < 0 || x[k].peer >= c->size)

@@ -667,6 +667,13 @@ static void make_tmpdir(void) {
   cr_assert_not_null(mkdtemp(tmpdir));
 }
 
+static void remove_tmpdir(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (tmpdir[0] && system(cmd) != 0)
+    cr_log_warn("could not remove %s", tmpdir);
+}
+
 static void write_bytes(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   cr_assert_not_null(f);
@@ -682,7 +689,7 @@ static void write_proto(const char *path, const Onnx__TensorProto *tp) {
   free(buf);
 }
 
-Test(tensor_io, round_trip_float_and_int64, .init = make_tmpdir) {
+Test(tensor_io, round_trip_float_and_int64, .init = make_tmpdir, .fini = remove_tmpdir) {
   char path[128];
   snprintf(path, sizeof path, "%s/t.pb", tmpdir);
   float fv[2 * 3 * 4];
@@ -716,7 +723,7 @@ Test(tensor_io, round_trip_float_and_int64, .init = make_tmpdir) {
   cr_assert_neq(access(tmp, F_OK), 0);
 }
 
-Test(tensor_io, typed_fields_float_data_and_int64_data, .init = make_tmpdir) {
+Test(tensor_io, typed_fields_float_data_and_int64_data, .init = make_tmpdir, .fini = remove_tmpdir) {
   char path[128];
   snprintf(path, sizeof path, "%s/typed.pb", tmpdir);
   Onnx__TensorProto tp = ONNX__TENSOR_PROTO__INIT;
@@ -782,7 +789,7 @@ Test(tensor_io, typed_fields_float_data_and_int64_data, .init = make_tmpdir) {
   cr_assert(strstr(err.msg, path) && strstr(err.msg, "string"), "%s", err.msg);
 }
 
-Test(tensor_io, mnist_input_and_clear_errors, .init = make_tmpdir) {
+Test(tensor_io, mnist_input_and_clear_errors, .init = make_tmpdir, .fini = remove_tmpdir) {
   aprt_tensor t;
   aprt_error err = {{0}};
   cr_assert_eq(aprt_tensor_read_expect(MNIST_INPUT, APRT_FLOAT, 4, (int64_t[]){1, 1, 28, 28},
@@ -923,7 +930,7 @@ static void check_selftest_run(const char *transport, const char *out) {
   free(json);
 }
 
-Test(executable, threads_run_writes_outputs_losses_and_report, .init = make_tmpdir) {
+Test(executable, threads_run_writes_outputs_losses_and_report, .init = make_tmpdir, .fini = remove_tmpdir) {
   char in[128], cmd[1024];
   snprintf(in, sizeof in, "%s/in", tmpdir);
   write_selftest_inputs(in, -1);
@@ -940,7 +947,7 @@ Test(executable, threads_run_writes_outputs_losses_and_report, .init = make_tmpd
   free(errt);
 }
 
-Test(executable, wrong_or_missing_inputs_are_one_line_errors, .init = make_tmpdir) {
+Test(executable, wrong_or_missing_inputs_are_one_line_errors, .init = make_tmpdir, .fini = remove_tmpdir) {
   char in[128], cmd[1024];
   char *out, *errt;
   snprintf(in, sizeof in, "%s/in", tmpdir);
@@ -983,7 +990,7 @@ Test(executable, wrong_or_missing_inputs_are_one_line_errors, .init = make_tmpdi
   free(errt);
 }
 
-Test(executable, training_without_inputs_uses_the_seed, .init = make_tmpdir) {
+Test(executable, training_without_inputs_uses_the_seed, .init = make_tmpdir, .fini = remove_tmpdir) {
   char cmd[512];
   char *a, *b, *c, *errt;
   snprintf(cmd, sizeof cmd, "%s --steps 2 --seed 11", SELFTEST);
@@ -1002,7 +1009,7 @@ Test(executable, training_without_inputs_uses_the_seed, .init = make_tmpdir) {
   free(c);
 }
 
-Test(executable, a_failing_rank_ends_the_run_with_its_message, .init = make_tmpdir) {
+Test(executable, a_failing_rank_ends_the_run_with_its_message, .init = make_tmpdir, .fini = remove_tmpdir) {
   char cmd[512];
   char *out, *errt;
   snprintf(cmd, sizeof cmd, "APRT_SELFTEST_FAIL_RANK=2 ACCPAR_TIMEOUT_S=30 %s --steps 3", SELFTEST);
@@ -1033,7 +1040,7 @@ static bool mpi_available(void) {
  * is off for MPI runs. The threads runs of the same code keep it. */
 #define MPIRUN "ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np 3 "
 
-Test(executable, mpi_run_matches_threads, .init = make_tmpdir, .timeout = 60) {
+Test(executable, mpi_run_matches_threads, .init = make_tmpdir, .fini = remove_tmpdir, .timeout = 60) {
   if (!mpi_available())
     cr_skip_test("mpirun or accpar_rt_mpi not available");
   char in[128], cmd[1024], outd[160];

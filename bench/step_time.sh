@@ -1,8 +1,8 @@
 #!/bin/sh
 # Step time of a partitioned training run on 1 and 2 devices of this host
 # (each device a thread), measured in the same run: the zoo's MLP, LeNet-5 and
-# small ResNet, data parallel (--strategy dp; other plans are not generated
-# for training yet). Prints the median wall time of a step over R runs of S
+# small ResNet, data parallel (--strategy dp, the plan these figures were
+# first measured with; any strategy trains). Prints the median wall time of a step over R runs of S
 # steps each, and the 2-device speedup. A step's time is the slowest
 # device's sum of its timed phases (forward, loss, backward, gradient, update,
 # comm: the program's --report), so process start-up and weight loading are

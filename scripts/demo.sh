@@ -35,6 +35,16 @@ echo
 echo "== bytes each device sent, measured and as the plan predicted ($work/hetero.json)"
 grep -E '"(bytes_sent|predicted_bytes)"' "$work/hetero.json"
 echo
-echo "== training: accparc compile lenet5.onnx --devices cpu:1 --mode train, 5 SGD steps"
-"$accparc" compile "$model" --devices cpu:1 --mode train --momentum 0.9 -o "$work/train"
-"$work/train/model" --steps 5 --lr 0.05 --seed 1
+echo "== training: accparc compile lenet5.onnx --devices $devices --mode train, 5 SGD steps,"
+echo "   the losses beside the same model trained on one device"
+"$accparc" compile "$model" --devices "$devices" --mode train --momentum 0.9 -o "$work/train-hetero"
+"$accparc" compile "$model" --devices cpu:1 --mode train --momentum 0.9 -o "$work/train-single"
+"$work/train-hetero/model" --steps 5 --lr 0.05 --seed 1 --report "$work/train-hetero.json" \
+  >"$work/train-hetero.txt"
+"$work/train-single/model" --steps 5 --lr 0.05 --seed 1 >"$work/train-single.txt"
+printf '%-6s %-18s %s\n' step "loss on $devices" "loss on cpu:1"
+paste "$work/train-hetero.txt" "$work/train-single.txt" |
+  awk '$1 == "step" { printf "%-6s %-18s %s\n", $2, $4, $8 }'
+echo
+echo "== bytes each device sent in those 5 steps, measured and as the plan predicted"
+grep -E '"(bytes_sent|predicted_bytes)"' "$work/train-hetero.json"

@@ -42,9 +42,9 @@ echo "   the losses beside the same model trained on one device"
 "$work/train-hetero/model" --steps 5 --lr 0.05 --seed 1 --report "$work/train-hetero.json" \
   >"$work/train-hetero.txt"
 "$work/train-single/model" --steps 5 --lr 0.05 --seed 1 >"$work/train-single.txt"
-printf '%-6s %-18s %s\n' step "loss on $devices" "loss on cpu:1"
+printf '%-6s %-24s %s\n' step "loss on $devices" "loss on cpu:1"
 paste "$work/train-hetero.txt" "$work/train-single.txt" |
-  awk '$1 == "step" { printf "%-6s %-18s %s\n", $2, $4, $8 }'
+  awk '$1 == "step" { printf "%-6s %-24s %s\n", $2, $4, $8 }'
 echo
 echo "== bytes each device sent in those 5 steps, measured and as the plan predicted"
 grep -E '"(bytes_sent|predicted_bytes)"' "$work/train-hetero.json"

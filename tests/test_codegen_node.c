@@ -324,12 +324,6 @@ static void expect_error(const char *args, int status, const char *needle) {
 Test(codegen_node, what_the_c_backend_refuses_is_one_line_and_no_program) {
   char args[8192];
   fmt(args, sizeof args,
-      "compile '%s/model.onnx' --devices tpuv3:1,tpuv2:2 --strategy owt --mode train -o "
-      "'%s/error'",
-      MNIST_DIR, WORK_DIR);
-  /* Data-parallel training is generated; one weird trick's type-II MatMul is not. */
-  expect_error(args, 1, "(MatMul): training with type II/III layers is not generated yet");
-  fmt(args, sizeof args,
       "compile '%s/node/test_cast_FLOAT16_to_FLOAT/model.onnx' --devices cpu:1 -o '%s/error'",
       ACCPAR_ONNX_TESTDATA, WORK_DIR);
   expect_error(args, 1, "element type float16 is not supported by the C backend");

@@ -23,21 +23,6 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 /* ---- Conv ----------------------------------------------------------------- */
 
-static void conv2d_params(char *buf, size_t cap, const cg_operand *x, const cg_operand *wt,
-                          int64_t group, const cg_win *w) {
-  snprintf(buf, cap,
-           "{.batch = %lld, .in_channels = %lld, .in_h = %lld, .in_w = %lld, "
-           ".out_channels = %lld, .kernel_h = %lld, .kernel_w = %lld, .stride_h = %lld, "
-           ".stride_w = %lld, .pad_top = %lld, .pad_left = %lld, .pad_bottom = %lld, "
-           ".pad_right = %lld, .dilation_h = %lld, .dilation_w = %lld, .groups = %lld}",
-           (long long)x->dims[0], (long long)x->dims[1], (long long)x->dims[2],
-           (long long)x->dims[3], (long long)wt->dims[0], (long long)w->kernel[0],
-           (long long)w->kernel[1], (long long)w->stride[0], (long long)w->stride[1],
-           (long long)w->pad_begin[0], (long long)w->pad_begin[1], (long long)w->pad_end[0],
-           (long long)w->pad_end[1], (long long)w->dilation[0], (long long)w->dilation[1],
-           (long long)group);
-}
-
 /* dx<slot> += t over n elements (the accumulate half of a kernel that
  * overwrites). */
 static void add_from(cg_kernel *k, int slot, const char *t, int64_t n) {
@@ -49,7 +34,7 @@ static void conv2d_backward_f32(cg_grad_kernel *gk, const cg_win *w, int64_t gro
   const cg_operand *x = &k->in[0], *wt = &k->in[1];
   int64_t M = wt->dims[0];
   char p[1024];
-  conv2d_params(p, sizeof p, x, wt, group, w);
+  cg_conv2d_params(p, sizeof p, x, wt, group, w);
   cg_printf(k, "static const apk_conv2d p = %s;\n", p);
   /* Workspace: [temporaries for accumulating outputs][the kernels' own]. */
   int64_t tx = wants(gk, 0) && accs(gk, 0) ? round16(x->numel) : 0;

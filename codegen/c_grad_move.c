@@ -26,25 +26,10 @@ static ap_status grad_copy(cg_grad_kernel *gk) {
 static ap_status grad_transpose(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
   const cg_operand *x = &k->in[0], *y = &k->out[0];
-  int n, perm[AP_MAX_RANK];
-  const int64_t *p = ap_attr_ints(k->n, "perm", &n);
-  if (!p) {
-    n = x->rank;
-    for (int i = 0; i < n; i++)
-      perm[i] = n - 1 - i;
-  } else {
-    for (int i = 0; i < n && i < AP_MAX_RANK; i++)
-      perm[i] = cg_norm_axis(p[i], x->rank);
-  }
-  if (n != x->rank)
-    return cg_error(k, AP_ERR_INVALID, "perm has %d entries for rank %d", n, x->rank);
-  int64_t xs[AP_MAX_RANK], st[AP_MAX_RANK];
-  cg_strides(x->rank, x->dims, xs);
-  for (int i = 0; i < n; i++) {
-    if (perm[i] < 0)
-      return cg_error(k, AP_ERR_INVALID, "perm[%d] is out of range", i);
-    st[i] = xs[perm[i]];
-  }
+  int64_t st[AP_MAX_RANK];
+  ap_status s = cg_transpose_strides(k, x, st);
+  if (s != AP_OK)
+    return s;
   char idx[512];
   cg_printf(k, "int64_t o = 0;\n");
   cg_loops_open(k, y->rank, y->dims, "i");

@@ -123,20 +123,9 @@ static ap_status softmax(cg_grad_kernel *gk, bool log_out) {
   ap_status s = need_float(k, x->dtype);
   if (s != AP_OK)
     return s;
-  bool old = cg_opset(k) < 13;
-  int axis = cg_norm_axis(ap_attr_int(k->n, "axis", old ? 1 : -1), x->rank);
-  if (x->rank == 0)
-    axis = 0;
-  else if (axis < 0)
-    return cg_error(k, AP_ERR_INVALID, "axis is out of range");
-  int64_t outer = prod(x->dims, 0, axis), n, inner;
-  if (old) {
-    n = prod(x->dims, axis, x->rank);
-    inner = 1;
-  } else {
-    n = x->rank ? x->dims[axis] : 1;
-    inner = prod(x->dims, axis + 1, x->rank);
-  }
+  int64_t outer, n, inner;
+  if ((s = cg_softmax_geometry(k, x, &outer, &n, &inner)) != AP_OK)
+    return s;
   const char *ct = cg_ctype(x->dtype);
   char term[160];
   if (log_out)

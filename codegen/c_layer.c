@@ -61,8 +61,8 @@ static ap_status need_type(cg_kernel *k, ap_dtype t) {
 
 /* ---- Conv ---------------------------------------------------------------- */
 
-static void conv2d_params(char *buf, size_t cap, const cg_operand *x, const cg_operand *wt,
-                          int64_t group, const cg_win *w) {
+void cg_conv2d_params(char *buf, size_t cap, const cg_operand *x, const cg_operand *wt,
+                      int64_t group, const cg_win *w) {
   snprintf(buf, cap,
            "{.batch = %lld, .in_channels = %lld, .in_h = %lld, .in_w = %lld, "
            ".out_channels = %lld, .kernel_h = %lld, .kernel_w = %lld, .stride_h = %lld, "
@@ -87,7 +87,7 @@ ap_status cg_emit_CONV(cg_kernel *k) {
   int64_t group = ap_attr_int(k->n, "group", 1);
   if (x->dtype == AP_DT_FLOAT && w.nsp == 2) {
     char p[1024];
-    conv2d_params(p, sizeof p, x, wt, group, &w);
+    cg_conv2d_params(p, sizeof p, x, wt, group, &w);
     cg_printf(k, "static const apk_conv2d p = %s;\n", p);
     cg_printf(k, "apk_conv2d_forward(&p, x0, x1, %s, y0, work);\n", b->v ? "x2" : "NULL");
     if (snprintf(k->work_expr, sizeof k->work_expr, "apk_conv2d_work_floats(&(apk_conv2d)%s)",

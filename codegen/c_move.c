@@ -26,8 +26,7 @@ ap_status cg_emit_RESHAPE(cg_kernel *k) { return alias(k); }
 ap_status cg_emit_SQUEEZE(cg_kernel *k) { return alias(k); }
 ap_status cg_emit_UNSQUEEZE(cg_kernel *k) { return alias(k); }
 
-ap_status cg_emit_TRANSPOSE(cg_kernel *k) {
-  const cg_operand *x = &k->in[0], *y = &k->out[0];
+ap_status cg_transpose_strides(cg_kernel *k, const cg_operand *x, int64_t *st) {
   int n, perm[AP_MAX_RANK];
   const int64_t *p = ap_attr_ints(k->n, "perm", &n);
   if (!p) {
@@ -35,18 +34,27 @@ ap_status cg_emit_TRANSPOSE(cg_kernel *k) {
     for (int i = 0; i < n; i++)
       perm[i] = n - 1 - i;
   } else {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n && i < AP_MAX_RANK; i++)
       perm[i] = cg_norm_axis(p[i], x->rank);
   }
   if (n != x->rank)
     return cg_error(k, AP_ERR_INVALID, "perm has %d entries for rank %d", n, x->rank);
-  int64_t xs[AP_MAX_RANK], st[AP_MAX_RANK];
+  int64_t xs[AP_MAX_RANK];
   cg_strides(x->rank, x->dims, xs);
   for (int i = 0; i < n; i++) {
     if (perm[i] < 0)
       return cg_error(k, AP_ERR_INVALID, "perm[%d] is out of range", i);
     st[i] = xs[perm[i]];
   }
+  return AP_OK;
+}
+
+ap_status cg_emit_TRANSPOSE(cg_kernel *k) {
+  const cg_operand *x = &k->in[0], *y = &k->out[0];
+  int64_t st[AP_MAX_RANK];
+  ap_status s = cg_transpose_strides(k, x, st);
+  if (s != AP_OK)
+    return s;
   char idx[512];
   cg_printf(k, "int64_t o = 0;\n");
   cg_loops_open(k, y->rank, y->box.size, "i");

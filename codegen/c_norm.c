@@ -116,26 +116,34 @@ ap_status cg_emit_LAYER_NORM(cg_kernel *k) {
   return AP_OK;
 }
 
-/* Softmax over n elements spaced inner apart, for outer * inner rows. */
-static ap_status softmax(cg_kernel *k, bool log_out) {
-  const cg_operand *x = &k->in[0];
-  ap_status s = need_float(k, x);
-  if (s != AP_OK)
-    return s;
+ap_status cg_softmax_geometry(cg_kernel *k, const cg_operand *x, int64_t *outer, int64_t *n,
+                              int64_t *inner) {
   bool old = cg_opset(k) < 13;
   int axis = cg_norm_axis(ap_attr_int(k->n, "axis", old ? 1 : -1), x->rank);
   if (x->rank == 0)
     axis = 0;
   else if (axis < 0)
     return cg_error(k, AP_ERR_INVALID, "axis is out of range");
-  int64_t outer = prod(x->dims, 0, axis), n, inner;
+  *outer = prod(x->dims, 0, axis);
   if (old) {
-    n = prod(x->dims, axis, x->rank);
-    inner = 1;
+    *n = prod(x->dims, axis, x->rank);
+    *inner = 1;
   } else {
-    n = x->rank ? x->dims[axis] : 1;
-    inner = prod(x->dims, axis + 1, x->rank);
+    *n = x->rank ? x->dims[axis] : 1;
+    *inner = prod(x->dims, axis + 1, x->rank);
   }
+  return AP_OK;
+}
+
+/* Softmax over n elements spaced inner apart, for outer * inner rows. */
+static ap_status softmax(cg_kernel *k, bool log_out) {
+  const cg_operand *x = &k->in[0];
+  ap_status s = need_float(k, x);
+  if (s != AP_OK)
+    return s;
+  int64_t outer, n, inner;
+  if ((s = cg_softmax_geometry(k, x, &outer, &n, &inner)) != AP_OK)
+    return s;
   const char *ct = cg_ctype(x->dtype), *e = x->dtype == AP_DT_FLOAT ? "expf" : "exp";
   cg_printf(k, "for (int64_t r = 0; r < %lld; r++)\nfor (int64_t q = 0; q < %lld; q++) {\n"
                "const %s *xr = x0 + r * %lld + q;\n%s *yr = y0 + r * %lld + q;\n"

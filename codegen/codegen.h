@@ -252,6 +252,12 @@ int cg_norm_axis(int64_t axis, int rank);
  * Gemm. Body into k->body; the signature (x0 the bias, y0 the output) into
  * sig. */
 void cg_emit_bias_add(cg_kernel *k, FILE *sig);
+/* The bias-add kernel of layer n added to ks (emit_util.c): output y's box
+ * ybox, bias b's box bbox (b a constant's view when sliced); k is scratch.
+ * The kernel's index, or -1 when out of memory. */
+int cg_bias_kernel(ap_graph *g, ap_diag *d, cg_kernel_set *ks, cg_kernel *k, const ap_node *n,
+                   const ap_value *y, const struct ap_dbox *ybox, const ap_value *b,
+                   const struct ap_dbox *bbox);
 
 /* ---- c_layer.c ------------------------------------------------------------ */
 
@@ -273,6 +279,19 @@ ap_status cg_window(cg_kernel *k, const cg_operand *x, const cg_operand *y,
 void cg_conv_transpose_geometry(const cg_kernel *k, const cg_operand *x, const cg_operand *wt,
                                 const cg_operand *y, int64_t *kernel, int64_t *stride,
                                 int64_t *dil, int64_t *pad_begin);
+
+/* ---- c_layer.c, c_move.c, c_norm.c: geometry shared with the backward ---- */
+
+/* The apk_conv2d initializer of a 2-d convolution (c_layer.c). */
+void cg_conv2d_params(char *buf, size_t cap, const cg_operand *x, const cg_operand *wt,
+                      int64_t group, const cg_win *w);
+/* Transpose's input strides in output order (perm, default reversed), into
+ * st (c_move.c). */
+ap_status cg_transpose_strides(cg_kernel *k, const cg_operand *x, int64_t *st);
+/* Softmax and LogSoftmax over x: outer rows of n elements spaced inner
+ * apart (the opset < 13 coercion to 2-d included) (c_norm.c). */
+ap_status cg_softmax_geometry(cg_kernel *k, const cg_operand *x, int64_t *outer, int64_t *n,
+                              int64_t *inner);
 
 /* ---- c_pool.c: window loops, shared by pooling and its gradient ----------- */
 

@@ -452,31 +452,7 @@ static ap_status emit_bias(gen *G, int ni, int bias_slot, int out_slot, int tran
       return oom(G);
     bv = G->consts[ci].view;
   }
-  cg_kernel *k = G->kernel;
-  memset(k, 0, sizeof *k);
-  k->g = g;
-  k->n = n;
-  k->d = G->d;
-  cg_operand_of(y, &D->slots[out_slot].box, &k->out[0]);
-  cg_operand_of(bv, bb, &k->in[0]);
-  cg_text body, sig;
-  if (!cg_text_open(&body))
-    return oom(G);
-  if (!cg_text_open(&sig)) {
-    cg_text_close(&body);
-    free(body.s);
-    return oom(G);
-  }
-  k->body = body.f;
-  cg_emit_bias_add(k, sig.f);
-  bool ok = cg_text_close(&body);
-  ok &= cg_text_close(&sig);
-  if (!ok) {
-    free(body.s);
-    free(sig.s);
-    return oom(G);
-  }
-  int ki = cg_add_kernel(G->g, &G->kernels, sig.s, body.s, "");
+  int ki = cg_bias_kernel(g, G->d, &G->kernels, G->kernel, n, y, &D->slots[out_slot].box, bv, bb);
   int src = ki >= 0 ? operand_slot(G, ni, bias_slot, transferred) : -1;
   step *st = src >= 0 ? new_step(G, SK_CALL, ni) : NULL;
   if (!st)

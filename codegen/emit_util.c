@@ -209,6 +209,35 @@ void cg_emit_bias_add(cg_kernel *k, FILE *sig) {
   fprintf(sig, "const %s *restrict x0, %s *restrict y0", cg_ctype(yo->dtype), cg_ctype(yo->dtype));
 }
 
+int cg_bias_kernel(ap_graph *g, ap_diag *d, cg_kernel_set *ks, cg_kernel *k, const ap_node *n,
+                   const ap_value *y, const ap_dbox *ybox, const ap_value *b,
+                   const ap_dbox *bbox) {
+  memset(k, 0, sizeof *k);
+  k->g = g;
+  k->n = n;
+  k->d = d;
+  cg_operand_of(y, ybox, &k->out[0]);
+  cg_operand_of(b, bbox, &k->in[0]);
+  cg_text body, sig;
+  if (!cg_text_open(&body))
+    return -1;
+  if (!cg_text_open(&sig)) {
+    cg_text_close(&body);
+    free(body.s);
+    return -1;
+  }
+  k->body = body.f;
+  cg_emit_bias_add(k, sig.f);
+  bool ok = cg_text_close(&body);
+  ok &= cg_text_close(&sig);
+  if (!ok) {
+    free(body.s);
+    free(sig.s);
+    return -1;
+  }
+  return cg_add_kernel(g, ks, sig.s, body.s, "");
+}
+
 /* ---- kernels ----------------------------------------------------------------- */
 
 static int find_kernel(const cg_kernel_set *ks, const char *sig, const char *body) {

@@ -840,37 +840,14 @@ static ap_status emit_reduce(tgen *G, int ni) {
   }
   if (s != AP_OK || dn->bias_slot < 0)
     return s;
-  cg_kernel *k = G->kernel;
-  memset(k, 0, sizeof *k);
-  k->g = g;
-  k->n = n;
-  k->d = G->d;
   const ap_value *bv = &g->values[n->in[dn->bias_slot]];
   ap_dbox bb = read_box(G, ni, dn->bias_slot), yb = vbox(G, y);
   if (bv->data && !(bv = cg_const_view(g, n->in[dn->bias_slot], &bb)))
     return oom(G);
-  cg_operand_of(bv, &bb, &k->in[0]);
-  cg_operand_of(&g->values[y], &yb, &k->out[0]);
-  cg_text body, sig;
-  if (!cg_text_open(&body))
-    return oom(G);
-  if (!cg_text_open(&sig)) {
-    cg_text_close(&body);
-    free(body.s);
-    return oom(G);
-  }
-  k->body = body.f;
-  cg_emit_bias_add(k, sig.f);
-  bool ok = cg_text_close(&body);
-  ok &= cg_text_close(&sig);
-  if (!ok) {
-    free(body.s);
-    free(sig.s);
-    return oom(G);
-  }
   call c = {.node = ni, .value = -1, .what = "bias", .phase = PH_FORWARD};
-  if ((s = add_kernel(G, sig.s, body.s, "", &c.kernel)) != AP_OK)
-    return s;
+  c.kernel = cg_bias_kernel(g, G->d, &G->kernels, G->kernel, n, &g->values[y], &yb, bv, &bb);
+  if (c.kernel < 0)
+    return oom(G);
   int rb = read_buf(G, ni, dn->bias_slot, PH_FORWARD);
   if (rb < 0)
     return oom(G);

@@ -56,38 +56,13 @@ static bool is_excluded(const char *name) {
 
 
 
-/* The integers of the JSON array after "key": in the report at path. */
-static int report_array(const char *path, const char *key, unsigned long long *out) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return -1;
-  static char text[1 << 16];
-  size_t len = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[len] = 0;
-  char quoted[64];
-  fmt(quoted, sizeof quoted, "\"%s\":", key);
-  char *p = strstr(text, quoted);
-  if (!p || !(p = strchr(p, '[')))
-    return -1;
-  int n = 0;
-  for (p++; *p && *p != ']' && n < MAX_DEV;) {
-    char *end;
-    out[n++] = strtoull(p, &end, 10);
-    p = end;
-    while (*p == ',' || *p == ' ')
-      p++;
-  }
-  return n;
-}
-
 /* bytes_sent equals predicted_bytes on every device of the report; *moved
  * gets the bytes of all devices. */
 static bool bytes_as_predicted(const char *report, int ndev, unsigned long long *moved,
                                char *why, size_t cap) {
-  unsigned long long sent[MAX_DEV], predicted[MAX_DEV];
-  int ns = report_array(report, "bytes_sent", sent);
-  int np = report_array(report, "predicted_bytes", predicted);
+  double sent[MAX_DEV], predicted[MAX_DEV];
+  int ns = json_array(report, "bytes_sent", sent, MAX_DEV);
+  int np = json_array(report, "predicted_bytes", predicted, MAX_DEV);
   *moved = 0;
   if (ns != ndev || np != ndev) {
     fmt(why, cap, "%s: %d bytes_sent and %d predicted_bytes entries for %d devices", report, ns,
@@ -95,9 +70,9 @@ static bool bytes_as_predicted(const char *report, int ndev, unsigned long long 
     return false;
   }
   for (int i = 0; i < ndev; i++) {
-    *moved += sent[i];
+    *moved += (unsigned long long)sent[i];
     if (sent[i] != predicted[i]) {
-      fmt(why, cap, "%s: device %d sent %llu bytes, predicted %llu", report, i, sent[i],
+      fmt(why, cap, "%s: device %d sent %.0f bytes, predicted %.0f", report, i, sent[i],
           predicted[i]);
       return false;
     }

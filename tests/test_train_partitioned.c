@@ -58,33 +58,6 @@ __attribute__((format(printf, 3, 4))) static void say(char *buf, size_t cap, con
 
 
 
-/* The numbers of the JSON array after "key": in the file at path. */
-static int json_array(const char *path, const char *key, double *out, int cap) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return -1;
-  static char text[1 << 17];
-  size_t len = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[len] = 0;
-  char quoted[64];
-  fmt(quoted, sizeof quoted, "\"%s\":", key);
-  char *p = strstr(text, quoted);
-  if (!p || !(p = strchr(p, '[')))
-    return -1;
-  int n = 0;
-  for (p++; *p && *p != ']' && n < cap;) {
-    char *end;
-    out[n++] = strtod(p, &end);
-    if (end == p)
-      return -1;
-    p = end;
-    while (*p == ',' || *p == ' ')
-      p++;
-  }
-  return n;
-}
-
 static bool close_enough(double got, double want) {
   return fabs(got - want) <= ATOL + RTOL * fabs(want);
 }

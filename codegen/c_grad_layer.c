@@ -23,6 +23,16 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 /* ---- Conv ----------------------------------------------------------------- */
 
+/* dx2 (the per-channel bias of Conv and ConvTranspose) from dy0 [N, C,
+ * plane]: the sum over the batch and the plane of each channel. */
+static void channel_bias_grad(cg_grad_kernel *gk, const cg_operand *y, int64_t plane) {
+  cg_printf(gk->k, "for (int64_t m = 0; m < %lld; m++) {\ndouble s = 0;\n"
+                   "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++)\n"
+                   "  s += dy0[(n * %lld + m) * %lld + i];\ndx2[m] %s s;\n}\n",
+            (long long)y->dims[1], (long long)y->dims[0], (long long)plane,
+            (long long)y->dims[1], (long long)plane, cg_grad_assign(gk, 2));
+}
+
 /* dx<slot> += t over n elements (the accumulate half of a kernel that
  * overwrites). */
 static void add_from(cg_kernel *k, int slot, const char *t, int64_t n) {
@@ -126,11 +136,7 @@ static void conv_backward_loops(cg_grad_kernel *gk, const cg_win *w, int64_t gro
     cg_printf(k, "}\n}\n");
   }
   if (wants(gk, 2))
-    cg_printf(k, "for (int64_t m = 0; m < %lld; m++) {\ndouble s = 0;\n"
-                 "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++)\n"
-                 "  s += dy0[(n * %lld + m) * %lld + i];\ndx2[m] %s s;\n}\n",
-              (long long)y->dims[1], (long long)y->dims[0], (long long)plane,
-              (long long)y->dims[1], (long long)plane, cg_grad_assign(gk, 2));
+    channel_bias_grad(gk, y, plane);
 }
 
 static ap_status grad_conv(cg_grad_kernel *gk) {
@@ -212,11 +218,7 @@ static ap_status grad_conv_transpose(cg_grad_kernel *gk) {
     cg_printf(k, "}\n");
   }
   if (wants(gk, 2))
-    cg_printf(k, "for (int64_t m = 0; m < %lld; m++) {\ndouble s = 0;\n"
-                 "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++)\n"
-                 "  s += dy0[(n * %lld + m) * %lld + i];\ndx2[m] %s s;\n}\n",
-              (long long)y->dims[1], (long long)y->dims[0], (long long)plane,
-              (long long)y->dims[1], (long long)plane, cg_grad_assign(gk, 2));
+    channel_bias_grad(gk, y, plane);
   return AP_OK;
 }
 

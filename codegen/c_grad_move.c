@@ -140,18 +140,16 @@ static ap_status grad_gather(cg_grad_kernel *gk) {
   cg_grad_zero(gk, 0);
   if (!k->out[0].numel)
     return AP_OK;
+  cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\n  for (int64_t j = 0; j < %lld; j++) {\n",
+            (long long)outer, (long long)ix->numel);
+  cg_gather_index(k, x, axis);
   cg_printf(k,
-            "for (int64_t o = 0; o < %lld; o++)\n"
-            "  for (int64_t j = 0; j < %lld; j++) {\n"
-            "    int64_t at = (int64_t)x1[j];\n"
-            "    if (at < 0)\n      at += %lld;\n"
             "    if (at >= 0 && at < %lld)\n"
             "      for (int64_t t = 0; t < %lld; t++)\n"
             "        dx0[(o * %lld + at) * %lld + t] += dy0[(o * %lld + j) * %lld + t];\n"
             "  }\n",
-            (long long)outer, (long long)ix->numel, (long long)dim, (long long)dim,
-            (long long)inner, (long long)dim, (long long)inner, (long long)ix->numel,
-            (long long)inner);
+            (long long)dim, (long long)inner, (long long)dim, (long long)inner,
+            (long long)ix->numel, (long long)inner);
   return AP_OK;
 }
 

@@ -149,6 +149,14 @@ ap_status cg_emit_SLICE(cg_kernel *k) {
 
 /* Indices are read at run time; negative ones count from the end, and an
  * index outside the axis gives zeros (ONNX leaves it undefined). */
+void cg_gather_index(cg_kernel *k, const cg_operand *x, int axis) {
+  int64_t whole = x->v->dims[axis], start = x->box.start[axis];
+  cg_printf(k, "    int64_t at = (int64_t)x1[j];\n    if (at < 0)\n      at += %lld;\n",
+            (long long)whole);
+  if (start)
+    cg_printf(k, "    at -= %lld;\n", (long long)start);
+}
+
 ap_status cg_emit_GATHER(cg_kernel *k) {
   const cg_operand *x = &k->in[0], *ix = &k->in[1];
   int axis = cg_norm_axis(ap_attr_int(k->n, "axis", 0), x->rank);
@@ -159,18 +167,18 @@ ap_status cg_emit_GATHER(cg_kernel *k) {
   int64_t es = (int64_t)ap_dtype_size(x->dtype);
   if (!k->out[0].numel)
     return AP_OK;
+  /* A device holding some rows of the table (an embedding split by rows)
+   * gives zeros for the others: its output is a summand. */
+  cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\n  for (int64_t j = 0; j < %lld; j++) {\n",
+            (long long)outer, (long long)ix->numel);
+  cg_gather_index(k, x, axis);
   cg_printf(k,
-            "for (int64_t o = 0; o < %lld; o++)\n"
-            "  for (int64_t j = 0; j < %lld; j++) {\n"
-            "    int64_t at = (int64_t)x1[j];\n"
-            "    if (at < 0)\n      at += %lld;\n"
             "    if (at < 0 || at >= %lld)\n"
             "      memset(y0 + (o * %lld + j) * %lld, 0, %lld);\n"
             "    else\n"
             "      memcpy(y0 + (o * %lld + j) * %lld, x0 + (o * %lld + at) * %lld, %lld);\n"
             "  }\n",
-            (long long)outer, (long long)ix->numel, (long long)dim, (long long)dim,
-            (long long)ix->numel, (long long)inner, (long long)(inner * es),
+            (long long)dim, (long long)ix->numel, (long long)inner, (long long)(inner * es),
             (long long)ix->numel, (long long)inner, (long long)dim, (long long)inner,
             (long long)(inner * es));
   return AP_OK;

@@ -207,7 +207,7 @@ typedef struct cg_kernel {
 
 typedef ap_status (*cg_emit_fn)(cg_kernel *k);
 
-#define OP(id, name, min_in, max_in, min_out, max_out, kind) ap_status cg_emit_##id(cg_kernel *k);
+#define OP(id, ...) ap_status cg_emit_##id(cg_kernel *k);
 #include "ir/ops.def"
 #undef OP
 
@@ -292,6 +292,13 @@ ap_status cg_transpose_strides(cg_kernel *k, const cg_operand *x, int64_t *st);
  * apart (the opset < 13 coercion to 2-d included) (c_norm.c). */
 ap_status cg_softmax_geometry(cg_kernel *k, const cg_operand *x, int64_t *outer, int64_t *n,
                               int64_t *inner);
+
+/* ---- c_move.c: Gather's index, shared with its gradient ------------------ */
+
+/* Inside loops over j, the indices' elements: `at`, the row of x's box that
+ * index x1[j] names (negative indices count from the whole tensor's end;
+ * outside [0, box size) when the index is outside the box). */
+void cg_gather_index(cg_kernel *k, const cg_operand *x, int axis);
 
 /* ---- c_pool.c: window loops, shared by pooling and its gradient ----------- */
 

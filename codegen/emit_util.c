@@ -130,8 +130,10 @@ void cg_operand_of(const ap_value *v, const struct ap_dbox *b, cg_operand *o) {
     o->dims[i] = b->hi[i] - b->lo[i];
   o->numel = ap_numel(v->rank, o->dims);
   o->box.rank = v->rank;
-  for (int i = 0; i < v->rank; i++)
+  for (int i = 0; i < v->rank; i++) {
+    o->box.start[i] = b->lo[i];
     o->box.size[i] = o->dims[i];
+  }
 }
 
 /* Copies box b of a row-major tensor (dims, es bytes per element) into dst. */

@@ -21,7 +21,7 @@
 #include "runtime/accpar_rt.h"
 
 static const cg_emit_fn forward_emitters[AP_OP_COUNT] = {
-#define OP(id, name, min_in, max_in, min_out, max_out, kind) [AP_OP_##id] = cg_emit_##id,
+#define OP(id, ...) [AP_OP_##id] = cg_emit_##id,
 #include "ir/ops.def"
 #undef OP
 };

@@ -555,7 +555,7 @@ static ap_status fold_DROPOUT(fctx *c) {
 typedef ap_status (*fold_fn)(fctx *);
 
 static const fold_fn fold_table[] = {
-#define OP(id, name, min_in, max_in, min_out, max_out, kind) [AP_OP_##id] = fold_##id,
+#define OP(id, ...) [AP_OP_##id] = fold_##id,
 #include "ir/ops.def"
 #undef OP
 };

@@ -94,7 +94,7 @@ int64_t ap_numel(int rank, const int64_t *dims);
 /* ---- ops.c -------------------------------------------------------------- */
 
 typedef enum ap_op {
-#define OP(id, name, min_in, max_in, min_out, max_out, kind) AP_OP_##id,
+#define OP(id, ...) AP_OP_##id,
 #include "ir/ops.def"
 #undef OP
   AP_OP_COUNT,
@@ -111,10 +111,35 @@ typedef enum ap_op_kind {
   AP_OPK_CONST
 } ap_op_kind;
 
+/* Axis rules (ir/axes.c): how boxes of an operator's tensors correspond. */
+typedef enum ap_axes_rule {
+  AP_AXES_WHOLE,       /* computed whole from whole inputs (Shape, Range...) */
+  AP_AXES_EWISE,       /* element-wise, numpy broadcasting, every input data */
+  AP_AXES_EWISE_FIRST, /* element-wise on input 0; the others are parameters */
+  AP_AXES_CONV,        /* Conv, ConvTranspose: N and output channels */
+  AP_AXES_GEMM,        /* rows of A, columns of B, C broadcast */
+  AP_AXES_MATMUL,      /* rows of A, columns of B, batch dims broadcast */
+  AP_AXES_POOL,        /* N and C; spatial dims whole */
+  AP_AXES_LRN,         /* every axis but the channels */
+  AP_AXES_BATCH_NORM,  /* every axis; per-channel parameters follow C */
+  AP_AXES_LAYER_NORM,  /* the axes before `axis` */
+  AP_AXES_SOFTMAX,     /* every axis but `axis` (opset >= 13), before it otherwise */
+  AP_AXES_REDUCE,      /* the axes not reduced */
+  AP_AXES_RESHAPE,     /* blocks of equal products (ap_axes_reshape) */
+  AP_AXES_TRANSPOSE,   /* perm */
+  AP_AXES_CONCAT,      /* every axis; along `axis` each input fills its part */
+  AP_AXES_SPLIT,       /* every axis but `axis` */
+  AP_AXES_SLICE,       /* the axes not sliced */
+  AP_AXES_GATHER,      /* data's axes but `axis`, and the indices' axes */
+  AP_AXES_EXPAND       /* input 0 broadcast to the output */
+} ap_axes_rule;
+
 typedef struct ap_op_info {
   const char *name; /* the ONNX operator type */
   int min_in, max_in, min_out, max_out; /* max -1: variadic */
   ap_op_kind kind;
+  ap_axes_rule axes;
+  unsigned const_in; /* bit i: input i must be a constant for shapes to be known */
 } ap_op_info;
 
 extern const ap_op_info ap_op_table[AP_OP_COUNT];
@@ -277,6 +302,9 @@ ap_status ap_slice_params(ap_graph *g, ap_node *n, const ap_value *x, int64_t *s
 /* One sliced axis of size dim after ONNX clamping: first index and count. */
 void ap_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first,
                    int64_t *count);
+/* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
+ * or a constant input, noop_with_empty_axes applied). */
+ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d);
 /* ConstantOfShape's fill value (a one-element tensor; float 0 by default). */
 ap_status ap_constant_of_shape_value(ap_graph *g, ap_node *n, ap_tensor *value,
                                      ap_diag *d);
@@ -292,6 +320,41 @@ ap_status ap_range_count(ap_graph *g, ap_node *n, double start, double limit, do
  * Shape/Gather/Unsqueeze/Concat chains, Identity, inference Dropout...),
  * turning their outputs into constants and marking them dead. */
 ap_status ap_fold_constants(ap_graph *g, ap_diag *d);
+
+/* ---- axes.c ------------------------------------------------------------- */
+
+/* The operator's axis rule, one place for the planner and the distribution
+ * of boxes. A device computes a box of a node's outputs; the rule says,
+ * for a node whose shapes are known, which boxes it may compute and which
+ * box of every input that needs. Where input axis a of slot i runs along an
+ * output axis index for index, the input's box along a is the output's box
+ * along that axis; every other input axis is read whole. The kernel of the
+ * whole tensor applied to those boxes (as tensors of their own) computes
+ * the output box. */
+
+/* Whether the node computes boxes of its outputs at all (false: it reads
+ * its inputs whole and computes its outputs whole). */
+bool ap_axes_boxwise(const ap_graph *g, const ap_node *n);
+/* Whether a device may compute a slab of axis j of output 0. */
+bool ap_axes_out_split(const ap_graph *g, const ap_node *n, int j);
+/* The axis of output 0 along which axis a of input slot runs index for
+ * index, or -1 when the node reads that axis whole (reduced, contracted,
+ * windowed, broadcast from 1). Reshape-like nodes: see ap_axes_reshape. */
+int ap_axes_in_to_out(const ap_graph *g, const ap_node *n, int slot, int a);
+/* Whether input slot carries data whose boxes the node follows (as
+ * opposed to a parameter: a shape, axes, a ratio...). */
+bool ap_axes_data_slot(const ap_node *n, int slot);
+/* Reshape-like nodes (rule AP_AXES_RESHAPE) reinterpret a row-major
+ * buffer; their dims fall into blocks of equal products. A slab of input
+ * axis a can stay a slab of an output axis only when a is the outermost
+ * non-unit dim of its block: returns that output axis q (or -1). Within the
+ * block, index t of a starts at flat offset t * in_step and index u of q at
+ * u * out_step, so a bound t of a slab carries over exactly when t * in_step
+ * is a multiple of out_step (then u = t * in_step / out_step): slabs whose
+ * bounds are multiples of out_step / gcd(in_step, out_step) always do. */
+int ap_axes_reshape(const ap_value *x, const ap_value *y, int a, int64_t *in_step,
+                    int64_t *out_step);
+int64_t ap_gcd(int64_t a, int64_t b);
 
 /* ---- bind.c ------------------------------------------------------------- */
 /* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */

@@ -4,8 +4,8 @@
 #include "ir/ir.h"
 
 const ap_op_info ap_op_table[AP_OP_COUNT] = {
-#define OP(id, nm, min_in, max_in, min_out, max_out, kind) \
-  [AP_OP_##id] = {nm, min_in, max_in, min_out, max_out, AP_OPK_##kind},
+#define OP(id, nm, min_in, max_in, min_out, max_out, kind, axes, const_in) \
+  [AP_OP_##id] = {nm, min_in, max_in, min_out, max_out, AP_OPK_##kind, AP_AXES_##axes, const_in},
 #include "ir/ops.def"
 #undef OP
 };

@@ -831,6 +831,27 @@ static ap_status reduce(const ctx *c) {
   }
   return set_out(c, 0, x->dtype, &o);
 }
+ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d) {
+  ctx c0 = {.g = g, .n = n, .d = d}, *c = &c0;
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  int64_t axes[AP_MAX_RANK * 2];
+  int n_axes;
+  bool known, marks[AP_MAX_RANK];
+  if ((s = read_axes(c, axes, &n_axes, &known)))
+    return s;
+  if (!known || x->rank < 0)
+    return bad(c, "the reduced axes are not known");
+  bool noop = n_axes == 0 && ap_attr_int(n, "noop_with_empty_axes", 0);
+  if (!noop && (s = mark_axes(c, axes, n_axes, x->rank, marks)))
+    return s;
+  for (int i = 0; i < x->rank; i++)
+    reduced[i] = !noop && (n_axes == 0 || marks[i]);
+  return AP_OK;
+}
+
 #define infer_REDUCE_MEAN reduce
 #define infer_REDUCE_SUM reduce
 #define infer_REDUCE_MAX reduce
@@ -1535,7 +1556,7 @@ static ap_status infer_RANGE(const ctx *c) {
 typedef ap_status (*infer_fn)(const ctx *);
 
 static const infer_fn infer_table[] = {
-#define OP(id, name, min_in, max_in, min_out, max_out, kind) [AP_OP_##id] = infer_##id,
+#define OP(id, ...) [AP_OP_##id] = infer_##id,
 #include "ir/ops.def"
 #undef OP
 };

@@ -183,204 +183,31 @@ static int norm_axis(int64_t axis, int rank) {
   return axis < 0 || axis >= rank ? -1 : (int)axis;
 }
 
-static bool reshape_like(ap_op op) {
-  return op == AP_OP_FLATTEN || op == AP_OP_RESHAPE || op == AP_OP_SQUEEZE ||
-         op == AP_OP_UNSQUEEZE;
-}
-
-/* Operators whose output box is computed from the corresponding boxes of
- * their inputs by the same kernel as the whole tensor (the kernels see the
- * boxes as whole tensors); every other operator computes its output whole
- * from whole inputs. */
-static bool splittable_op(const ap_graph *g, const ap_node *n) {
-  int present_out = 0;
-  for (int i = 0; i < n->n_out; i++)
-    present_out += n->out[i] >= 0;
-  switch (n->op) {
-  case AP_OP_BATCH_NORM:
-    return present_out == 1 && !(g->opset >= 14 && ap_attr_int(n, "training_mode", 0));
-  case AP_OP_MAX_POOL:
-  case AP_OP_LAYER_NORM:
-    return present_out == 1; /* MaxPool's Indices are flat indices of the whole input */
-  case AP_OP_DROPOUT:
-  case AP_OP_SPLIT:
-    return true;
-  case AP_OP_AVERAGE_POOL:
-  case AP_OP_GLOBAL_AVERAGE_POOL:
-  case AP_OP_GLOBAL_MAX_POOL:
-  case AP_OP_LRN:
-  case AP_OP_SOFTMAX:
-  case AP_OP_LOG_SOFTMAX:
-  case AP_OP_REDUCE_MEAN:
-  case AP_OP_REDUCE_SUM:
-  case AP_OP_REDUCE_MAX:
-  case AP_OP_TRANSPOSE:
-  case AP_OP_CONCAT:
-  case AP_OP_MATMUL:
-    return present_out == 1;
-  default:
-    return ap_op_table[n->op].kind == AP_OPK_EWISE && present_out == 1;
-  }
-}
-
-/* Output dim j of n can be a slab: its slab needs only slabs of the inputs. */
-static bool out_split_ok(const ap_graph *g, const ap_node *n, int j) {
-  const ap_value *y = &g->values[n->out[0]];
-  const ap_value *x = n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
-  int R = y->rank;
-  switch (n->op) {
-  case AP_OP_MAX_POOL:
-  case AP_OP_AVERAGE_POOL:
-  case AP_OP_GLOBAL_AVERAGE_POOL:
-  case AP_OP_GLOBAL_MAX_POOL:
-    return j < 2;
-  case AP_OP_LRN:
-    return j == 0;
-  case AP_OP_SOFTMAX:
-  case AP_OP_LOG_SOFTMAX: {
-    int axis = norm_axis(ap_attr_int(n, "axis", g->opset >= 13 ? -1 : 1), R);
-    return g->opset >= 13 ? j != axis : j < axis;
-  }
-  case AP_OP_LAYER_NORM:
-    return j < norm_axis(ap_attr_int(n, "axis", -1), R);
-  case AP_OP_REDUCE_MEAN:
-  case AP_OP_REDUCE_SUM:
-  case AP_OP_REDUCE_MAX:
-    return x && x->rank == R && x->dims[j] == y->dims[j];
-  case AP_OP_CONCAT: /* along the axis, each input gives its part of the slab */
-    return true;
-  case AP_OP_SPLIT:
-    return j != norm_axis(ap_attr_int(n, "axis", 0), x ? x->rank : R);
-  case AP_OP_MATMUL: {
-    const ap_value *b = &g->values[n->in[1]];
-    return x->rank >= 2 && b->rank >= 2;
-  }
-  default:
-    return true;
-  }
-}
-
-/* The output dim that input dim a of slot i corresponds to index for index,
- * or -1 when the operator needs dim a whole (for the output box it
- * computes). */
-static int in_to_out(const ap_graph *g, const ap_node *n, int slot, int a) {
-  const ap_value *x = &g->values[n->in[slot]], *y = &g->values[n->out[0]];
-  int r = x->rank, R = y->rank, j;
-  switch (n->op) {
-  case AP_OP_BATCH_NORM:
-    if (slot == 0)
-      return a;
-    return a == 0 && R >= 2 && x->dims[0] == y->dims[1] ? 1 : -1;
-  case AP_OP_LAYER_NORM:
-  case AP_OP_SOFTMAX:
-  case AP_OP_LOG_SOFTMAX:
-  case AP_OP_MAX_POOL:
-  case AP_OP_AVERAGE_POOL:
-  case AP_OP_GLOBAL_AVERAGE_POOL:
-  case AP_OP_GLOBAL_MAX_POOL:
-  case AP_OP_LRN:
-  case AP_OP_REDUCE_MEAN:
-  case AP_OP_REDUCE_SUM:
-  case AP_OP_REDUCE_MAX:
-    if (slot != 0)
-      return -1;
-    return a < R && out_split_ok(g, n, a) ? a : -1;
-  case AP_OP_TRANSPOSE: {
-    int np;
-    const int64_t *perm = ap_attr_ints(n, "perm", &np);
-    for (int i = 0; i < R; i++)
-      if ((perm && i < np ? norm_axis(perm[i], r) : R - 1 - i) == a)
-        return i;
-    return -1;
-  }
-  case AP_OP_CONCAT:
-  case AP_OP_SPLIT:
-    if (slot != 0 && n->op == AP_OP_SPLIT)
-      return -1;
-    return a != norm_axis(ap_attr_int(n, "axis", 0), r) ? a : -1;
-  case AP_OP_MATMUL:
-    /* C[..., M, N] = A[..., M, K] . B[..., K, N]: A's rows are C's rows, B's
-     * columns C's columns, K is needed whole, batch dims broadcast. */
-    if (r < 2 || g->values[n->in[1 - slot]].rank < 2 || R < 2)
-      return -1; /* a 1-D operand drops a dim of the output: computed whole */
-    if (a == r - 1)
-      return slot == 1 ? R - 1 : -1;
-    if (a == r - 2)
-      return slot == 0 ? R - 2 : -1;
-    j = a + (R - 2) - (r - 2);
-    return j >= 0 && x->dims[a] == y->dims[j] ? j : -1;
-  default: /* element-wise: numpy broadcasting aligns dims from the right */
-    j = a + R - r;
-    return j >= 0 && j < R && x->dims[a] == y->dims[j] ? j : -1;
-  }
-}
-
-/* Reshape-like operators reinterpret a row-major buffer. Their dims fall in
- * blocks of equal products; a box is carried through a block when it splits
- * only the block's first non-unit input dim and the block's inner input
- * elements are a whole number of inner output elements; elsewhere the block
- * is needed whole. Sets the input box the node reads and the output box. */
+/* Reshape-like nodes reinterpret a row-major buffer (ir/axes.c,
+ * ap_axes_reshape): a slab of an input axis stays a slab of an output axis
+ * when its bounds land on whole output indices; every other axis is read
+ * whole. Sets the input box the node reads and the output box. */
 static void reshape_boxes(const ap_value *x, const ap_value *y, const ap_dbox *held,
                           ap_dbox *in, ap_dbox *out) {
   *in = whole_box(x);
   *out = whole_box(y);
-  int r = x->rank, R = y->rank;
-  if (ap_dbox_volume(r, held) == 0 && ap_numel(r, x->dims) > 0 && R > 0) {
+  int r = x->rank;
+  if (ap_dbox_volume(r, held) == 0 && ap_numel(r, x->dims) > 0 && y->rank > 0) {
     *in = *held; /* a device with no share: none of the output either */
     out->hi[0] = 0;
     return;
   }
-  for (int i = 0; i < r; i++)
-    if (x->dims[i] <= 0)
-      return;
-  for (int i = 0; i < R; i++)
-    if (y->dims[i] <= 0)
-      return;
-  int i = 0, j = 0;
-  while (i < r && j < R) {
-    int i0 = i, j0 = j;
-    int64_t pi = x->dims[i++], pj = y->dims[j++];
-    while (pi != pj) {
-      if (pi < pj && i < r)
-        pi *= x->dims[i++];
-      else if (pj < pi && j < R)
-        pj *= y->dims[j++];
-      else
-        return; /* products never meet: everything whole */
-    }
-    /* Unit dims right after a block belong to it (they change nothing). */
-    while (i < r && x->dims[i] == 1 && (j >= R || y->dims[j] != 1))
-      i++;
-    while (j < R && y->dims[j] == 1 && (i >= r || x->dims[i] != 1))
-      j++;
-    int split = -1, n_split = 0, first = -1;
-    for (int a = i0; a < i; a++) {
-      if (x->dims[a] > 1 && first < 0)
-        first = a;
-      if (held->lo[a] != 0 || held->hi[a] != x->dims[a]) {
-        split = a;
-        n_split++;
-      }
-    }
-    if (n_split == 0)
+  for (int a = 0; a < r; a++) {
+    if (held->lo[a] == 0 && held->hi[a] == x->dims[a])
       continue;
-    int q = -1;
-    for (int b = j0; b < j; b++)
-      if (y->dims[b] > 1) {
-        q = b;
-        break;
-      }
-    int64_t inner = 1, inner_out = 1;
-    for (int a = split + 1; a < i; a++)
-      inner *= x->dims[a];
-    for (int b = q + 1; b >= 0 && b < j; b++)
-      inner_out *= y->dims[b];
-    if (n_split != 1 || split != first || q < 0 || inner % inner_out != 0)
-      continue; /* needed whole: the block stays as whole_box set it */
-    in->lo[split] = held->lo[split];
-    in->hi[split] = held->hi[split];
-    out->lo[q] = held->lo[split] * (inner / inner_out);
-    out->hi[q] = held->hi[split] * (inner / inner_out);
+    int64_t in_step, out_step;
+    int q = ap_axes_reshape(x, y, a, &in_step, &out_step);
+    if (q < 0 || (held->lo[a] * in_step) % out_step || (held->hi[a] * in_step) % out_step)
+      continue; /* needed whole: whole_box set it */
+    in->lo[a] = held->lo[a];
+    in->hi[a] = held->hi[a];
+    out->lo[q] = held->lo[a] * in_step / out_step;
+    out->hi[q] = held->hi[a] * in_step / out_step;
   }
 }
 
@@ -548,52 +375,54 @@ static void box_of_port(dctx *x, int vx, int port, int dev, ap_dbox *b) {
   ap_plan_device_box(x->p, x->g, vx, port, dev, b->lo, b->hi);
 }
 
-/* A layer: the plan gives its output and input boxes; the weight's I and O
- * dims follow them; partial sums (type II) are reduced after it. */
+/* Every input box of node ni on device dev that follows the output box
+ * ob along the axes the operator's rule maps (ir/axes.c); the other axes
+ * stay as *IN already holds them. */
+static void follow_output(dctx *x, int ni, int dev, const ap_dbox *ob, int skip_slot) {
+  const ap_node *n = &x->g->nodes[ni];
+  for (int i = 0; i < n->n_in; i++) {
+    if (n->in[i] < 0 || i == skip_slot)
+      continue;
+    const ap_value *xi = &x->g->values[n->in[i]];
+    ap_dbox *b = IN(x, ni, i, dev);
+    for (int a = 0; a < xi->rank; a++) {
+      int j = ap_axes_in_to_out(x->g, n, i, a);
+      if (j >= 0) {
+        b->lo[a] = ob->lo[j];
+        b->hi[a] = ob->hi[j];
+      }
+    }
+  }
+}
+
+/* A layer: the plan gives its output, activation and weight boxes; every
+ * other input (a bias) and the weight's other axes (a batched weight's
+ * batch) follow the output box; partial sums (type II) are reduced after
+ * it, the bias added once they are. */
 static ap_status layer_node(dctx *x, int ni, int vx) {
   ap_graph *g = x->g;
   const ap_node *n = &g->nodes[ni];
   const ap_vertex *V = &x->p->v[vx];
   ap_dnode *dn = &x->dist->node[ni];
-  int n_dev = x->n_dev;
+  int n_dev = x->n_dev, act = -1;
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i] == V->port[1].value && act < 0)
+      act = i;
   for (int dev = 0; dev < n_dev; dev++) {
-    ap_dbox *ob = OUT(x, ni, 0, dev), *ib = IN(x, ni, 0, dev);
+    ap_dbox *ob = OUT(x, ni, 0, dev);
     box_of_port(x, vx, 0, dev, ob);
-    box_of_port(x, vx, 1, dev, ib);
-    const ap_value *w = &g->values[V->weight];
-    ap_dbox *wb = IN(x, ni, 1, dev);
-    *wb = whole_box(w);
-    /* Grouped convolutions (type I only) keep their weight whole: its
-     * channel dims count a group's channels, not the tensor's. */
-    const ap_value *xv = &g->values[n->in[0]], *yv = &g->values[n->out[0]];
-    if (V->port[1].dim[1] >= 0 && w->dims[V->w_dim[0]] == xv->dims[V->port[1].dim[1]]) {
-      wb->lo[V->w_dim[0]] = ib->lo[V->port[1].dim[1]];
-      wb->hi[V->w_dim[0]] = ib->hi[V->port[1].dim[1]];
-    }
-    if (V->port[0].dim[1] >= 0 && w->dims[V->w_dim[1]] == yv->dims[V->port[0].dim[1]]) {
-      wb->lo[V->w_dim[1]] = ob->lo[V->port[0].dim[1]];
-      wb->hi[V->w_dim[1]] = ob->hi[V->port[0].dim[1]];
-    }
-    for (int s = 2; s < n->n_in; s++) {
-      if (n->in[s] < 0)
+    for (int i = 0; i < n->n_in; i++) {
+      if (n->in[i] < 0)
         continue;
-      const ap_value *b = &g->values[n->in[s]];
-      ap_dbox *bb = IN(x, ni, s, dev);
-      *bb = whole_box(b);
-      const ap_value *y = &g->values[n->out[0]];
-      if (n->op == AP_OP_GEMM) { /* C broadcasts to [M, N] from the right */
-        for (int a = 0; a < b->rank; a++) {
-          int j = a + y->rank - b->rank;
-          if (j >= 0 && b->dims[a] == y->dims[j]) {
-            bb->lo[a] = ob->lo[j];
-            bb->hi[a] = ob->hi[j];
-          }
-        }
-      } else if (b->rank == 1 && y->rank >= 2 && b->dims[0] == y->dims[1]) { /* a bias per channel */
-        bb->lo[0] = ob->lo[1];
-        bb->hi[0] = ob->hi[1];
-      }
+      ap_dbox *b = IN(x, ni, i, dev);
+      if (i == act)
+        box_of_port(x, vx, 1, dev, b);
+      else if (n->in[i] == V->weight)
+        ap_plan_weight_box(x->p, g, vx, dev, b->lo, b->hi);
+      else
+        *b = whole_box(&g->values[n->in[i]]);
     }
+    follow_output(x, ni, dev, ob, act);
   }
   dn->bias_slot = -1;
   if (has_type(x, vx, 1)) {
@@ -606,7 +435,7 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
       if (s != AP_OK)
         return s;
       charge_reduction(x, dn->reduce, dn->out, x->dist->fwd_bytes);
-      if (n->n_in > 2 && n->in[2] >= 0)
+      if (n->op != AP_OP_GATHER && n->n_in > 2 && n->in[2] >= 0)
         dn->bias_slot = 2;
     }
   }
@@ -626,13 +455,14 @@ static void all_whole(dctx *x, int ni) {
 }
 
 /* A weightless node: its output box (from the plan for a join, carried
- * from its input otherwise), then what it reads of every input. */
+ * from its input otherwise), then what it reads of every input, both by
+ * the operator's axis rule. */
 static void weightless_node(dctx *x, int ni, int vx) {
   ap_graph *g = x->g;
   const ap_node *n = &g->nodes[ni];
   const ap_value *y = &g->values[n->out[0]];
   all_whole(x, ni);
-  if (reshape_like(n->op)) {
+  if (ap_op_table[n->op].axes == AP_AXES_RESHAPE) {
     if (n->in[0] < 0 || vx >= 0)
       return;
     for (int dev = 0; dev < x->n_dev; dev++)
@@ -640,20 +470,21 @@ static void weightless_node(dctx *x, int ni, int vx) {
                     OUT(x, ni, 0, dev));
     return;
   }
-  if (!splittable_op(g, n))
+  if (!ap_axes_boxwise(g, n))
     return;
   for (int dev = 0; dev < x->n_dev; dev++) {
     ap_dbox ob = whole_box(y);
     if (vx >= 0) {
       box_of_port(x, vx, 0, dev, &ob);
-    } else { /* carried from the first input held in part */
+    } else { /* carried from the first data input held in part */
       for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
-        if (v < 0 || is_data(&g->values[v]) || ap_dbox_whole(&g->values[v], HELD(x, v, dev)))
+        if (v < 0 || is_data(&g->values[v]) || !ap_axes_data_slot(n, i) ||
+            ap_dbox_whole(&g->values[v], HELD(x, v, dev)))
           continue;
         const ap_dbox *h = HELD(x, v, dev);
         for (int a = 0; a < g->values[v].rank; a++) {
-          int j = in_to_out(g, n, i, a);
+          int j = ap_axes_in_to_out(g, n, i, a);
           if (j >= 0) {
             ob.lo[j] = h->lo[a];
             ob.hi[j] = h->hi[a];
@@ -663,7 +494,7 @@ static void weightless_node(dctx *x, int ni, int vx) {
       }
     }
     for (int j = 0; j < y->rank; j++)
-      if (!out_split_ok(g, n, j)) {
+      if (!ap_axes_out_split(g, n, j)) {
         ob.lo[j] = 0;
         ob.hi[j] = y->dims[j];
       }
@@ -679,29 +510,23 @@ static void weightless_node(dctx *x, int ni, int vx) {
           b->hi[j] = ob.hi[j];
         }
     }
-    int64_t at = 0; /* Concat: where input i starts along the axis */
-    int axis = n->op == AP_OP_CONCAT ? norm_axis(ap_attr_int(n, "axis", 0), y->rank) : -1;
-    for (int i = 0; i < n->n_in; i++) {
+    follow_output(x, ni, dev, &ob, -1);
+    if (ap_op_table[n->op].axes != AP_AXES_CONCAT)
+      continue;
+    /* Along the axis, the part of the output's slab each input fills. */
+    int64_t at = 0;
+    int axis = norm_axis(ap_attr_int(n, "axis", 0), y->rank);
+    for (int i = 0; i < n->n_in && axis >= 0; i++) {
       if (n->in[i] < 0)
         continue;
       const ap_value *xi = &g->values[n->in[i]];
       ap_dbox *b = IN(x, ni, i, dev);
-      *b = whole_box(xi);
-      for (int a = 0; a < xi->rank; a++) {
-        int j = in_to_out(g, n, i, a);
-        if (j >= 0) {
-          b->lo[a] = ob.lo[j];
-          b->hi[a] = ob.hi[j];
-        }
-      }
-      if (axis >= 0) { /* the part of the output's slab this input fills */
-        int64_t lo = ob.lo[axis] - at, hi = ob.hi[axis] - at, len = xi->dims[axis];
-        lo = lo < 0 ? 0 : lo > len ? len : lo;
-        hi = hi < lo ? lo : hi > len ? len : hi;
-        b->lo[axis] = lo;
-        b->hi[axis] = hi;
-        at += len;
-      }
+      int64_t lo = ob.lo[axis] - at, hi = ob.hi[axis] - at, len = xi->dims[axis];
+      lo = lo < 0 ? 0 : lo > len ? len : lo;
+      hi = hi < lo ? lo : hi > len ? len : hi;
+      b->lo[axis] = lo;
+      b->hi[axis] = hi;
+      at += len;
     }
   }
 }

@@ -1,172 +1,85 @@
 /* From the IR to the partition problem: which nodes are layers, which
  * weightless nodes join several activations, and how a layout travels
- * through the weightless nodes in between. */
+ * through the weightless nodes in between. Every question about an
+ * operator's axes goes to its axis rule (ir/axes.c), the rule the
+ * distribution of boxes (distribute.c) follows too. */
 #include <string.h>
 
 #include "passes/passes.h"
 
-/* Layer roles, one entry per operator of ir/ops.def: where the activation
- * and the weight enter, and which dimensions are B, I and O. */
-typedef enum layer_role { ROLE_NONE, ROLE_CONV, ROLE_CONV_T, ROLE_GEMM, ROLE_MATMUL } layer_role;
-
-static const layer_role roles[] = {
-#define OP(id, name, min_in, max_in, min_out, max_out, kind) \
-  [AP_OP_##id] = AP_OP_##id == AP_OP_CONV             ? ROLE_CONV   \
-                 : AP_OP_##id == AP_OP_CONV_TRANSPOSE ? ROLE_CONV_T \
-                 : AP_OP_##id == AP_OP_GEMM           ? ROLE_GEMM   \
-                 : AP_OP_##id == AP_OP_MATMUL         ? ROLE_MATMUL \
-                                                      : ROLE_NONE,
-#include "ir/ops.def"
-#undef OP
-};
-static_assert(sizeof roles / sizeof roles[0] == AP_OP_COUNT, "one role per operator");
-
-/* Whether input i of n carries data (as opposed to a weight, a shape or
- * another parameter). */
-static bool data_position(const ap_node *n, int i) {
-  switch (n->op) {
-  case AP_OP_MATMUL:
-  case AP_OP_CONCAT:
-  case AP_OP_SUM:
-  case AP_OP_MAX:
-  case AP_OP_MIN:
-    return true;
-  case AP_OP_WHERE:
-    return i >= 1;
-  case AP_OP_CLIP:
-  case AP_OP_DROPOUT:
-  case AP_OP_CAST_LIKE:
-    return i == 0;
-  default:
-    break;
-  }
-  switch (ap_op_table[n->op].kind) {
-  case AP_OPK_EWISE:
-    return true;
-  case AP_OPK_CONST:
-    return false;
-  default:
-    return i == 0;
-  }
-}
+/* Layer roles: where the activation and the weight enter, and which
+ * dimensions are B, I and O. An embedding (Gather of rows of a float table
+ * by run-time indices) is the product of the indices' one-hot rows with the
+ * table: B the indices' dims, I the table's rows, O its columns. */
+typedef enum layer_role {
+  ROLE_NONE,
+  ROLE_CONV,
+  ROLE_CONV_T,
+  ROLE_GEMM,
+  ROLE_MATMUL,
+  ROLE_EMBED
+} layer_role;
 
 static int64_t dim_of(const ap_graph *g, int v, int d) { return g->values[v].dims[d]; }
 static int rank_of(const ap_graph *g, int v) { return g->values[v].rank; }
 
-/* Where dimension d of the activation input lands in output 0 of n; -1 when
- * the node needs that dimension whole. */
-static int map_dim(const ap_graph *g, const ap_node *n, int in_value, int d) {
-  if (d < 0)
-    return -1;
-  int out = n->out[0], r = rank_of(g, in_value), R = rank_of(g, out);
-  int64_t cnt;
+/* A layer's activation and weight slots. */
+static int act_slot(layer_role r) { return r == ROLE_EMBED ? 1 : 0; }
+static int weight_slot(layer_role r) { return r == ROLE_EMBED ? 0 : 1; }
+
+/* A node is a layer when an activation meets a weight (an initializer, a
+ * constant or a value computed from them alone, such as a tied embedding
+ * table's transpose) at the operator's weight slot. */
+static layer_role role_of(const ap_graph *g, const ap_node *n, const bool *act) {
+  layer_role r;
   switch (n->op) {
-  case AP_OP_FLATTEN: {
-    int64_t axis = ap_attr_int(n, "axis", 1);
-    if (axis < 0)
-      axis += r;
-    if (axis == 0)
-      return d == 0 ? 1 : -1;
-    if (d == 0)
-      return 0;
-    return d == axis ? 1 : -1;
-  }
-  case AP_OP_RESHAPE: {
-    int64_t pre = 1, post = 1, pre_out = 1;
-    for (int i = 0; i < d; i++)
-      pre *= dim_of(g, in_value, i);
-    for (int i = d + 1; i < r; i++)
-      post *= dim_of(g, in_value, i);
-    for (int j = 0; j < R; j++) {
-      int64_t post_out = 1;
-      for (int i = j + 1; i < R; i++)
-        post_out *= dim_of(g, out, i);
-      /* A slab of input dim d is a contiguous run of elements; it stays a
-       * slab of output dim j when both start at the same outer index and
-       * the inner block of the input is a whole number of output rows. */
-      if (pre_out == pre && dim_of(g, out, j) > 1 && post_out > 0 && post % post_out == 0)
-        return j;
-      pre_out *= dim_of(g, out, j);
-      if (pre_out > pre)
-        break;
-    }
-    return -1;
-  }
-  case AP_OP_TRANSPOSE: {
-    int np;
-    const int64_t *perm = ap_attr_ints(n, "perm", &np);
-    for (int i = 0; i < R; i++)
-      if ((perm && i < np ? perm[i] : R - 1 - i) == d)
-        return i;
-    return -1;
-  }
-  case AP_OP_SOFTMAX:
-  case AP_OP_LOG_SOFTMAX: {
-    int64_t axis = ap_attr_int(n, "axis", g->opset >= 13 ? -1 : 1);
-    if (axis < 0)
-      axis += r;
-    if (g->opset >= 13)
-      return d == axis ? -1 : d;
-    return d >= axis ? -1 : d;
-  }
-  case AP_OP_LAYER_NORM: {
-    int64_t axis = ap_attr_int(n, "axis", -1);
-    if (axis < 0)
-      axis += r;
-    return d >= axis ? -1 : d;
-  }
-  case AP_OP_REDUCE_MEAN:
-  case AP_OP_REDUCE_SUM:
-  case AP_OP_REDUCE_MAX: {
-    /* The reduced axes are the ones whose size changed or vanished; with
-     * keepdims the rank stays. */
-    if (R == r)
-      return dim_of(g, out, d) == dim_of(g, in_value, d) ? d : -1;
-    return -1;
-  }
-  case AP_OP_SQUEEZE:
-  case AP_OP_UNSQUEEZE: {
-    /* Non-unit dimensions keep their order. */
-    if (dim_of(g, in_value, d) == 1)
-      return -1;
-    cnt = 0;
-    for (int i = 0; i < d; i++)
-      cnt += dim_of(g, in_value, i) != 1;
-    for (int j = 0; j < R; j++)
-      if (dim_of(g, out, j) != 1 && cnt-- == 0)
-        return j;
-    return -1;
-  }
-  case AP_OP_GATHER: {
-    int64_t axis = ap_attr_int(n, "axis", 0);
-    if (axis < 0)
-      axis += r;
-    if (d < axis)
-      return d;
-    if (d == axis)
-      return -1;
-    return d + R - r;
-  }
-  default:
+  case AP_OP_CONV:
+    r = ROLE_CONV;
     break;
+  case AP_OP_CONV_TRANSPOSE:
+    r = ROLE_CONV_T;
+    break;
+  case AP_OP_GEMM:
+    r = ROLE_GEMM;
+    break;
+  case AP_OP_MATMUL:
+    r = ROLE_MATMUL;
+    break;
+  case AP_OP_GATHER:
+    r = ROLE_EMBED;
+    break;
+  default:
+    return ROLE_NONE;
   }
-  /* Element-wise, pooling, normalisation over channels, Concat/Split/Slice
-   * along another axis: dimensions align from the right, and a dimension
-   * whose size changed (a sliced or concatenated axis) is needed whole. */
-  int j = d + R - r;
-  if (j < 0 || j >= R || dim_of(g, out, j) != dim_of(g, in_value, d))
-    return n->op == AP_OP_MAX_POOL || n->op == AP_OP_AVERAGE_POOL ||
-                   n->op == AP_OP_GLOBAL_AVERAGE_POOL || n->op == AP_OP_GLOBAL_MAX_POOL
-               ? (d <= 1 ? d : -1)
-               : -1;
-  return j;
+  int a = act_slot(r), w = weight_slot(r);
+  if (n->n_in <= 1 || n->in[a] < 0 || n->in[w] < 0 || !act[n->in[a]] || act[n->in[w]])
+    return ROLE_NONE;
+  if (r == ROLE_EMBED) {
+    const ap_value *t = &g->values[n->in[w]];
+    int64_t axis = ap_attr_int(n, "axis", 0);
+    if (!ap_dtype_is_float(t->dtype) || t->rank != 2 || (axis != 0 && axis != -2))
+      return ROLE_NONE;
+  }
+  return r;
 }
 
 static bool shape_known(const ap_graph *g, int v) { return ap_value_shape_known(&g->values[v]); }
 
+static int64_t lcm64(int64_t a, int64_t b) {
+  if (a <= 1)
+    return b > 1 ? b : 1;
+  if (b <= 1)
+    return a;
+  return a / ap_gcd(a, b) * b;
+}
+
+/* Where a vertex's output dims are in a value it reaches through chain ops:
+ * index t of the vertex's dim c is index t * num[c] / den[c] of the
+ * value's dim map[c] (reshapes merging or splitting it scale the index). */
 typedef struct src {
-  int vertex;  /* -1: not reached from any vertex (graph inputs) */
-  int map[2];  /* where the vertex's output dims are in this value */
+  int vertex;     /* -1: not reached from any vertex (graph inputs) */
+  int map[2];
+  int64_t num[2], den[2];
 } src;
 
 static ap_status need_shape(ap_graph *g, const ap_node *n, int v, ap_diag *d) {
@@ -175,6 +88,184 @@ static ap_status need_shape(ap_graph *g, const ap_node *n, int v, ap_diag *d) {
                     "the shape of '%s' is not known; planning needs every shape (bind the batch with --batch N)",
                     g->values[v].name);
   return AP_OK;
+}
+
+/* The output axis a chain op carries input axis a to, or -1 (the op needs
+ * it whole); a reshape scales the index and asks for a unit of the
+ * vertex's dim (its shares' granularity) so that slabs stay slabs. */
+static int chain_axis(ap_graph *g, const ap_node *n, int slot, int a, src *s, int c,
+                      int64_t *unit) {
+  *unit = 1;
+  if (a < 0 || !ap_axes_boxwise(g, n))
+    return -1;
+  const ap_value *x = &g->values[n->in[slot]], *y = &g->values[n->out[0]];
+  if (ap_op_table[n->op].axes != AP_AXES_RESHAPE) {
+    int j = ap_axes_in_to_out(g, n, slot, a);
+    return j >= 0 && ap_axes_out_split(g, n, j) ? j : -1;
+  }
+  int64_t in_step, out_step;
+  int q = ap_axes_reshape(x, y, a, &in_step, &out_step);
+  if (q < 0)
+    return -1;
+  /* Vertex index t is value index t * num / den, which starts at flat
+   * offset t * num * in_step / den of the block: a slab bound carries over
+   * when that is a multiple of out_step. */
+  int64_t num = s->num[c] * in_step, den = s->den[c] * out_step, g0 = ap_gcd(num, den);
+  *unit = den / ap_gcd(num, den);
+  s->num[c] = num / g0;
+  s->den[c] = den / g0;
+  return q;
+}
+
+/* Fills a layer vertex from its role. */
+static void layer_ports(ap_graph *g, const ap_node *n, layer_role role, ap_vertex *vx,
+                        const src *from) {
+  int x = n->in[act_slot(role)], w = n->in[weight_slot(role)], out = n->out[0];
+  int r = rank_of(g, x), rw = rank_of(g, w), R = rank_of(g, out);
+  vx->weight = w;
+  vx->port[1].value = x;
+  double macs = 0;
+  int64_t out_numel = ap_numel(R, g->values[out].dims);
+  switch (role) {
+  case ROLE_CONV:
+  case ROLE_CONV_T: {
+    vx->port[1].dim[0] = 0, vx->port[1].dim[1] = 1;
+    vx->port[0].dim[0] = 0, vx->port[0].dim[1] = 1;
+    vx->w_dim[0] = role == ROLE_CONV ? 1 : 0;
+    vx->w_dim[1] = role == ROLE_CONV ? 0 : 1;
+    double kernel = 1;
+    for (int k = 2; k < rw; k++)
+      kernel *= (double)dim_of(g, w, k);
+    if (role == ROLE_CONV)
+      macs = (double)out_numel * (double)dim_of(g, w, 1) * kernel;
+    else
+      macs = (double)ap_numel(r, g->values[x].dims) * (double)dim_of(g, w, 1) * kernel;
+    break;
+  }
+  case ROLE_GEMM: {
+    bool ta = ap_attr_int(n, "transA", 0) != 0, tb = ap_attr_int(n, "transB", 0) != 0;
+    vx->port[1].dim[0] = ta ? 1 : 0, vx->port[1].dim[1] = ta ? 0 : 1;
+    vx->port[0].dim[0] = 0, vx->port[0].dim[1] = 1;
+    vx->w_dim[0] = tb ? 1 : 0, vx->w_dim[1] = tb ? 0 : 1;
+    macs = (double)out_numel * (double)dim_of(g, x, ta ? 0 : 1);
+    break;
+  }
+  case ROLE_MATMUL: /* a weight on the right; a 1-D weight has no O, a 1-D input no B */
+    vx->port[1].dim[0] = r >= 2 ? 0 : -1, vx->port[1].dim[1] = r - 1;
+    vx->port[0].dim[0] = r >= 2 ? 0 : -1;
+    vx->port[0].dim[1] = rw >= 2 ? R - 1 : -1;
+    vx->w_dim[0] = rw >= 2 ? rw - 2 : 0, vx->w_dim[1] = rw >= 2 ? rw - 1 : -1;
+    macs = (double)out_numel * (double)dim_of(g, x, r - 1);
+    break;
+  case ROLE_EMBED: /* out[ids..., :] = table[ids, :] */
+    vx->port[1].dim[0] = r >= 1 ? 0 : -1, vx->port[1].dim[1] = -1;
+    vx->port[0].dim[0] = r >= 1 ? 0 : -1, vx->port[0].dim[1] = R - 1;
+    vx->w_dim[0] = 0, vx->w_dim[1] = 1;
+    /* Forward reads a row and writes it, backward reads the error and adds
+     * it into the gradient's row: memory, not arithmetic. */
+    vx->traffic = 4.0 * (double)out_numel * (double)ap_dtype_size(g->values[out].dtype);
+    break;
+  case ROLE_NONE:
+    break;
+  }
+  for (int p = 0; p < 2; p++)
+    for (int c = 0; c < 2; c++)
+      vx->port[p].unit[c] = 1;
+  /* An embedding's indices carry no error; nor does a graph input. */
+  vx->first = role == ROLE_EMBED || from[x].vertex < 0;
+  vx->flops = 2 * macs * (vx->first ? 2 : 3);
+  vx->allowed = 0;
+  if (vx->port[1].dim[0] >= 0 && vx->port[0].dim[0] >= 0)
+    vx->allowed |= 1;
+  if (ap_attr_int(n, "group", 1) == 1) {
+    if (vx->port[1].dim[1] >= 0 || role == ROLE_EMBED)
+      vx->allowed |= 2;
+    if (vx->port[0].dim[1] >= 0)
+      vx->allowed |= 4;
+  }
+}
+
+/* The input axis of slot that runs along output axis j of a join, or -1. */
+static int join_in_axis(ap_graph *g, const ap_node *n, int slot, int j) {
+  const ap_value *x = &g->values[n->in[slot]];
+  if (j < 0)
+    return -1;
+  if (ap_op_table[n->op].axes == AP_AXES_CONCAT) {
+    int axis = (int)ap_attr_int(n, "axis", 0);
+    if (axis < 0)
+      axis += x->rank;
+    if (j == axis)
+      return j; /* a concatenated axis is split input by input */
+  }
+  for (int a = 0; a < x->rank; a++)
+    if (ap_axes_in_to_out(g, n, slot, a) == j)
+      return a;
+  return -1;
+}
+
+/* A join's output dims: dim[0] the batch, dim[1] where the first input
+ * reached from a vertex carries that vertex's feature split (so a layout
+ * travels through the join for free; attention's heads), else the
+ * operator's feature axis (MatMul's columns, the channels). */
+static void join_ports(ap_graph *g, const ap_node *n, ap_vertex *vx, const bool *act,
+                       const src *from) {
+  int R = rank_of(g, n->out[0]);
+  bool box = ap_axes_boxwise(g, n);
+  int d0 = box && R >= 1 && ap_axes_out_split(g, n, 0) ? 0 : -1, d1 = -1;
+  for (int k = 0; k < n->n_in && box && d1 < 0; k++) {
+    int x = n->in[k];
+    if (x < 0 || !ap_axes_data_slot(n, k) || !act[x] || from[x].vertex < 0)
+      continue;
+    int j = from[x].map[1] >= 0 ? ap_axes_in_to_out(g, n, k, from[x].map[1]) : -1;
+    if (ap_op_table[n->op].axes == AP_AXES_CONCAT && from[x].map[1] >= 0 && j < 0)
+      j = from[x].map[1]; /* along the axis: split input by input */
+    if (j >= 0 && j != d0 && ap_axes_out_split(g, n, j))
+      d1 = j;
+  }
+  if (d1 < 0 && box) {
+    int j = n->op == AP_OP_MATMUL ? R - 1 : 1;
+    if (R >= 2 && j != d0 && ap_axes_out_split(g, n, j))
+      d1 = j;
+  }
+  vx->port[0].dim[0] = d0;
+  vx->port[0].dim[1] = d1;
+  int pi = 1;
+  for (int k = 0; k < n->n_in; k++) {
+    int x = n->in[k];
+    if (x < 0 || !ap_axes_data_slot(n, k) || !act[x])
+      continue;
+    ap_port *pt = &vx->port[pi++];
+    pt->value = x;
+    for (int c = 0; c < 2; c++)
+      pt->dim[c] = join_in_axis(g, n, k, vx->port[0].dim[c]);
+    if (n->op == AP_OP_MATMUL && k == 0)
+      vx->flops = 6.0 * (double)ap_numel(R, g->values[n->out[0]].dims) *
+                  (double)dim_of(g, x, rank_of(g, x) - 1);
+  }
+  for (int p = 0; p < vx->n_ports; p++)
+    for (int c = 0; c < 2; c++)
+      vx->port[p].unit[c] = 1;
+  vx->allowed = 4 | (d0 >= 0 ? 1 : 0) | (d1 >= 0 ? 2 : 0);
+}
+
+/* Makes the units of the dims whose boxes must agree equal: a layer's B in
+ * its input and output, every port of a join. Units do not travel along
+ * edges: a consumer splits at its own shares and the conversion between
+ * them is priced. */
+static void settle_units(ap_plan *p) {
+  for (int v = 0; v < p->n_vertices; v++) {
+    ap_vertex *vx = &p->v[v];
+    for (int c = 0; c < 2; c++) {
+      if (!vx->join && c == 1)
+        continue;
+      int64_t u = 1;
+      for (int q = 0; q < vx->n_ports; q++)
+        if (vx->port[q].dim[c] >= 0)
+          u = lcm64(u, vx->port[q].unit[c]);
+      for (int q = 0; q < vx->n_ports; q++)
+        vx->port[q].unit[c] = u;
+    }
+  }
 }
 
 ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
@@ -188,30 +279,31 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
   for (int v = 0; v < nv; v++)
     from[v].vertex = -1;
   /* Graph inputs fed at run time are activations when some node reads them
-   * as data; weights that happen to be graph inputs (ONNX node tests) sit
-   * at weight positions only. */
+   * as data, whatever their type (token ids, masks); weights that happen
+   * to be graph inputs (ONNX node tests) sit at parameter slots only. */
   for (int i = 0; i < g->n_nodes; i++) {
     const ap_node *n = &g->nodes[i];
     if (n->dead)
       continue;
     for (int k = 0; k < n->n_in; k++) {
       int x = n->in[k];
-      if (x >= 0 && data_position(n, k) && g->values[x].kind == AP_VAL_INPUT &&
+      if (x >= 0 && ap_axes_data_slot(n, k) && g->values[x].kind == AP_VAL_INPUT &&
           !g->values[x].data)
         act[x] = true;
     }
   }
-  /* A weight operand of a layer never makes it an activation. */
+  /* A fed weight operand of a convolution or Gemm stays a weight. */
   for (int i = 0; i < g->n_nodes; i++) {
     const ap_node *n = &g->nodes[i];
-    if (!n->dead && n->op != AP_OP_UNKNOWN && roles[n->op] != ROLE_NONE &&
-        roles[n->op] != ROLE_MATMUL && n->n_in > 1 && n->in[1] >= 0 &&
-        g->values[n->in[1]].producer < 0)
+    if (!n->dead && (n->op == AP_OP_CONV || n->op == AP_OP_CONV_TRANSPOSE ||
+                     n->op == AP_OP_GEMM) &&
+        n->n_in > 1 && n->in[1] >= 0 && g->values[n->in[1]].producer < 0)
       act[n->in[1]] = false;
   }
   p->n_vertices = 0;
   p->n_edges = 0;
   int *chain_cap = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof(int)), edge_cap = 0;
+  int first_weighted = -1;
   if (!chain_cap)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int i = 0; i < g->n_nodes; i++) {
@@ -223,9 +315,11 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
                       "operator not supported");
     n->types = NULL;
     n->n_types = 0;
+    if (first_weighted < 0 && ap_op_table[n->op].kind == AP_OPK_LAYER)
+      first_weighted = i;
     int n_act = 0, first_act = -1;
     for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] >= 0 && data_position(n, k) && act[n->in[k]]) {
+      if (n->in[k] >= 0 && ap_axes_data_slot(n, k) && act[n->in[k]]) {
         n_act++;
         if (first_act < 0)
           first_act = k;
@@ -239,33 +333,32 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
     ap_status st = need_shape(g, n, out, d);
     if (st != AP_OK)
       return st;
-    layer_role role = roles[n->op];
-    bool layer = role != ROLE_NONE && n->in[0] >= 0 && act[n->in[0]] && n->in[1] >= 0 &&
-                 !act[n->in[1]];
-    if (!layer && n_act == 1) { /* a chain op: carries its producer's layout */
+    layer_role role = role_of(g, n, act);
+    if (role == ROLE_NONE && n_act == 1) { /* a chain op: carries its producer's layout */
       int x = n->in[first_act];
       if ((st = need_shape(g, n, x, d)) != AP_OK)
         return st;
       src s = from[x];
       if (s.vertex < 0)
-        continue; /* preprocessing of a graph input: the input is loaded as needed */
+        continue; /* preprocessing of a graph input: every device computes it whole */
       ap_chain_op op = {.node = i, .in_value = x, .out_value = out};
-      for (int c = 0; c < 2; c++) {
-        op.in_map[c] = s.map[c];
-        op.out_map[c] = map_dim(g, n, x, s.map[c]);
-        op.gathers[c] = s.map[c] >= 0 && op.out_map[c] < 0;
-      }
       ap_vertex *pv = &p->v[s.vertex];
+      for (int c = 0; c < 2; c++) {
+        int64_t unit;
+        op.in_map[c] = s.map[c];
+        op.out_map[c] = chain_axis(g, n, first_act, s.map[c], &s, c, &unit);
+        op.gathers[c] = s.map[c] >= 0 && op.out_map[c] < 0;
+        if (op.out_map[c] >= 0)
+          pv->port[0].unit[c] = lcm64(pv->port[0].unit[c], unit);
+        s.map[c] = op.out_map[c];
+      }
       if (!ap_arena_grow(a, (void **)&pv->chain, &chain_cap[s.vertex], pv->n_chain + 1,
                          sizeof op))
         return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
       pv->chain[pv->n_chain++] = op;
       for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0) {
-          from[n->out[k]].vertex = s.vertex;
-          for (int c = 0; c < 2; c++)
-            from[n->out[k]].map[c] = op.out_map[c];
-        }
+        if (n->out[k] >= 0)
+          from[n->out[k]] = s;
       continue;
     }
     /* A vertex. */
@@ -273,108 +366,29 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
     ap_vertex *vx = &p->v[id];
     memset(vx, 0, sizeof *vx);
     vx->node = i;
-    vx->join = !layer;
+    vx->join = role == ROLE_NONE;
     vx->weight = -1;
-    int R = rank_of(g, out);
-    vx->n_ports = layer ? 2 : 1 + n_act;
+    vx->n_ports = vx->join ? 1 + n_act : 2;
     vx->port = ap_arena_array(a, (size_t)vx->n_ports, sizeof *vx->port);
     if (!vx->port)
       return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
     vx->port[0].value = out;
-    if (layer) {
-      int x = n->in[0], w = n->in[1];
-      if ((st = need_shape(g, n, x, d)) != AP_OK || (st = need_shape(g, n, w, d)) != AP_OK)
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0 && (ap_axes_data_slot(n, k) || !vx->join) &&
+          (st = need_shape(g, n, n->in[k], d)) != AP_OK)
         return st;
-      int r = rank_of(g, x), rw = rank_of(g, w);
-      vx->weight = w;
-      vx->port[1].value = x;
-      double macs = 0;
-      int64_t out_numel = ap_numel(R, g->values[out].dims);
-      switch (role) {
-      case ROLE_CONV:
-      case ROLE_CONV_T: {
-        vx->port[1].dim[0] = 0, vx->port[1].dim[1] = 1;
-        vx->port[0].dim[0] = 0, vx->port[0].dim[1] = 1;
-        vx->w_dim[0] = role == ROLE_CONV ? 1 : 0;
-        vx->w_dim[1] = role == ROLE_CONV ? 0 : 1;
-        double kernel = 1;
-        for (int k = 2; k < rw; k++)
-          kernel *= (double)dim_of(g, w, k);
-        if (role == ROLE_CONV)
-          macs = (double)out_numel * (double)dim_of(g, w, 1) * kernel;
-        else
-          macs = (double)ap_numel(r, g->values[x].dims) * (double)dim_of(g, w, 1) * kernel;
-        break;
-      }
-      case ROLE_GEMM: {
-        bool ta = ap_attr_int(n, "transA", 0) != 0, tb = ap_attr_int(n, "transB", 0) != 0;
-        vx->port[1].dim[0] = ta ? 1 : 0, vx->port[1].dim[1] = ta ? 0 : 1;
-        vx->port[0].dim[0] = 0, vx->port[0].dim[1] = 1;
-        vx->w_dim[0] = tb ? 1 : 0, vx->w_dim[1] = tb ? 0 : 1;
-        macs = (double)out_numel * (double)dim_of(g, x, ta ? 0 : 1);
-        break;
-      }
-      default: /* MatMul with a weight on the right */
-        vx->port[1].dim[0] = r >= 2 ? 0 : -1, vx->port[1].dim[1] = r - 1;
-        vx->port[0].dim[0] = R >= 2 ? 0 : -1, vx->port[0].dim[1] = R - 1;
-        vx->w_dim[0] = rw >= 2 ? rw - 2 : 0, vx->w_dim[1] = rw - 1;
-        macs = (double)out_numel * (double)dim_of(g, x, r - 1);
-        break;
-      }
-      vx->first = from[x].vertex < 0;
-      vx->flops = 2 * macs * (vx->first ? 2 : 3);
-      int groups = (int)ap_attr_int(n, "group", 1);
-      vx->allowed = 0;
-      if (vx->port[1].dim[0] >= 0 && vx->port[0].dim[0] >= 0)
-        vx->allowed |= 1;
-      if (groups == 1) {
-        if (vx->port[1].dim[1] >= 0)
-          vx->allowed |= 2;
-        if (vx->port[0].dim[1] >= 0)
-          vx->allowed |= 4;
-      }
-    } else {
-      vx->port[0].dim[0] = R >= 1 ? 0 : -1;
-      vx->port[0].dim[1] = n->op == AP_OP_MATMUL ? (R >= 2 ? R - 1 : -1) : (R >= 2 ? 1 : -1);
-      int pi = 1;
-      for (int k = 0; k < n->n_in; k++) {
-        int x = n->in[k];
-        if (x < 0 || !data_position(n, k) || !act[x])
-          continue;
-        if ((st = need_shape(g, n, x, d)) != AP_OK)
-          return st;
-        ap_port *pt = &vx->port[pi++];
-        pt->value = x;
-        int r = rank_of(g, x);
-        for (int c = 0; c < 2; c++) {
-          int od = vx->port[0].dim[c], j = od - (R - r);
-          pt->dim[c] = -1;
-          if (od < 0)
-            continue;
-          if (n->op == AP_OP_MATMUL) {
-            /* C = A.B: splitting C's rows splits A's (and B's batch when
-             * B is batched); splitting C's columns splits B's columns. */
-            if (c == 0)
-              pt->dim[c] = (k == 0 && r >= 2) || (k == 1 && r >= 3 && r == R) ? 0 : -1;
-            else
-              pt->dim[c] = k == 1 ? r - 1 : -1;
-          } else if (n->op == AP_OP_CONCAT) {
-            pt->dim[c] = od; /* a concatenated axis is split input by input */
-          } else if (j >= 0 && dim_of(g, x, j) == dim_of(g, out, od)) {
-            pt->dim[c] = j;
-          }
-        }
-        if (n->op == AP_OP_MATMUL && k == 0)
-          vx->flops = 6.0 * (double)ap_numel(R, g->values[out].dims) *
-                      (double)dim_of(g, x, r - 1);
-      }
-      vx->allowed = 4 | (vx->port[0].dim[0] >= 0 ? 1 : 0) | (vx->port[0].dim[1] >= 0 ? 2 : 0);
-    }
+    if (vx->join)
+      join_ports(g, n, vx, act, from);
+    else
+      layer_ports(g, n, role, vx, from);
     for (int k = 0; k < n->n_out; k++)
       if (n->out[k] >= 0) {
-        from[n->out[k]].vertex = id;
-        from[n->out[k]].map[0] = vx->port[0].dim[0];
-        from[n->out[k]].map[1] = vx->port[0].dim[1];
+        src *s = &from[n->out[k]];
+        s->vertex = id;
+        for (int c = 0; c < 2; c++) {
+          s->map[c] = vx->port[0].dim[c];
+          s->num[c] = s->den[c] = 1;
+        }
       }
     /* Edges from the producers of its activation ports. */
     for (int pi = 1; pi < vx->n_ports; pi++) {
@@ -389,6 +403,13 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
       p->e[p->n_edges++] = e;
     }
   }
+  if (p->n_vertices == 0 && first_weighted >= 0) {
+    const ap_node *n = &g->nodes[first_weighted];
+    return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                    "no run-time input reaches this layer or any other, so there is nothing "
+                    "to partition (are the inputs bound as constants?)");
+  }
+  settle_units(p);
   p->n_ports = 0;
   for (int v = 0; v < p->n_vertices; v++) {
     p->v[v].ext_base = p->n_ports;

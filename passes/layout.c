@@ -41,11 +41,25 @@ void ap_layout_shares(int64_t n, int k, const double *ratio, int64_t *share) {
   }
 }
 
+void ap_layout_unit_shares(int64_t n, int k, const double *ratio, int64_t unit,
+                           int64_t *share) {
+  if (unit <= 1) {
+    ap_layout_shares(n, k, ratio, share);
+    return;
+  }
+  ap_layout_shares((n + unit - 1) / unit, k, ratio, share);
+  int64_t left = n;
+  for (int i = 0; i < k; i++) {
+    share[i] = share[i] * unit < left ? share[i] * unit : left;
+    left -= share[i];
+  }
+}
+
 /* [start, end) of child i along a dimension of length n. */
-static void child_range(int64_t n, int k, const double *ratio, int i, int64_t *start,
-                        int64_t *end) {
+static void child_range(int64_t n, int k, const double *ratio, int64_t unit, int i,
+                        int64_t *start, int64_t *end) {
   int64_t share[AP_MAX_CHILDREN], s = 0;
-  ap_layout_shares(n, k, ratio, share);
+  ap_layout_unit_shares(n, k, ratio, unit, share);
   for (int j = 0; j < i; j++)
     s += share[j];
   *start = s;
@@ -62,7 +76,7 @@ void ap_layout_child_box(int rank, const int64_t *lo, const int64_t *hi, int k,
   if (l->kind != AP_LAYOUT_SPLIT || k <= 1)
     return;
   int64_t s, e;
-  child_range(hi[l->dim] - lo[l->dim], k, l->ratio, i, &s, &e);
+  child_range(hi[l->dim] - lo[l->dim], k, l->ratio, l->unit, i, &s, &e);
   child_lo[l->dim] = lo[l->dim] + s;
   child_hi[l->dim] = lo[l->dim] + e;
 }
@@ -106,7 +120,7 @@ void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
   int a = from->dim;
   int64_t fs[AP_MAX_CHILDREN], fe[AP_MAX_CHILDREN], ts[AP_MAX_CHILDREN], te[AP_MAX_CHILDREN];
   for (int i = 0; i < k; i++)
-    child_range(box[a], k, from->ratio, i, &fs[i], &fe[i]);
+    child_range(box[a], k, from->ratio, from->unit, i, &fs[i], &fe[i]);
   /* The box's size without the dimensions either layout splits. */
   double rest = elem_bytes;
   for (int d = 0; d < rank; d++)
@@ -115,7 +129,7 @@ void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
   if (to->kind == AP_LAYOUT_SPLIT) {
     int b = to->dim;
     for (int i = 0; i < k; i++)
-      child_range(box[b], k, to->ratio, i, &ts[i], &te[i]);
+      child_range(box[b], k, to->ratio, to->unit, i, &ts[i], &te[i]);
     for (int j = 0; j < k; j++)   /* sender j holds [fs, fe) of dim a */
       for (int i = 0; i < k; i++) { /* receiver i needs [ts, te) of dim b */
         if (i == j)

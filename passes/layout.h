@@ -29,12 +29,19 @@ typedef struct ap_layout {
   ap_layout_kind kind;
   int dim;                        /* SPLIT: the tensor dimension */
   double ratio[AP_MAX_CHILDREN];  /* SPLIT: each child's fraction; sums to 1 */
+  int64_t unit;                   /* SPLIT: shares are whole multiples of unit (0 or 1:
+                                     any index), the last nonempty one possibly less */
 } ap_layout;
 
 /* Whole-index shares of n in proportion to ratio[0..k): floors, then the
  * remainder one index each to the largest fractional parts (ties to the
  * lower child). Shares may be 0 when n < k; they always sum to n. */
 void ap_layout_shares(int64_t n, int k, const double *ratio, int64_t *share);
+/* The same in whole units of `unit` indices (attention heads of a feature
+ * dimension): ap_layout_shares of ceil(n / unit) units, each unit `unit`
+ * indices, the last share cut to what n leaves. */
+void ap_layout_unit_shares(int64_t n, int k, const double *ratio, int64_t unit,
+                           int64_t *share);
 
 /* Child i's box inside a group box [lo, hi) under layout l (k children). */
 void ap_layout_child_box(int rank, const int64_t *lo, const int64_t *hi, int k,

@@ -121,6 +121,7 @@ ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const do
   if (c >= 0 && vx->port[port].dim[c] >= 0) {
     l.kind = AP_LAYOUT_SPLIT;
     l.dim = vx->port[port].dim[c];
+    l.unit = vx->port[port].unit[c];
     memcpy(l.ratio, ratio, sizeof l.ratio);
   }
   return l;
@@ -160,7 +161,7 @@ void ap_plan_port_ratio(const ap_plan *p, const ap_graph *g, const int64_t *vext
   if (sum != total || len <= 0)
     return;
   int64_t share[AP_MAX_CHILDREN], lo = 0;
-  ap_layout_shares(total, k, r, share);
+  ap_layout_unit_shares(total, k, r, vx->port[0].unit[c], share);
   for (int i = 0; i < k; i++) {
     int64_t a = lo > at ? lo : at, b = lo + share[i] < at + len ? lo + share[i] : at + len;
     out[i] = b > a ? (double)(b - a) / (double)len : 0;
@@ -259,7 +260,7 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
     int c = split_slot(x->p, v, port, &l);
     if (c >= 0 && x->k > 1) {
       int64_t share[AP_MAX_CHILDREN];
-      ap_layout_shares(e[c], x->k, rp, share);
+      ap_layout_unit_shares(e[c], x->k, rp, l.unit, share);
       o[c] = share[i];
     }
   }
@@ -284,7 +285,8 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
     double fb = (double)ext[2] / full(g, in->value, in->dim[0]);
     double fi = (double)ext[3] / full(g, in->value, in->dim[1]);
     fr = fb * fi * f0[1];
-    t += vx->flops * fr / (count * dk->peak_flops);
+    t += vx->flops * fr / (count * dk->peak_flops) +
+         vx->traffic * fr / (count * dk->mem_bw_bytes_s);
   } else {
     double traffic = 0;
     for (int port = 0; port < vx->n_ports; port++) {
@@ -340,7 +342,8 @@ static void intra_allreduce(const level_ctx *x, int v, int s, ap_exchange *ex, d
     for (int i = 0; i < rank; i++)
       box[i] = g->values[value].dims[i];
     box[vx->w_dim[0]] = e1[1];
-    box[vx->w_dim[1]] = e0[1];
+    if (vx->w_dim[1] >= 0)
+      box[vx->w_dim[1]] = e0[1];
   } else if (s == 1) { /* type II: the output */
     value = vx->port[0].value;
     rank = port_box(p, g, x->c->ext, v, 0, box);
@@ -385,7 +388,10 @@ void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v
   ap_layout lay = ap_plan_port_layout(p, v, p->v[v].join || s == 2 ? 0 : 1, s,
                                       (double[AP_MAX_CHILDREN]){0});
   int slot = split_slot(p, v, p->v[v].join || s == 2 ? 0 : 1, &lay);
+  /* Balanced in the split dimension's units (heads): n counts units. */
+  int64_t unit = lay.unit > 1 ? lay.unit : 1;
   int64_t n = slot >= 0 ? port_ext(p, c->ext, v, p->v[v].join || s == 2 ? 0 : 1)[slot] : 0;
+  n = (n + unit - 1) / unit;
   double w[AP_MAX_CHILDREN], a[AP_MAX_CHILDREN];
   int64_t load[AP_MAX_CHILDREN], take[AP_MAX_CHILDREN], held = 0;
   for (int i = 0; i < k; i++) {
@@ -537,7 +543,8 @@ static double vertex_memory(const ap_plan *p, const ap_graph *g, const int64_t *
     for (int i = 0; i < w->rank; i++)
       box[i] = w->dims[i];
     box[vx->w_dim[0]] = e1[1];
-    box[vx->w_dim[1]] = e0[1];
+    if (vx->w_dim[1] >= 0)
+      box[vx->w_dim[1]] = e0[1];
     m += 2 * box_bytes(g, vx->weight, w->rank, box);
     int r = port_box_v(p, g, vext, v, 1, box);
     m += box_bytes(g, vx->port[1].value, r, box);

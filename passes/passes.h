@@ -58,8 +58,11 @@ ap_status ap_search_exhaustive(const ap_search_problem *pr, long max_visits, uin
 /* A tensor where a vertex meets the rest of the graph; the plan splits it
  * along dim[0] (the batch-like dimension) or dim[1] (features). */
 typedef struct ap_port {
-  int value;  /* value id */
-  int dim[2]; /* -1 when the tensor has no such dimension */
+  int value;       /* value id */
+  int dim[2];      /* -1 when the tensor has no such dimension */
+  int64_t unit[2]; /* shares of dim[c] are multiples of unit[c] (1: any), so that a
+                      slab of it stays a slab through the reshapes after it (the
+                      heads of a feature dimension) */
 } ap_port;
 
 /* A weightless node with one activation input, after a vertex: it carries
@@ -83,6 +86,8 @@ typedef struct ap_vertex {
   int weight;       /* layers: the weight value */
   int w_dim[2];     /* layers: the weight's input-feature (I) and output-feature (O) dims */
   double flops;     /* a training step of the whole layer: forward, backward, gradient */
+  double traffic;   /* layers: bytes a training step moves instead of flops (an
+                       embedding's rows), counted like flops over B and O */
   bool first;       /* its input is a graph input: no error to propagate back */
   ap_chain_op *chain;
   int n_chain;
@@ -163,5 +168,10 @@ double ap_plan_model_device_bytes(const ap_plan *p, int dev, bool train);
 /* Device dev's box of vertex v's port: [lo, hi) per dimension. */
 void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
                         int64_t *lo, int64_t *hi);
+
+/* Device dev's box of layer v's weight: type II splits its I dim, type III
+ * its O dim, at each level as the layer's ports. */
+void ap_plan_weight_box(const ap_plan *p, const ap_graph *g, int v, int dev, int64_t *lo,
+                        int64_t *hi);
 
 #endif

@@ -54,6 +54,39 @@ void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, in
   }
 }
 
+void ap_plan_weight_box(const ap_plan *p, const ap_graph *g, int v, int dev, int64_t *lo,
+                        int64_t *hi) {
+  const ap_vertex *vx = &p->v[v];
+  const ap_value *w = &g->values[vx->weight];
+  for (int i = 0; i < w->rank; i++) {
+    lo[i] = 0;
+    hi[i] = w->dims[i];
+  }
+  ap_group grp = ap_group_root(&p->dev);
+  int cls = 0;
+  for (int l = 0; l < p->n_levels; l++) {
+    ap_group ch[AP_MAX_CHILDREN];
+    int k = ap_group_children(&p->dev, &grp, ch), i = 0;
+    while (i < k - 1 && dev >= ch[i].first_dev + ch[i].count)
+      i++;
+    int s = p->state[(size_t)l * p->n_vertices + v], type = s % 3;
+    /* II splits I (as the input's I dim when it has one), III splits O. */
+    ap_layout lay = {.kind = AP_LAYOUT_REPLICATED};
+    if (type > 0 && vx->w_dim[type - 1] >= 0) {
+      lay.kind = AP_LAYOUT_SPLIT;
+      lay.dim = vx->w_dim[type - 1];
+      lay.unit = type == 1 ? vx->port[1].unit[1] : vx->port[0].unit[1];
+      ap_plan_ratio(p, g, &p->cls[l][cls], v, s, lay.ratio);
+    }
+    int64_t clo[AP_MAX_RANK], chi[AP_MAX_RANK];
+    ap_layout_child_box(w->rank, lo, hi, k, &lay, i, clo, chi);
+    memcpy(lo, clo, sizeof(int64_t) * (size_t)w->rank);
+    memcpy(hi, chi, sizeof(int64_t) * (size_t)w->rank);
+    cls = p->child_map[l][cls * AP_MAX_CHILDREN + i];
+    grp = ch[i];
+  }
+}
+
 static void print_devices(const ap_plan *p, FILE *out) {
   for (int k = 0; k < p->dev.n_kinds; k++)
     fprintf(out, "%s%s:%d", k ? "," : "", p->dev.kinds[k].name, p->dev.kinds[k].count);

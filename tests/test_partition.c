@@ -257,7 +257,7 @@ Test(layout, published_intra_layer_table) {
   /* Partial sums resolved among two groups: each sends the whole tensor
    * once (A(dW) for I, A(F[l+1]) for II, A(E[l]) for III). */
   cr_expect_eq(per_device(&partial, &repl), 128);
-  cr_expect_eq(per_device(&partial, &(ap_layout){split(0).kind, 0, {0.5, 0.5}}), 128);
+  cr_expect_eq(per_device(&partial, &(ap_layout){split(0).kind, 0, {0.5, 0.5}, 1}), 128);
 }
 
 /* A Concat split along its own axis: each child holds, of every input, the

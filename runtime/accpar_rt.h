@@ -273,6 +273,8 @@ typedef struct aprt_args {
   const char *inputs_dir;      /* --inputs or NULL */
   const char *outputs_dir;     /* --outputs or NULL */
   const char *report_path;     /* --report or NULL */
+  int repeat;                  /* --repeat N: N timed runs after one warm-up (inference);
+                                  0 (default): one run */
 } aprt_args;
 
 typedef struct aprt_program {
@@ -287,9 +289,22 @@ typedef struct aprt_program {
   const uint64_t *predicted_step_bytes;   /* per device, bytes of one step; or NULL */
   const uint64_t *predicted_fixed_bytes;  /* per device, bytes once per run; or NULL */
   aprt_rank_fn run;                       /* every rank runs this; arg is unused */
+  const void *constants;                  /* the read-only blob of weights, or NULL: */
+  size_t constants_bytes;                 /* populated before the first run */
 } aprt_program;
 
 int aprt_main(int argc, char **argv, const aprt_program *prog);
+
+/* Memory of this rank for its arena and workspaces: `bytes` bytes, aligned
+ * to 64 (large ones on 2 MiB huge pages where the system allows), every page
+ * populated on the first request, and the same memory on every later call
+ * with the same id until the rank ends, so repeated runs (--repeat) reuse it
+ * and never page-fault. Not zeroed. The runtime frees it when the rank
+ * ends; a request larger than the id's first one moves it. NULL (and the
+ * rank failed with APRT_ERR_NOMEM) when out of memory or id is outside
+ * 0..APRT_MAX_BUFFERS-1. */
+enum { APRT_MAX_BUFFERS = 8 };
+void *aprt_buffer(aprt_comm *c, int id, size_t bytes);
 
 /* Inside prog->run: the parsed arguments, the whole input tensors (read-only,
  * shared by the ranks of a process), and the outputs. */

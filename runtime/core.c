@@ -1,9 +1,10 @@
 /* The transport-independent part of a rank: counting, phase timers, errors,
  * and the dispatch from aprt_run to a transport. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* MADV_HUGEPAGE, MAP_ANONYMOUS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "transport.h"
@@ -98,6 +99,96 @@ void aprt_phase_end(aprt_comm *c) {
   if (c->phase_depth <= APRT_PHASE_DEPTH)
     phase_switch(c);
   c->phase_depth--;
+}
+
+void aprt_comm_reset_stats(aprt_comm *c) {
+  phase_switch(c);
+  c->bytes_sent = 0;
+  c->messages_sent = 0;
+  memset(c->phase_s, 0, sizeof c->phase_s);
+}
+
+aprt_status aprt_barrier_untimed(aprt_comm *c) {
+  return c->status != APRT_OK ? c->status : c->tp->barrier(c);
+}
+
+/* ---- rank memory ------------------------------------------------------------ */
+
+/* Linux >= 5.14 (Debian 12 has 6.1); older kernels say EINVAL and the pages
+ * are touched instead. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+enum {
+  HUGE_BYTES = 2 << 20,      /* x86-64's and arm64's transparent huge page */
+  MAP_MIN_BYTES = 256 << 10  /* smaller buffers come from the heap */
+};
+
+static void buffer_free(aprt_rank_buffer *b) {
+  if (b->map)
+    munmap(b->map, b->map_bytes);
+  else
+    free(b->p);
+  memset(b, 0, sizeof *b);
+}
+
+/* Anonymous memory aligned to a huge page, so that the kernel can back it
+ * with 2 MiB pages (fewer TLB misses over an arena of tens of MB), and
+ * populated in one call rather than one fault per page during the run. */
+static bool buffer_map(aprt_rank_buffer *b, size_t bytes) {
+  size_t usable = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+  size_t map_bytes = usable + HUGE_BYTES;
+  unsigned char *m = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+  if (m == MAP_FAILED)
+    return false;
+  uintptr_t at = ((uintptr_t)m + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
+  b->map = m;
+  b->map_bytes = map_bytes;
+  b->p = (void *)at;
+  b->bytes = bytes;
+#ifdef MADV_HUGEPAGE
+  madvise(b->p, usable, MADV_HUGEPAGE); /* advice: without THP, small pages */
+#endif
+  if (madvise(b->p, usable, MADV_POPULATE_WRITE) != 0) {
+    for (size_t off = 0; off < usable; off += 4096)
+      ((volatile unsigned char *)b->p)[off] = 0;
+  }
+  return true;
+}
+
+void *aprt_buffer(aprt_comm *c, int id, size_t bytes) {
+  if (id < 0 || id >= APRT_MAX_BUFFERS) {
+    aprt_fail(c, APRT_ERR_USAGE, "buffer %d: ids are 0..%d", id, APRT_MAX_BUFFERS - 1);
+    return NULL;
+  }
+  aprt_rank_buffer *b = &c->bufs[id];
+  if (b->p && bytes <= b->bytes)
+    return b->p;
+  buffer_free(b);
+  bool ok;
+  if (bytes >= MAP_MIN_BYTES) {
+    ok = buffer_map(b, bytes);
+  } else {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    b->p = aligned_alloc(64, rounded ? rounded : 64);
+    b->bytes = bytes;
+    ok = b->p != NULL;
+    if (ok)
+      memset(b->p, 0, rounded); /* populated now, like the mapped ones */
+  }
+  if (!ok) {
+    memset(b, 0, sizeof *b);
+    aprt_fail(c, APRT_ERR_NOMEM, "buffer %d: %zu bytes: out of memory", id, bytes);
+    return NULL;
+  }
+  return b->p;
+}
+
+void aprt_comm_release(aprt_comm *c) {
+  for (int i = 0; i < APRT_MAX_BUFFERS; i++)
+    buffer_free(&c->bufs[i]);
 }
 
 void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out) {

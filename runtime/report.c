@@ -1,5 +1,6 @@
 /* The --report JSON of an executable: per device, the bytes it sent and the
- * bytes the plan predicted, and its time per phase; the loss of every step.
+ * bytes the plan predicted, and its time per phase; the loss of every step;
+ * the wall time of every timed run.
  * Written to a temporary file renamed into place, so a failed run never
  * leaves a half-written report. */
 #define _POSIX_C_SOURCE 200809L
@@ -31,9 +32,11 @@ static void json_number(FILE *f, double v, int digits) {
     fputs("null", f); /* JSON has no NaN: a diverged loss stays visible as null */
 }
 
-static void write_body(FILE *f, const aprt_program *prog, const char *transport, int steps,
-                       const double *losses, int nlosses, const aprt_rank_stats *stats) {
-  int ndev = prog->ndev;
+static void write_body(FILE *f, const aprt_program *prog, const char *transport,
+                       const aprt_run_ctx *ctx, const aprt_rank_stats *stats) {
+  int ndev = prog->ndev, steps = ctx->args.steps;
+  /* The counters cover the timed runs (the warm-up's are dropped). */
+  int runs = ctx->args.repeat > 0 ? ctx->args.repeat : 1;
   fputs("{\n  \"program\": ", f);
   json_string(f, prog->name ? prog->name : "");
   fputs(",\n  \"transport\": ", f);
@@ -47,9 +50,17 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
   }
   fprintf(f, "],\n  \"steps\": %d", steps);
   fputs(",\n  \"losses\": [", f);
-  for (int i = 0; i < nlosses; i++) {
+  for (int i = 0; i < ctx->nlosses; i++) {
     fputs(i ? ", " : "", f);
-    json_number(f, losses[i], 9);
+    json_number(f, ctx->losses[i], 9);
+  }
+  fprintf(f, "],\n  \"runs\": %d", runs);
+  fputs(",\n  \"warmup_s\": ", f);
+  json_number(f, ctx->warmup_s >= 0 ? ctx->warmup_s : NAN, 6);
+  fputs(",\n  \"run_time_s\": [", f);
+  for (int i = 0; i < ctx->nruns; i++) {
+    fputs(i ? ", " : "", f);
+    json_number(f, ctx->run_time_s[i], 6);
   }
   fputs("],\n  \"bytes_sent\": [", f);
   for (int d = 0; d < ndev; d++)
@@ -58,7 +69,8 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
   for (int d = 0; d < ndev; d++) {
     uint64_t fixed = prog->predicted_fixed_bytes ? prog->predicted_fixed_bytes[d] : 0;
     uint64_t step = prog->predicted_step_bytes ? prog->predicted_step_bytes[d] : 0;
-    fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)(fixed + step * (uint64_t)steps));
+    fprintf(f, "%s%llu", d ? ", " : "",
+            (unsigned long long)((fixed + step * (uint64_t)steps) * (uint64_t)runs));
   }
   fputs("],\n  \"messages_sent\": [", f);
   for (int d = 0; d < ndev; d++)
@@ -78,8 +90,8 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
 }
 
 aprt_status aprt_report_write(const char *path, const aprt_program *prog,
-                              const char *transport, int steps, const double *losses,
-                              int nlosses, const aprt_rank_stats *stats, aprt_error *err) {
+                              const char *transport, const aprt_run_ctx *ctx,
+                              const aprt_rank_stats *stats, aprt_error *err) {
   size_t tmp_len = strlen(path) + 8;
   char *tmp = malloc(tmp_len);
   if (!tmp) {
@@ -93,7 +105,7 @@ aprt_status aprt_report_write(const char *path, const aprt_program *prog,
     free(tmp);
     return APRT_ERR_IO;
   }
-  write_body(f, prog, transport, steps, losses, nlosses, stats);
+  write_body(f, prog, transport, ctx, stats);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {

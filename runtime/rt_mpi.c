@@ -244,6 +244,7 @@ aprt_status aprt_run_mpi(const aprt_run_opts *opts, int size, aprt_rank_fn fn, v
               aprt_status_name((aprt_status)s));
   aprt_rank_stats mine;
   aprt_comm_stats(c, &mine);
+  aprt_comm_release(c);
   /* Counters travel as control messages, so the report's bytes_sent does
    * not include them. */
   if (c->status == APRT_OK) {

@@ -217,6 +217,7 @@ static void *rank_main(void *p) {
     aprt_fail(c, (aprt_status)s, "failed with status %s and no message",
               aprt_status_name((aprt_status)s));
   aprt_comm_stats(c, &ra->stats);
+  aprt_comm_release(c);
   mark_gone(ra->w, c->rank, c->status == APRT_OK ? 2 : 1);
   return NULL;
 }

@@ -44,8 +44,19 @@ typedef struct aprt_run_ctx {
   pthread_mutex_t output_mu;  /* replicas may write the same box at once */
   double *losses;             /* args.steps, written by rank 0 */
   int nlosses;
+  double *run_time_s;         /* max(args.repeat, 1) wall times, written by rank 0 */
+  int nruns;                  /* timed runs done */
+  double warmup_s;            /* the warm-up run's wall time; < 0 without --repeat */
   int quiet;                  /* do not print "step S loss L" (tests) */
 } aprt_run_ctx;
+
+/* One aprt_buffer: the usable part and, when it was mapped, the mapping. */
+typedef struct aprt_rank_buffer {
+  void *p;            /* 64-aligned, bytes usable */
+  size_t bytes;
+  void *map;          /* mmap'd region holding p, or NULL when p is from aligned_alloc */
+  size_t map_bytes;
+} aprt_rank_buffer;
 
 struct aprt_comm {
   int rank, size;
@@ -62,6 +73,7 @@ struct aprt_comm {
   double phase_t0;                  /* when the current phase was entered */
   aprt_status status;               /* first error */
   char errmsg[APRT_ERR_MAX];
+  aprt_rank_buffer bufs[APRT_MAX_BUFFERS]; /* aprt_buffer's memory, freed when the rank ends */
 };
 
 /* ---- core.c ---------------------------------------------------------------- */
@@ -70,6 +82,13 @@ double aprt_now_s(void); /* monotonic seconds */
 void aprt_comm_init(aprt_comm *c, int rank, int size, const aprt_transport *tp,
                     void *tp_state, double timeout_s);
 void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out); /* closes open phases */
+/* Zeroes the counters and phase times (after a warm-up run). */
+void aprt_comm_reset_stats(aprt_comm *c);
+/* Frees the rank's aprt_buffer memory; called by the transports when it ends. */
+void aprt_comm_release(aprt_comm *c);
+/* The barrier without a phase of its own: runs of --repeat are separated by
+ * it, and its waiting time belongs to no run. */
+aprt_status aprt_barrier_untimed(aprt_comm *c);
 double aprt_timeout_default(double requested);
 /* Uncounted messages: the runtime's control traffic. */
 aprt_status aprt_send_ctl(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes);
@@ -105,7 +124,7 @@ aprt_status aprt_run_ctx_run(const aprt_run_opts *opts, int size, aprt_rank_fn f
 
 /* Writes the --report JSON (see docs/runtime.md) through a temporary file. */
 aprt_status aprt_report_write(const char *path, const aprt_program *prog,
-                              const char *transport, int steps, const double *losses,
-                              int nlosses, const aprt_rank_stats *stats, aprt_error *err);
+                              const char *transport, const aprt_run_ctx *ctx,
+                              const aprt_rank_stats *stats, aprt_error *err);
 
 #endif

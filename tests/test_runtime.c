@@ -1021,6 +1021,112 @@ Test(executable, a_failing_rank_ends_the_run_with_its_message, .init = make_tmpd
   free(errt);
 }
 
+/* The numbers of a one-line JSON array under key. */
+static int json_doubles(const char *json, const char *key, double *v, int max) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": [", key);
+  const char *p = strstr(json, pat);
+  if (!p)
+    return -1;
+  p += strlen(pat);
+  int n = 0;
+  while (*p && *p != ']' && n < max) {
+    char *end;
+    v[n++] = strtod(p, &end);
+    if (end == p)
+      return -1;
+    p = end;
+    while (*p == ',' || *p == ' ')
+      p++;
+  }
+  return n;
+}
+
+/* The inference selftest run with `extra` options (under `launcher`):
+ * output_0 = input_0, output_1 = the runs rank 0 did, and the report's runs,
+ * times and bytes for `timed` timed runs. */
+static void check_infer_run(const char *launcher, const char *transport, const char *extra,
+                            long long runs_done, int timed) {
+  char in[128], cmd[1024], outd[160];
+  snprintf(in, sizeof in, "%s/in", tmpdir);
+  write_selftest_inputs(in, -1);
+  snprintf(outd, sizeof outd, "%s/out", tmpdir);
+  mkdir(outd, 0755);
+  snprintf(cmd, sizeof cmd,
+           "APRT_SELFTEST_INFER=1 %s%s --transport %s %s --inputs %s --outputs %s "
+           "--report %s/report.json",
+           launcher, SELFTEST, transport, extra, in, outd, tmpdir);
+  char *out, *errt;
+  cr_assert_eq(run_cmd(cmd, &out, &errt), 0, "%s: %s", cmd, errt);
+  cr_assert_str_eq(out, "", "inference prints no losses");
+  free(out);
+  free(errt);
+  char path[200];
+  aprt_tensor y, runs;
+  aprt_error err = {{0}};
+  snprintf(path, sizeof path, "%s/output_0.pb", outd);
+  cr_assert_eq(aprt_tensor_read_expect(path, APRT_FLOAT, 2, (int64_t[]){6, 4}, &y, &err), APRT_OK,
+               "%s", err.msg);
+  for (int i = 0; i < 24; i++)
+    cr_assert_eq(((float *)y.data)[i], (float)i / 3.0f, "%s: element %d", transport, i);
+  snprintf(path, sizeof path, "%s/output_1.pb", outd);
+  cr_assert_eq(aprt_tensor_read_expect(path, APRT_INT64, 1, (int64_t[]){1}, &runs, &err), APRT_OK,
+               "%s", err.msg);
+  cr_assert_eq(*(int64_t *)runs.data, runs_done, "%s %s: runs", transport, extra);
+  aprt_tensor_free(&y);
+  aprt_tensor_free(&runs);
+
+  snprintf(path, sizeof path, "%s/report.json", tmpdir);
+  char *json = slurp(path);
+  cr_assert_not_null(json);
+  char want[64];
+  snprintf(want, sizeof want, "\"runs\": %d", timed);
+  cr_assert(strstr(json, want), "%s", json);
+  cr_assert(strstr(json, "\"mode\": \"infer\""), "%s", json);
+  double t[16];
+  cr_assert_eq(json_doubles(json, "run_time_s", t, 16), timed, "%s", json);
+  for (int i = 0; i < timed; i++)
+    cr_assert(t[i] > 0 && t[i] < 30, "run %d took %g s", i, t[i]);
+  cr_assert(strstr(json, runs_done > timed ? "\"warmup_s\": 0" : "\"warmup_s\": null"), "%s",
+            json);
+  /* The warm-up's bytes are dropped: timed runs x one step's formula. */
+  long long sent[8], predicted[8];
+  cr_assert_eq(json_ints(json, "bytes_sent", sent, 8), 3, "%s", json);
+  cr_assert_eq(json_ints(json, "predicted_bytes", predicted, 8), 3);
+  const int64_t counts[3] = {4, 8, 12};
+  for (int r = 0; r < 3; r++) {
+    long long formula = timed * (long long)(aprt_allgather_bytes(3, counts, r, 4) +
+                                            aprt_allreduce_bytes(3, 10, NULL, r));
+    cr_assert_eq(sent[r], formula, "%s rank %d", transport, r);
+    cr_assert_eq(predicted[r], formula, "%s rank %d", transport, r);
+  }
+  free(json);
+}
+
+Test(executable, repeat_warms_up_then_times_n_runs_on_kept_buffers, .init = make_tmpdir,
+     .fini = remove_tmpdir) {
+  check_infer_run("", "threads", "", 1, 1);
+  check_infer_run("", "threads", "--repeat 5", 6, 5);
+  /* --steps means nothing to an inference program. */
+  check_infer_run("", "threads", "--repeat 2 --steps 3", 3, 2);
+}
+
+Test(executable, repeat_is_refused_for_training_and_must_be_positive, .init = make_tmpdir,
+     .fini = remove_tmpdir) {
+  char cmd[512], *out, *errt;
+  snprintf(cmd, sizeof cmd, "%s --repeat 3", SELFTEST);
+  cr_assert_eq(run_cmd(cmd, &out, &errt), 2);
+  cr_assert_str_eq(errt, "rt-selftest: --repeat is for inference programs; a training program "
+                         "runs --steps steps\n");
+  free(out);
+  free(errt);
+  snprintf(cmd, sizeof cmd, "APRT_SELFTEST_INFER=1 %s --repeat 0", SELFTEST);
+  cr_assert_eq(run_cmd(cmd, &out, &errt), 2);
+  cr_assert(strstr(errt, "--repeat: '0' is not a positive integer"), "%s", errt);
+  free(out);
+  free(errt);
+}
+
 /* MPI: the same program under mpirun -np 3, when mpirun exists and the
  * selftest was linked with accpar_rt_mpi. */
 static bool mpi_available(void) {
@@ -1067,4 +1173,5 @@ Test(executable, mpi_run_matches_threads, .init = make_tmpdir, .fini = remove_tm
   cr_assert(strstr(errt, "rt-selftest: rank 1: failing on purpose at step 2"), "%s", errt);
   free(out);
   free(errt);
+  check_infer_run(MPIRUN, "mpi", "--repeat 3", 4, 3);
 }

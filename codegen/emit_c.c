@@ -925,14 +925,14 @@ static ap_status write_device(gen *G, const char *outdir) {
           dev, G->n_dev > 1 ? "its box of every value" : "the whole graph",
           (long long)D->arena_bytes, (long long)D->unshared_bytes, dev);
   fprintf(f, "int ap_device_%d(aprt_comm *c) {\n", dev);
-  /* Heap rather than static: under the threads transport every device is a
-   * thread of one process and needs memory of its own. */
-  fprintf(f, "  unsigned char *arena = aligned_alloc(%d, %lld);\n", CG_ALIGN,
+  /* The rank's memory rather than static: under the threads transport every
+   * device is a thread of one process and needs memory of its own. The
+   * runtime keeps it across repeated runs (--repeat), populated. */
+  fprintf(f, "  unsigned char *arena = aprt_buffer(c, 0, %lld);\n",
           (long long)(D->arena_bytes ? D->arena_bytes : CG_ALIGN));
-  fprintf(f, "  float *work = aligned_alloc(%d, (cgk_work_floats() * 4 + %d) / %d * %d);\n",
-          CG_ALIGN, 2 * CG_ALIGN - 1, CG_ALIGN, CG_ALIGN);
-  fprintf(f, "  if (!arena || !work) {\n    free(arena);\n    free(work);\n"
-             "    return aprt_fail(c, APRT_ERR_NOMEM, \"device %d: out of memory (%lld bytes)\");\n  }\n",
+  fprintf(f, "  float *work = aprt_buffer(c, 1, cgk_work_floats() * 4 + %d);\n", CG_ALIGN);
+  fprintf(f, "  if (!arena || !work)\n    return aprt_fail(c, APRT_ERR_NOMEM, "
+             "\"device %d: out of memory (%lld bytes)\");\n",
           dev, (long long)D->arena_bytes);
   fprintf(f, "  (void)work;\n  aprt_status s = APRT_OK;\n");
   for (int i = 0; i < G->n_prog_inputs; i++) {
@@ -946,7 +946,6 @@ static ap_status write_device(gen *G, const char *outdir) {
       const const_box *cb = &G->consts[const_box_of(G, v, &w)];
       int64_t bytes = box_bytes(&g->values[v], &w);
       fprintf(f, "  if (%lld && memcmp(in%d, ap_blob + %lld, %lld) != 0) {\n"
-                 "    free(arena);\n    free(work);\n"
                  "    return aprt_fail(c, APRT_ERR_MISMATCH, \"input %d (",
               (long long)bytes, i, (long long)cb->offset, (long long)bytes, i);
       cg_put_comment_name(f, g->values[v].name);
@@ -980,7 +979,7 @@ static ap_status write_device(gen *G, const char *outdir) {
     put_comm_check(f);
     fprintf(f, "  }\n");
   }
-  fprintf(f, "done:\n  free(arena);\n  free(work);\n  return s;\n}\n");
+  fprintf(f, "done:\n  return s;\n}\n");
   char name[32];
   snprintf(name, sizeof name, "dev%d.c", dev);
   return cg_write_text(G->g, G->d, outdir, name, &t);
@@ -1029,9 +1028,10 @@ static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_p
   cg_put_cstring(f, o->model_name ? o->model_name : "model");
   fprintf(f, ",\n  .ndev = %d,\n  .device_names = device_names,\n  .train = 0,\n"
              "  .n_inputs = %d,\n  .inputs = %s,\n  .n_outputs = %d,\n  .outputs = %s,\n"
-             "  .predicted_fixed_bytes = predicted_bytes,\n  .run = run,\n};\n\n",
+             "  .predicted_fixed_bytes = predicted_bytes,\n  .run = run,\n"
+             "  .constants = ap_blob,\n  .constants_bytes = %lld,\n};\n\n",
           G->n_dev, G->n_prog_inputs, G->n_prog_inputs ? "inputs" : "0", g->n_outputs,
-          g->n_outputs ? "outputs" : "0");
+          g->n_outputs ? "outputs" : "0", (long long)G->blob_bytes);
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
   return cg_write_text(G->g, G->d, o->outdir, "main.c", &t);
 }

@@ -364,7 +364,8 @@ void cg_put_blob_asm(FILE *f, const char *blob_path) {
       fputs("\\\\\\", f);
     fputc(*q, f);
   }
-  fputs("\\\"\\n\"\n        \".byte 0\\n\"\n        \".previous\\n\");\n\n", f);
+  fputs("\\\"\\n\"\n        \".byte 0\\n\"\n        \".previous\\n\");\n"
+        "extern const unsigned char ap_blob[];\n\n", f);
 }
 
 void cg_put_device_names(FILE *f, const void *plan, int n_dev, const char *device_kind) {

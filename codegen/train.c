@@ -1758,8 +1758,9 @@ static ap_status write_main(tgen *G, const char *blob_path) {
   cg_put_cstring(f, o->model_name ? o->model_name : "model");
   fprintf(f, ",\n  .ndev = %d,\n  .device_names = device_names,\n  .train = 1,\n"
              "  .n_inputs = %d,\n  .inputs = inputs,\n  .n_outputs = %d,\n  .outputs = outputs,\n"
-             "  .predicted_step_bytes = predicted_step_bytes,\n  .run = run,\n};\n\n",
-          G->n_dev, G->n_prog_inputs, n_out);
+             "  .predicted_step_bytes = predicted_step_bytes,\n  .run = run,\n"
+             "  .constants = ap_blob,\n  .constants_bytes = %lld,\n};\n\n",
+          G->n_dev, G->n_prog_inputs, n_out, (long long)G->blob_bytes);
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
   return cg_write_text(G->g, G->d, G->o->outdir, "main.c", &t);
 }

@@ -29,6 +29,8 @@ char *openblas_get_config(void);
 char *openblas_get_corename(void);
 
 static int samples = 7;
+static int skip_gemm = 0;
+static const char *only = NULL; /* --only: layers whose name contains it */
 static double min_sample_s = 0.030;
 
 static double now_s(void)
@@ -185,6 +187,7 @@ typedef struct conv_case {
 
 typedef struct conv_ctx {
   const apk_conv2d *p;
+  apk_conv_algo algo;
   const float *x, *w, *dy;
   float *y, *dx, *dw, *col, *work;
   int ohw, kg;
@@ -194,117 +197,184 @@ typedef struct conv_ctx {
 static void run_ours_fwd(void *v)
 {
   conv_ctx *c = v;
-  apk_conv2d_forward(c->p, c->x, c->w, NULL, c->y, c->work);
+  apk_conv2d_forward_algo(c->p, c->algo, c->x, c->w, NULL, c->y, c->work);
 }
 
-/* The same lowering as ours (im2col unless pointwise), with OpenBLAS's GEMM. */
+/* OpenBLAS's side lowers with apk_im2col / apk_col2im (the whole column
+ * matrix, as our APK_CONV_IM2COL does) and multiplies with cblas_sgemm, per
+ * image. */
 static void run_blas_fwd(void *v)
 {
   conv_ctx *c = v;
   const apk_conv2d *p = c->p;
-  const float *cols = c->x;
-  if (!c->pointwise) {
-    apk_im2col(p, c->x, p->in_channels, c->col);
-    cols = c->col;
+  size_t xs = (size_t)p->in_channels * p->in_h * p->in_w, ys = (size_t)p->out_channels * c->ohw;
+  for (int n = 0; n < p->batch; n++) {
+    const float *cols = c->x + n * xs;
+    if (!c->pointwise) {
+      apk_im2col(p, c->x + n * xs, p->in_channels, c->col);
+      cols = c->col;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->out_channels, c->ohw, c->kg, 1.0f,
+                c->w, c->kg, cols, c->ohw, 0.0f, c->y + n * ys, c->ohw);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->out_channels, c->ohw, c->kg, 1.0f,
-              c->w, c->kg, cols, c->ohw, 0.0f, c->y, c->ohw);
 }
 
 static void run_ours_bwd_data(void *v)
 {
   conv_ctx *c = v;
-  apk_conv2d_backward_data(c->p, c->dy, c->w, c->dx, c->work);
+  apk_conv2d_backward_data_algo(c->p, c->algo, c->dy, c->w, c->dx, c->work);
 }
 
 static void run_blas_bwd_data(void *v)
 {
   conv_ctx *c = v;
   const apk_conv2d *p = c->p;
-  int pointwise = c->pointwise;
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->kg, c->ohw, p->out_channels, 1.0f,
-              c->w, c->kg, c->dy, c->ohw, 0.0f, pointwise ? c->dx : c->col, c->ohw);
-  if (!pointwise) {
-    memset(c->dx, 0, sizeof(float) * (size_t)p->in_channels * p->in_h * p->in_w);
-    apk_col2im(p, c->col, p->in_channels, c->dx);
+  size_t xs = (size_t)p->in_channels * p->in_h * p->in_w, ys = (size_t)p->out_channels * c->ohw;
+  for (int n = 0; n < p->batch; n++) {
+    float *dx = c->dx + n * xs;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->kg, c->ohw, p->out_channels, 1.0f,
+                c->w, c->kg, c->dy + n * ys, c->ohw, 0.0f, c->pointwise ? dx : c->col, c->ohw);
+    if (!c->pointwise) {
+      memset(dx, 0, sizeof(float) * xs);
+      apk_col2im(p, c->col, p->in_channels, dx);
+    }
   }
 }
 
 static void run_ours_bwd_weights(void *v)
 {
   conv_ctx *c = v;
-  apk_conv2d_backward_weights(c->p, c->x, c->dy, c->dw, NULL, c->work);
+  apk_conv2d_backward_weights_algo(c->p, c->algo, c->x, c->dy, c->dw, NULL, c->work);
 }
 
 static void run_blas_bwd_weights(void *v)
 {
   conv_ctx *c = v;
   const apk_conv2d *p = c->p;
-  const float *cols = c->x;
-  if (!c->pointwise) {
-    apk_im2col(p, c->x, p->in_channels, c->col);
-    cols = c->col;
+  size_t xs = (size_t)p->in_channels * p->in_h * p->in_w, ys = (size_t)p->out_channels * c->ohw;
+  for (int n = 0; n < p->batch; n++) {
+    const float *cols = c->x + n * xs;
+    if (!c->pointwise) {
+      apk_im2col(p, c->x + n * xs, p->in_channels, c->col);
+      cols = c->col;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->out_channels, c->kg, c->ohw, 1.0f,
+                c->dy + n * ys, c->ohw, cols, c->ohw, n ? 1.0f : 0.0f, c->dw, c->kg);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->out_channels, c->kg, c->ohw, 1.0f,
-              c->dy, c->ohw, cols, c->ohw, 0.0f, c->dw, c->kg);
 }
 
+static const char *const algo_names[3] = {"im2col", "implicit", "winograd"};
+
+/* One layer: every kernel with every algorithm that supports it beside
+ * OpenBLAS, all sampled alternately. GFLOP/s are effective: the direct
+ * convolution's 2 * M * OHW * Kg per image over the time taken, also for
+ * Winograd, which multiplies less. */
 static void bench_conv(const conv_case *cc)
 {
   const apk_conv2d *p = &cc->p;
-  /* The OpenBLAS side is written for batch 1 and one group, as the ResNet-50
-   * cases are. */
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   int kg = p->in_channels * p->kernel_h * p->kernel_w;
-  size_t nx = (size_t)p->in_channels * p->in_h * p->in_w;
-  size_t nw = (size_t)p->out_channels * kg, ny = (size_t)p->out_channels * ohw;
+  size_t nx = (size_t)p->batch * p->in_channels * p->in_h * p->in_w;
+  size_t nw = (size_t)p->out_channels * kg, ny = (size_t)p->batch * p->out_channels * ohw;
   float *x = random_floats(nx), *w = random_floats(nw), *dy = random_floats(ny);
   int pointwise = p->kernel_h == 1 && p->kernel_w == 1 && p->stride_h == 1 &&
                   p->stride_w == 1 && p->pad_top == 0 && p->pad_left == 0;
-  conv_ctx mine = {p, x, w, dy, alloc_floats(ny), alloc_floats(nx), alloc_floats(nw), NULL,
-                   alloc_floats(apk_conv2d_work_floats(p)), ohw, kg, pointwise};
-  conv_ctx theirs = {p, x, w, dy, alloc_floats(ny), alloc_floats(nx), alloc_floats(nw),
-                     alloc_floats((size_t)kg * ohw), NULL, ohw, kg, pointwise};
   static const char *phase[3] = {"forward", "backward data", "backward weights"};
   op_fn ours_ops[3] = {run_ours_fwd, run_ours_bwd_data, run_ours_bwd_weights};
   op_fn blas_ops[3] = {run_blas_fwd, run_blas_bwd_data, run_blas_bwd_weights};
-  double gflop = 2.0 * p->out_channels * (double)ohw * kg * 1e-9;
+  double gflop = 2.0 * p->batch * p->out_channels * (double)ohw * kg * 1e-9;
+  conv_ctx theirs = {p, APK_CONV_IM2COL, x, w, dy, alloc_floats(ny), alloc_floats(nx),
+                     alloc_floats(nw), alloc_floats((size_t)kg * ohw), NULL, ohw, kg, pointwise};
   for (int i = 0; i < 3; i++) {
-    op_fn ops[2] = {ours_ops[i], blas_ops[i]};
-    void *ctxs[2] = {&mine, &theirs};
-    double t[2];
-    measure(2, ops, ctxs, t);
-    ours_ops[i](&mine);
+    apk_conv_kernel which = (apk_conv_kernel)i;
+    conv_ctx mine[3];
+    op_fn ops[4];
+    void *ctxs[4];
+    int algo_of[4], count = 0;
+    for (int a = 0; a < 3; a++) {
+      if (!apk_conv2d_supports(p, (apk_conv_algo)a, which)) continue;
+      /* Pointwise layers skip the lowering in both GEMM algorithms alike. */
+      if (pointwise && a == APK_CONV_IMPLICIT) continue;
+      mine[a] = (conv_ctx){p, (apk_conv_algo)a, x, w, dy, alloc_floats(ny), alloc_floats(nx),
+                           alloc_floats(nw), NULL,
+                           alloc_floats(apk_conv2d_algo_work_floats(p, (apk_conv_algo)a, which)),
+                           ohw, kg, pointwise};
+      ops[count] = ours_ops[i];
+      ctxs[count] = &mine[a];
+      algo_of[count++] = a;
+    }
+    ops[count] = blas_ops[i];
+    ctxs[count] = &theirs;
+    double t[4];
+    measure(count + 1, ops, ctxs, t);
+    double gf[3] = {0, 0, 0};
+    for (int o = 0; o < count; o++) gf[algo_of[o]] = gflop / t[o];
+    double blas = gflop / t[count];
+    apk_conv_algo chosen = apk_conv2d_choose(p, which);
+    if (pointwise && chosen == APK_CONV_IMPLICIT) chosen = APK_CONV_IM2COL;
+    conv_ctx *ch = &mine[chosen];
+    ours_ops[i](ch);
     blas_ops[i](&theirs);
-    double diff = i == 0   ? max_rel_diff(mine.y, theirs.y, ny)
-                  : i == 1 ? max_rel_diff(mine.dx, theirs.dx, nx)
-                           : max_rel_diff(mine.dw, theirs.dw, nw);
-    printf("| %-26s | %-16s | %5d | %5d | %5d | %7.1f | %7.1f | %5.2f | %.0e |\n", cc->name,
-           phase[i], p->out_channels, ohw, kg, gflop / t[0], gflop / t[1], t[1] / t[0], diff);
+    double diff = i == 0   ? max_rel_diff(ch->y, theirs.y, ny)
+                  : i == 1 ? max_rel_diff(ch->dx, theirs.dx, nx)
+                           : max_rel_diff(ch->dw, theirs.dw, nw);
+    char cells[3][16];
+    for (int a = 0; a < 3; a++) {
+      if (gf[a] > 0)
+        snprintf(cells[a], sizeof cells[a], "%7.1f", gf[a]);
+      else
+        snprintf(cells[a], sizeof cells[a], "%7s", "-");
+    }
+    printf("| %-26s | %-16s | %7s | %7s | %7s | %7.1f | %5.2f | %-8s | %.0e |\n", cc->name, phase[i],
+           cells[0], cells[1], cells[2], blas, gf[chosen] / blas, algo_names[chosen], diff);
     fflush(stdout);
+    for (int o = 0; o < count; o++) {
+      conv_ctx *m = ctxs[o];
+      free(m->y), free(m->dx), free(m->dw), free(m->work);
+    }
   }
   free(x), free(w), free(dy);
-  free(mine.y), free(mine.dx), free(mine.dw), free(mine.work);
   free(theirs.y), free(theirs.dx), free(theirs.dw), free(theirs.col);
 }
 
-/* batch 1: C, H, W, M, KH, KW, stride, pad */
-#define RESNET_CONV(c, h, m, k, s, pad)                                                        \
-  { 1, c, h, h, m, k, k, s, s, pad, pad, pad, pad, 1, 1, 1 }
+/* C, H (= W), M, kernel, stride, pad at a batch */
+#define CONV_AT(batch, c, h, m, k, s, pad)                                                     \
+  { batch, c, h, h, m, k, k, s, s, pad, pad, pad, pad, 1, 1, 1 }
+#define RESNET_CONV(c, h, m, k, s, pad) CONV_AT(1, c, h, m, k, s, pad)
 
-static const conv_case resnet50_convs[] = {
-    {"conv1 7x7/2 3->64 @224", RESNET_CONV(3, 224, 64, 7, 2, 3)},
-    {"res2 1x1 64->256 @56", RESNET_CONV(64, 56, 256, 1, 1, 0)},
-    {"res2 3x3 64->64 @56", RESNET_CONV(64, 56, 64, 3, 1, 1)},
-    {"res3 1x1/2 256->512 @56", RESNET_CONV(256, 56, 512, 1, 2, 0)},
-    {"res3 3x3 128->128 @28", RESNET_CONV(128, 28, 128, 3, 1, 1)},
-    {"res4 3x3 256->256 @14", RESNET_CONV(256, 14, 256, 3, 1, 1)},
-    {"res5 3x3 512->512 @7", RESNET_CONV(512, 7, 512, 3, 1, 1)},
+/* Every distinct convolution shape of ResNet-50 v1.5 (torchvision: the
+ * stride of a downsampling block is on its 3x3) and of VGG-11, batch 1. */
+static const conv_case model_convs[] = {
+    {"r50 conv1 7x7/2 3->64 @224", RESNET_CONV(3, 224, 64, 7, 2, 3)},
+    {"r50 1x1 64->64 @56", RESNET_CONV(64, 56, 64, 1, 1, 0)},
+    {"r50 3x3 64->64 @56", RESNET_CONV(64, 56, 64, 3, 1, 1)},
+    {"r50 1x1 64->256 @56", RESNET_CONV(64, 56, 256, 1, 1, 0)},
+    {"r50 1x1 256->64 @56", RESNET_CONV(256, 56, 64, 1, 1, 0)},
+    {"r50 1x1 256->128 @56", RESNET_CONV(256, 56, 128, 1, 1, 0)},
+    {"r50 3x3/2 128->128 @56", RESNET_CONV(128, 56, 128, 3, 2, 1)},
+    {"r50 1x1/2 256->512 @56", RESNET_CONV(256, 56, 512, 1, 2, 0)},
+    {"r50 3x3 128->128 @28", RESNET_CONV(128, 28, 128, 3, 1, 1)},
+    {"r50 1x1 128->512 @28", RESNET_CONV(128, 28, 512, 1, 1, 0)},
+    {"r50 3x3/2 256->256 @28", RESNET_CONV(256, 28, 256, 3, 2, 1)},
+    {"r50 3x3 256->256 @14", RESNET_CONV(256, 14, 256, 3, 1, 1)},
+    {"r50 1x1 1024->256 @14", RESNET_CONV(1024, 14, 256, 1, 1, 0)},
+    {"r50 3x3/2 512->512 @14", RESNET_CONV(512, 14, 512, 3, 2, 1)},
+    {"r50 3x3 512->512 @7", RESNET_CONV(512, 7, 512, 3, 1, 1)},
+    {"r50 1x1 2048->512 @7", RESNET_CONV(2048, 7, 512, 1, 1, 0)},
+    {"vgg 3x3 3->64 @224", RESNET_CONV(3, 224, 64, 3, 1, 1)},
+    {"vgg 3x3 64->128 @112", RESNET_CONV(64, 112, 128, 3, 1, 1)},
+    {"vgg 3x3 128->256 @56", RESNET_CONV(128, 56, 256, 3, 1, 1)},
+    {"vgg 3x3 256->256 @56", RESNET_CONV(256, 56, 256, 3, 1, 1)},
+    {"vgg 3x3 256->512 @28", RESNET_CONV(256, 28, 512, 3, 1, 1)},
+    {"vgg 3x3 512->512 @28", RESNET_CONV(512, 28, 512, 3, 1, 1)},
+    {"vgg 3x3 512->512 @14", RESNET_CONV(512, 14, 512, 3, 1, 1)},
+    {"r50 3x3 64->64 @56 batch 8", CONV_AT(8, 64, 56, 64, 3, 1, 1)},
+    {"r50 3x3 512->512 @7 batch 8", CONV_AT(8, 512, 7, 512, 3, 1, 1)},
 };
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: bench-kernels [--samples N] [--min-ms T]\n");
+  fprintf(stderr, "usage: bench-kernels [--samples N] [--min-ms T] [--conv-only] [--only LAYER]\n");
   exit(2);
 }
 
@@ -315,6 +385,10 @@ int main(int argc, char **argv)
       samples = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--min-ms") == 0)
       min_sample_s = atof(argv[++i]) * 1e-3;
+    else if (strcmp(argv[i], "--conv-only") == 0)
+      skip_gemm = 1;
+    else if (i + 1 < argc && strcmp(argv[i], "--only") == 0)
+      only = argv[++i], skip_gemm = 1;
     else
       usage();
   }
@@ -350,14 +424,15 @@ int main(int argc, char **argv)
   printf("| shape                  | op |     m |     n |     k |    ours | OpenBLAS | ratio | "
          "OpenBLAS 2 thr | max rel diff |\n");
   printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
-  for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) bench_gemm(&gemms[i]);
+  for (size_t i = 0; !skip_gemm && i < sizeof gemms / sizeof gemms[0]; i++) bench_gemm(&gemms[i]);
 
-  printf("\nConvolution, ResNet-50 batch 1 (OpenBLAS side: the same im2col/col2im, "
-         "cblas_sgemm)\n\n");
-  printf("| layer                      | kernel           |     m |     n |     k |    ours | "
-         "OpenBLAS | ratio | max rel diff |\n");
-  printf("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
-  for (size_t i = 0; i < sizeof resnet50_convs / sizeof resnet50_convs[0]; i++)
-    bench_conv(&resnet50_convs[i]);
+  printf("\nConvolution: ResNet-50 and VGG-11 layers (batch 1 unless named), effective "
+         "GFLOP/s (the direct convolution's FLOPs over the time) of each algorithm; OpenBLAS: "
+         "the whole im2col/col2im with cblas_sgemm; ratio = chosen / OpenBLAS\n\n");
+  printf("| layer                      | kernel           |  im2col | implicit | winograd | "
+         "OpenBLAS | ratio | chosen | max rel diff |\n");
+  printf("|---|---|--:|--:|--:|--:|--:|---|--:|\n");
+  for (size_t i = 0; i < sizeof model_convs / sizeof model_convs[0]; i++)
+    if (!only || strstr(model_convs[i].name, only)) bench_conv(&model_convs[i]);
   return 0;
 }

@@ -218,11 +218,15 @@ static double dot(const float *a, const float *b, size_t count)
   return s;
 }
 
-/* Checks the three kernels of one convolution against the naive loops, and the
- * two backward kernels against central differences of the forward kernel for
- * L = <dy, conv(x, w)>. L is linear in x and in w, so a large step is exact up
- * to rounding and the difference quotient is a tight check. */
-static void check_conv(const char *name, apk_conv2d p)
+static const char *const algo_names[] = {"im2col", "implicit", "winograd"};
+
+/* Checks the three kernels of one convolution against the naive loops with
+ * every algorithm that supports them, and the two backward kernels against
+ * central differences of the forward kernel of the same algorithm for
+ * L = <dy, conv(x, w)>. L is linear in x and in w, so a large step is exact
+ * up to rounding and the difference quotient is a tight check. Returns how
+ * many (kernel, algorithm) pairs ran. */
+static int check_conv(const char *name, apk_conv2d p)
 {
   size_t nx = x_count(&p), nw = w_count(&p), ny = y_count(&p);
   cr_assert(ny > 0, "%s: empty output", name);
@@ -230,78 +234,111 @@ static void check_conv(const char *name, apk_conv2d p)
   float *bias = random_floats((size_t)p.out_channels);
   float *y = work_floats(ny), *dx = work_floats(nx), *dw = work_floats(nw);
   float *dbias = work_floats((size_t)p.out_channels);
-  float *work = work_floats(apk_conv2d_work_floats(&p));
   size_t nmax = nx > nw ? nx : nw;
   nmax = nmax > ny ? nmax : ny;
   double *want = calloc(nmax, sizeof(double)), *mag = calloc(nmax, sizeof(double));
   cr_assert(want && mag);
-  char what[160];
-
-  /* Forward, with and without bias (y starts as NaN: it is write-only). */
-  for (int with_bias = 0; with_bias < 2; with_bias++) {
-    for (size_t i = 0; i < ny; i++) y[i] = NAN;
-    apk_conv2d_forward(&p, x, w, with_bias ? bias : NULL, y, work);
-    naive_run(&p, 0, x, w, want, mag, ny);
-    int ohw = apk_conv2d_out_h(&p) * apk_conv2d_out_w(&p);
-    if (with_bias)
-      for (size_t i = 0; i < ny; i++) {
-        double b = bias[(i / ohw) % p.out_channels];
-        want[i] += b;
-        mag[i] += fabs(b);
-      }
-    snprintf(what, sizeof what, "%s forward%s", name, with_bias ? " with bias" : "");
-    expect_close(what, y, want, mag, ny, 1e-4);
-  }
-
-  for (size_t i = 0; i < nx; i++) dx[i] = NAN;
-  apk_conv2d_backward_data(&p, dy, w, dx, work);
-  naive_run(&p, 1, dy, w, want, mag, nx);
-  snprintf(what, sizeof what, "%s backward data", name);
-  expect_close(what, dx, want, mag, nx, 1e-4);
-
-  for (size_t i = 0; i < nw; i++) dw[i] = NAN;
-  apk_conv2d_backward_weights(&p, x, dy, dw, dbias, work);
-  naive_run(&p, 2, dy, x, want, mag, nw);
-  snprintf(what, sizeof what, "%s backward weights", name);
-  expect_close(what, dw, want, mag, nw, 1e-4);
+  char what[200];
   int ohw = apk_conv2d_out_h(&p) * apk_conv2d_out_w(&p);
-  for (int m = 0; m < p.out_channels; m++) {
-    double s = 0.0, a = 0.0;
-    for (int n = 0; n < p.batch; n++)
-      for (int j = 0; j < ohw; j++) {
-        float t = dy[((size_t)n * p.out_channels + m) * ohw + j];
-        s += t, a += fabs(t);
-      }
-    cr_assert(fabs(dbias[m] - s) <= 1e-5 * a + 1e-30, "%s dbias[%d] = %g, expected %g", name, m,
-              (double)dbias[m], s);
+  int ran = 0;
+  /* The default workspace must fit the chosen algorithms. */
+  for (int k = APK_CONV_FORWARD; k <= APK_CONV_BACKWARD_WEIGHTS; k++) {
+    apk_conv_algo chosen = apk_conv2d_choose(&p, (apk_conv_kernel)k);
+    cr_assert(apk_conv2d_supports(&p, chosen, (apk_conv_kernel)k), "%s: chose unsupported", name);
+    cr_assert_geq(apk_conv2d_work_floats(&p),
+                  apk_conv2d_algo_work_floats(&p, chosen, (apk_conv_kernel)k), "%s", name);
   }
 
-  /* Finite differences on a few elements of x and of w. */
-  const float step = 0.5f;
-  for (int t = 0; t < 6; t++) {
-    int of_w = t % 2;
-    float *v = of_w ? w : x;
-    size_t count = of_w ? nw : nx;
-    size_t i = (size_t)(t * 7919u) % count;
-    float saved = v[i];
-    v[i] = saved + step;
-    apk_conv2d_forward(&p, x, w, NULL, y, work);
-    double plus = dot(dy, y, ny);
-    v[i] = saved - step;
-    apk_conv2d_forward(&p, x, w, NULL, y, work);
-    double minus = dot(dy, y, ny);
-    v[i] = saved;
-    double fd = (plus - minus) / (2.0 * step);
-    double analytic = of_w ? dw[i] : dx[i];
-    /* Outputs the step does not reach are bit-identical in both runs and
-     * cancel, so only the rounding of a few outputs remains. */
-    cr_assert(fabs(fd - analytic) <= 1e-4 * (fabs(analytic) + 1.0),
-              "%s: d/d%s[%zu] is %.9g, finite difference %.9g", name, of_w ? "w" : "x", i,
-              analytic, fd);
+  for (int a = APK_CONV_IM2COL; a <= APK_CONV_WINOGRAD; a++) {
+    apk_conv_algo algo = (apk_conv_algo)a;
+    if (!apk_conv2d_supports(&p, algo, APK_CONV_FORWARD)) continue;
+    size_t nwork = 0;
+    for (int k = APK_CONV_FORWARD; k <= APK_CONV_BACKWARD_WEIGHTS; k++)
+      if (apk_conv2d_supports(&p, algo, (apk_conv_kernel)k)) {
+        size_t need = apk_conv2d_algo_work_floats(&p, algo, (apk_conv_kernel)k);
+        nwork = need > nwork ? need : nwork;
+      }
+    float *work = work_floats(nwork);
+    for (size_t i = 0; i < nwork; i++) work[i] = NAN; /* scratch is written before it is read */
+
+    /* Forward, with and without bias (y starts as NaN: it is write-only). */
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+      for (size_t i = 0; i < ny; i++) y[i] = NAN;
+      apk_conv2d_forward_algo(&p, algo, x, w, with_bias ? bias : NULL, y, work);
+      naive_run(&p, 0, x, w, want, mag, ny);
+      if (with_bias)
+        for (size_t i = 0; i < ny; i++) {
+          double b = bias[(i / ohw) % p.out_channels];
+          want[i] += b;
+          mag[i] += fabs(b);
+        }
+      snprintf(what, sizeof what, "%s forward%s (%s)", name, with_bias ? " with bias" : "",
+               algo_names[a]);
+      expect_close(what, y, want, mag, ny, 1e-4);
+    }
+    ran++;
+
+    int has_data = apk_conv2d_supports(&p, algo, APK_CONV_BACKWARD_DATA);
+    int has_weights = apk_conv2d_supports(&p, algo, APK_CONV_BACKWARD_WEIGHTS);
+    if (has_data) {
+      for (size_t i = 0; i < nx; i++) dx[i] = NAN;
+      apk_conv2d_backward_data_algo(&p, algo, dy, w, dx, work);
+      naive_run(&p, 1, dy, w, want, mag, nx);
+      snprintf(what, sizeof what, "%s backward data (%s)", name, algo_names[a]);
+      expect_close(what, dx, want, mag, nx, 1e-4);
+      ran++;
+    }
+
+    if (has_weights) {
+      for (size_t i = 0; i < nw; i++) dw[i] = NAN;
+      apk_conv2d_backward_weights_algo(&p, algo, x, dy, dw, dbias, work);
+      naive_run(&p, 2, dy, x, want, mag, nw);
+      snprintf(what, sizeof what, "%s backward weights (%s)", name, algo_names[a]);
+      expect_close(what, dw, want, mag, nw, 1e-4);
+      for (int m = 0; m < p.out_channels; m++) {
+        double s = 0.0, sa = 0.0;
+        for (int n = 0; n < p.batch; n++)
+          for (int j = 0; j < ohw; j++) {
+            float t = dy[((size_t)n * p.out_channels + m) * ohw + j];
+            s += t, sa += fabs(t);
+          }
+        cr_assert(fabs(dbias[m] - s) <= 1e-5 * sa + 1e-30, "%s dbias[%d] = %g, expected %g", name,
+                  m, (double)dbias[m], s);
+      }
+      ran++;
+    }
+
+    /* Finite differences of this algorithm's forward on a few elements of x
+     * (against its backward data) and of w (against its backward weights). */
+    const float step = 0.5f;
+    for (int t = 0; t < 6; t++) {
+      int of_w = t % 2;
+      if (of_w ? !has_weights : !has_data) continue;
+      float *v = of_w ? w : x;
+      size_t count = of_w ? nw : nx;
+      size_t i = (size_t)(t * 7919u) % count;
+      float saved = v[i];
+      v[i] = saved + step;
+      apk_conv2d_forward_algo(&p, algo, x, w, NULL, y, work);
+      double plus = dot(dy, y, ny);
+      v[i] = saved - step;
+      apk_conv2d_forward_algo(&p, algo, x, w, NULL, y, work);
+      double minus = dot(dy, y, ny);
+      v[i] = saved;
+      double fd = (plus - minus) / (2.0 * step);
+      double analytic = of_w ? dw[i] : dx[i];
+      /* Outputs the step does not reach are bit-identical in both runs and
+       * cancel, so only the rounding of a few outputs remains. */
+      cr_assert(fabs(fd - analytic) <= 1e-4 * (fabs(analytic) + 1.0),
+                "%s (%s): d/d%s[%zu] is %.9g, finite difference %.9g", name, algo_names[a],
+                of_w ? "w" : "x", i, analytic, fd);
+    }
+    free(work);
   }
 
   free(x), free(w), free(dy), free(bias), free(y), free(dx), free(dw), free(dbias);
-  free(work), free(want), free(mag);
+  free(want), free(mag);
+  return ran;
 }
 
 /* batch, C, H, W, M, KH, KW, strides (h, w), pads (t, l, b, r), dilations, groups */
@@ -326,6 +363,24 @@ Test(kernels_conv, against_naive_loops_and_finite_differences)
   check_conv("pads larger than stride", CONV(1, 2, 5, 5, 2, 3, 3, 3, 3, 4, 4, 4, 4, 1, 1, 1));
   /* Large enough that the GEMMs cross cache blocks. */
   check_conv("wide", CONV(1, 40, 14, 14, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
+}
+
+/* The shapes Winograd F(2x2, 3x3) takes, with everything its tiling can get
+ * wrong: odd output sizes (partial tiles), pads 0 and 2 and asymmetric ones,
+ * a batch, channel counts off the register tile, several tile blocks per
+ * image, more channels than a k block. Each runs the other algorithms too. */
+Test(kernels_conv, winograd_shapes_against_naive_loops)
+{
+  int ran = 0;
+  ran += check_conv("wino pad 1 odd", CONV(2, 5, 9, 7, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
+  ran += check_conv("wino no pad", CONV(1, 3, 8, 10, 4, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1));
+  ran += check_conv("wino pad 2", CONV(1, 4, 5, 6, 3, 3, 3, 1, 1, 2, 2, 2, 2, 1, 1, 1));
+  ran += check_conv("wino asymmetric", CONV(1, 3, 7, 8, 5, 3, 3, 1, 1, 0, 2, 2, 1, 1, 1, 1));
+  ran += check_conv("wino tiny", CONV(1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
+  ran += check_conv("wino many tiles", CONV(1, 9, 33, 31, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
+  ran += check_conv("wino deep", CONV(1, 300, 6, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
+  /* 7 shapes x (3 forward + 3 backward data + 2 backward weights). */
+  cr_assert_eq(ran, 7 * 8, "every algorithm ran on every shape");
 }
 
 Test(kernels_conv, output_size_follows_onnx)

@@ -1,16 +1,27 @@
-/* 2-D convolution (NCHW, groups, strides, pads, dilations) lowered to GEMM.
+/* 2-D convolution (NCHW, groups, strides, pads, dilations) on the GEMM.
  *
- * Per image and group, with Kg = C/groups * KH * KW and OHW = OH * OW:
- *   forward          y_g  (M/g x OHW) = w_g (M/g x Kg) * col_g (Kg x OHW)
- *   backward data    col_g (Kg x OHW) = w_g^T * dy_g, then col2im adds it into dx
- *   backward weights dw_g (M/g x Kg)  += dy_g * col_g^T
- * A 1x1 kernel with unit strides and no padding needs no lowering: col_g is x_g
- * itself (and dx_g receives the backward-data product directly), which covers
- * half of ResNet-50's convolutions.
+ * Per image and group, with Kg = C/groups * KH * KW and OHW = OH * OW, every
+ * kernel is one product with the column matrix col_g (Kg x OHW), whose row
+ * (c, kh, kw) holds the input pixels that tap meets at each output pixel:
+ *   forward          y_g  (M/g x OHW) = w_g (M/g x Kg) * col_g
+ *   backward data    col_g           = w_g^T * dy_g, then col2im adds it into dx
+ *   backward weights dw_g (M/g x Kg) += dy_g * col_g^T
+ * APK_CONV_IM2COL writes the whole col_g to the workspace first.
+ * APK_CONV_IMPLICIT never forms it: the GEMM's packing of B calls
+ * apk_im2col_block for the kc x NR panel it is about to use (forward; for
+ * backward weights a kc-pixel strip, transposed), and backward data hands
+ * each MR x NR product tile to apk_col2im_block, which adds it into dx. A 1x1
+ * kernel with unit strides and no padding needs neither: col_g is x_g.
+ * APK_CONV_WINOGRAD is Lavin and Gray's F(2x2, 3x3) (arXiv:1509.09308),
+ * fused tile block by tile block; backward data is the forward algorithm on
+ * dy with the kernel flipped and its channels swapped.
  */
 #include "kernels.h"
 
+#include <stdint.h>
 #include <string.h>
+
+#include "apk_tile.h"
 
 APK_API int apk_conv2d_out_h(const apk_conv2d *p)
 {
@@ -31,17 +42,15 @@ static int apk_conv2d_is_pointwise(const apk_conv2d *p)
 }
 
 static size_t apk_size_max(size_t a, size_t b) { return a > b ? a : b; }
+static int apk_imin(int a, int b) { return a < b ? a : b; }
+static int apk_imax(int a, int b) { return a > b ? a : b; }
+static size_t apk_vround(size_t floats) { return (floats + APK_VL - 1) / APK_VL * APK_VL; }
 
-APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p)
+static float *apk_valign(float *p)
 {
-  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
-  int mg = p->out_channels / p->groups;
-  int kg = p->in_channels / p->groups * p->kernel_h * p->kernel_w;
-  size_t col = apk_conv2d_is_pointwise(p) ? 0 : (size_t)kg * (size_t)ohw;
-  size_t gemm = apk_sgemm_work_floats(mg, ohw, kg);
-  gemm = apk_size_max(gemm, apk_sgemm_work_floats(kg, ohw, mg));
-  gemm = apk_size_max(gemm, apk_sgemm_work_floats(mg, kg, ohw));
-  return col + gemm;
+  uintptr_t u = (uintptr_t)p;
+  u = (u + APK_VBYTES - 1) & ~(uintptr_t)(APK_VBYTES - 1);
+  return (float *)u;
 }
 
 /* The output columns ow whose input column ow * stride + offset lies in
@@ -58,77 +67,496 @@ static void apk_valid_range(int offset, int stride, int width, int out, int *lo,
   *hi = h;
 }
 
-APK_API void apk_im2col(const apk_conv2d *p, const float *x, int channels, float *col)
+/* ---- the column matrix, block by block ---- */
+
+/* Rows [t0, t0+nt) and columns [j0, j0+nj) of the column matrix of the
+ * channels x points at: element (t0+t, j0+q) to dst[t * ld + q]. Each tap
+ * row walks the pixel range one output row at a time, and inside a row
+ * copies the valid input columns (memcpy at stride 1) between runs of zeros. */
+static void apk_im2col_block(const apk_conv2d *p, const float *x, int t0, int nt, int j0,
+                             int nj, float *dst, ptrdiff_t ld)
 {
-  int oh_n = apk_conv2d_out_h(p), ow_n = apk_conv2d_out_w(p);
-  ptrdiff_t ohw = (ptrdiff_t)oh_n * ow_n;
-  for (int c = 0; c < channels; c++) {
-    const float *xc = x + (ptrdiff_t)c * p->in_h * p->in_w;
-    for (int kh = 0; kh < p->kernel_h; kh++) {
-      int ih0 = kh * p->dilation_h - p->pad_top;
-      for (int kw = 0; kw < p->kernel_w; kw++) {
-        int iw0 = kw * p->dilation_w - p->pad_left;
-        int lo, hi;
-        apk_valid_range(iw0, p->stride_w, p->in_w, ow_n, &lo, &hi);
-        float *row = col + ((ptrdiff_t)(c * p->kernel_h + kh) * p->kernel_w + kw) * ohw;
-        for (int oh = 0; oh < oh_n; oh++) {
-          int ih = oh * p->stride_h + ih0;
-          float *dst = row + (ptrdiff_t)oh * ow_n;
-          if (ih < 0 || ih >= p->in_h) {
-            memset(dst, 0, sizeof(float) * (size_t)ow_n);
-            continue;
-          }
-          const float *src = xc + (ptrdiff_t)ih * p->in_w;
-          for (int ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-          if (p->stride_w == 1)
-            memcpy(dst + lo, src + lo + iw0, sizeof(float) * (size_t)(hi - lo));
-          else
-            for (int ow = lo; ow < hi; ow++) dst[ow] = src[(ptrdiff_t)ow * p->stride_w + iw0];
-          for (int ow = hi; ow < ow_n; ow++) dst[ow] = 0.0f;
-        }
+  int ow_n = apk_conv2d_out_w(p), khw = p->kernel_h * p->kernel_w;
+  int c = t0 / khw, kh = t0 % khw / p->kernel_w, kw = t0 % p->kernel_w;
+  ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w;
+  for (int t = 0; t < nt; t++) {
+    float *d = dst + (ptrdiff_t)t * ld;
+    const float *xc = x + (ptrdiff_t)c * hw;
+    int ih0 = kh * p->dilation_h - p->pad_top, iw0 = kw * p->dilation_w - p->pad_left;
+    int lo, hi;
+    apk_valid_range(iw0, p->stride_w, p->in_w, ow_n, &lo, &hi);
+    int oh = j0 / ow_n, ow = j0 % ow_n;
+    for (int q = 0; q < nj;) {
+      int len = apk_imin(ow_n - ow, nj - q), end = ow + len;
+      int ih = oh * p->stride_h + ih0;
+      float *ds = d + q; /* ds[i] is column ow + i */
+      if (ih < 0 || ih >= p->in_h) {
+        memset(ds, 0, sizeof(float) * (size_t)len);
+      } else {
+        int a = apk_imin(apk_imax(lo, ow), end), b = apk_imax(apk_imin(hi, end), a);
+        const float *row = xc + (ptrdiff_t)ih * p->in_w; /* column i reads row[i * sw + iw0] */
+        for (int i = ow; i < a; i++) ds[i - ow] = 0.0f;
+        if (p->stride_w == 1)
+          memcpy(ds + (a - ow), row + (a + iw0), sizeof(float) * (size_t)(b - a));
+        else
+          for (int i = a; i < b; i++) ds[i - ow] = row[(ptrdiff_t)i * p->stride_w + iw0];
+        for (int i = b; i < end; i++) ds[i - ow] = 0.0f;
+      }
+      q += len;
+      oh++;
+      ow = 0;
+    }
+    if (++kw == p->kernel_w) {
+      kw = 0;
+      if (++kh == p->kernel_h) {
+        kh = 0;
+        c++;
       }
     }
   }
+}
+
+/* The adjoint of apk_im2col_block: adds src[t * ld + q], element
+ * (t0+t, j0+q) of a column matrix, into the input pixel it came from. */
+static void apk_col2im_block(const apk_conv2d *p, const float *src, int t0, int nt, int j0,
+                             int nj, ptrdiff_t ld, float *x)
+{
+  int ow_n = apk_conv2d_out_w(p), khw = p->kernel_h * p->kernel_w;
+  int c = t0 / khw, kh = t0 % khw / p->kernel_w, kw = t0 % p->kernel_w;
+  ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w;
+  for (int t = 0; t < nt; t++) {
+    const float *s = src + (ptrdiff_t)t * ld;
+    float *xc = x + (ptrdiff_t)c * hw;
+    int ih0 = kh * p->dilation_h - p->pad_top, iw0 = kw * p->dilation_w - p->pad_left;
+    int lo, hi;
+    apk_valid_range(iw0, p->stride_w, p->in_w, ow_n, &lo, &hi);
+    int oh = j0 / ow_n, ow = j0 % ow_n;
+    for (int q = 0; q < nj;) {
+      int len = apk_imin(ow_n - ow, nj - q), end = ow + len;
+      int ih = oh * p->stride_h + ih0;
+      if (ih >= 0 && ih < p->in_h) {
+        int a = apk_imin(apk_imax(lo, ow), end), b = apk_imax(apk_imin(hi, end), a);
+        const float *ss = s + q + (a - ow); /* column a */
+        float *row = xc + (ptrdiff_t)ih * p->in_w;
+        if (p->stride_w == 1)
+          for (int i = a; i < b; i++) row[i + iw0] += *ss++;
+        else
+          for (int i = a; i < b; i++) row[(ptrdiff_t)i * p->stride_w + iw0] += *ss++;
+      }
+      q += len;
+      oh++;
+      ow = 0;
+    }
+    if (++kw == p->kernel_w) {
+      kw = 0;
+      if (++kh == p->kernel_h) {
+        kh = 0;
+        c++;
+      }
+    }
+  }
+}
+
+APK_API void apk_im2col(const apk_conv2d *p, const float *x, int channels, float *col)
+{
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  apk_im2col_block(p, x, 0, channels * p->kernel_h * p->kernel_w, 0, ohw, col, ohw);
 }
 
 APK_API void apk_col2im(const apk_conv2d *p, const float *col, int channels, float *x)
 {
-  int oh_n = apk_conv2d_out_h(p), ow_n = apk_conv2d_out_w(p);
-  ptrdiff_t ohw = (ptrdiff_t)oh_n * ow_n;
-  for (int c = 0; c < channels; c++) {
-    float *xc = x + (ptrdiff_t)c * p->in_h * p->in_w;
-    for (int kh = 0; kh < p->kernel_h; kh++) {
-      int ih0 = kh * p->dilation_h - p->pad_top;
-      for (int kw = 0; kw < p->kernel_w; kw++) {
-        int iw0 = kw * p->dilation_w - p->pad_left;
-        int lo, hi;
-        apk_valid_range(iw0, p->stride_w, p->in_w, ow_n, &lo, &hi);
-        const float *row = col + ((ptrdiff_t)(c * p->kernel_h + kh) * p->kernel_w + kw) * ohw;
-        for (int oh = 0; oh < oh_n; oh++) {
-          int ih = oh * p->stride_h + ih0;
-          if (ih < 0 || ih >= p->in_h) continue;
-          const float *src = row + (ptrdiff_t)oh * ow_n;
-          float *dst = xc + (ptrdiff_t)ih * p->in_w;
-          if (p->stride_w == 1)
-            for (int ow = lo; ow < hi; ow++) dst[ow + iw0] += src[ow];
-          else
-            for (int ow = lo; ow < hi; ow++) dst[(ptrdiff_t)ow * p->stride_w + iw0] += src[ow];
-        }
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  apk_col2im_block(p, col, 0, channels * p->kernel_h * p->kernel_w, 0, ohw, ohw, x);
+}
+
+/* The GEMM's packing of B from one group's input: forward (col_g, taps x
+ * pixels, each NR-pixel micro-panel of kc tap rows written in place) and
+ * backward weights (col_g^T, pixels x taps: a kc-pixel strip of NR tap rows
+ * lowered to strip, then transposed into the micro-panel). */
+typedef struct apk_col_src {
+  const apk_conv2d *p;
+  const float *x;  /* the group's first input channel */
+  float *strip;    /* backward weights: NR x KC floats */
+} apk_col_src;
+
+static void apk_pack_col(const void *ctx, int pc, int kc, int jc, int nc, float *dst)
+{
+  const apk_col_src *s = ctx;
+  for (int q = 0; q < nc; q += APK_NR) {
+    int cols = apk_imin(APK_NR, nc - q);
+    float *panel = dst + (ptrdiff_t)q * kc;
+    apk_im2col_block(s->p, s->x, pc, kc, jc + q, cols, panel, APK_NR);
+    if (cols < APK_NR)
+      for (int t = 0; t < kc; t++)
+        for (int j = cols; j < APK_NR; j++) panel[(ptrdiff_t)t * APK_NR + j] = 0.0f;
+  }
+}
+
+static void apk_pack_col_t(const void *ctx, int pc, int kc, int jc, int nc, float *dst)
+{
+  const apk_col_src *s = ctx;
+  for (int q = 0; q < nc; q += APK_NR) {
+    int taps = apk_imin(APK_NR, nc - q);
+    float *panel = dst + (ptrdiff_t)q * kc;
+    apk_im2col_block(s->p, s->x, jc + q, taps, pc, kc, s->strip, kc);
+    if (taps == APK_NR) {
+      for (int i = 0; i < kc; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < APK_NR; j++) panel[(ptrdiff_t)i * APK_NR + j] = s->strip[(ptrdiff_t)j * kc + i];
+    } else {
+      for (int i = 0; i < kc; i++)
+        for (int j = 0; j < APK_NR; j++)
+          panel[(ptrdiff_t)i * APK_NR + j] = j < taps ? s->strip[(ptrdiff_t)j * kc + i] : 0.0f;
+    }
+  }
+}
+
+/* Backward data's product tiles (taps x pixels) added into the group's dx. */
+typedef struct apk_col_sink {
+  const apk_conv2d *p;
+  float *dx;
+} apk_col_sink;
+
+static void apk_store_col(void *ctx, int i0, int j0, int rows, int cols, const float *tile,
+                          ptrdiff_t ldt)
+{
+  apk_col_sink *s = ctx;
+  apk_col2im_block(s->p, tile, i0, rows, j0, cols, ldt, s->dx);
+}
+
+/* ---- Winograd F(2x2, 3x3) ----
+ * Output tiles of 2x2 from input tiles of 4x4 (overlapping by 2):
+ *   V = B^T d B,  U = G g G^T,  M[xi] = U[xi] * V[xi] (16 GEMMs over channels),
+ *   y = A^T M A, with
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+ *   A^T = [1 1 1 0; 0 1 -1 -1].
+ * Tiles are numbered row-major over the image's tile grid and processed nt at
+ * a time: the block's V (16 packed C x nt panels) and M (16 of M x nt) stay
+ * in cache between the transforms and the GEMMs. */
+
+enum { APK_WINO_TILES_MAX = 4 * APK_NR, APK_WINO_BUDGET_FLOATS = 128 * 1024 };
+
+typedef struct apk_wino {
+  int c, m;             /* input and output channels of the computed convolution */
+  int h, w, oh, ow;     /* input and output sizes */
+  int pt, pl;           /* pads top and left (bottom, right follow from oh, ow) */
+  int th, tw, tiles;    /* the tile grid */
+  int nt;               /* tiles per block: a multiple of the vector width */
+} apk_wino;
+
+static apk_wino apk_wino_geometry(int c, int m, int h, int w, int oh, int ow, int pt, int pl)
+{
+  apk_wino g = {c, m, h, w, oh, ow, pt, pl, (oh + 1) / 2, (ow + 1) / 2, 0, APK_NR};
+  g.tiles = g.th * g.tw;
+  /* As many tiles as keep a block's V and M within the budget, in blocks of
+   * equal size: 49 tiles are one block of 49, not 48 and 1. */
+  int fit = APK_WINO_BUDGET_FLOATS / (16 * (c + m) * APK_NR);
+  int most = APK_NR * apk_imax(1, apk_imin(fit, APK_WINO_TILES_MAX / APK_NR));
+  int blocks = (g.tiles + most - 1) / most;
+  int each = (g.tiles + blocks - 1) / blocks;
+  g.nt = (each + APK_VL - 1) / APK_VL * APK_VL;
+  return g;
+}
+
+/* Workspace: U, V, M, then one 4-row strip of input and its transform. */
+static size_t apk_wino_floats(const apk_wino *g)
+{
+  size_t u = 16 * apk_vround(apk_packed_a_floats(g->m, g->c));
+  size_t v = 16 * apk_vround(apk_packed_b_floats(g->c, g->nt));
+  size_t mo = 16 * apk_vround((size_t)g->m * g->nt);
+  size_t strip = 8 * apk_vround((size_t)2 * g->tw + 2);
+  return u + v + mo + strip + 4 * APK_VL;
+}
+
+/* Eight floats: a micro-panel's MR rows (MR <= 8 on every target). */
+typedef float apk_v8 __attribute__((vector_size(32)));
+_Static_assert(APK_MR <= 8, "the weight transform holds MR rows in 8 lanes");
+
+/* U[xi] packed as A (m x c) for every xi. flip: the backward-data kernel,
+ * U from g'[m][c] = g[c][m] rotated by 180 degrees (g is then c x m x 3 x 3).
+ * The MR rows of a micro-panel are transformed together, one row per lane,
+ * so the 16 results of one channel are 16 stores of MR contiguous floats,
+ * one per xi. Lanes past the last row hold zeros. */
+static void apk_wino_weights(const apk_wino *g, const float *wt, int flip, float *u,
+                             size_t u_stride)
+{
+  const apk_v8 half = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  for (int m0 = 0; m0 < g->m; m0 += APK_MR) {
+    int rows = apk_imin(APK_MR, g->m - m0);
+    apk_v8 live;
+    for (int r = 0; r < 8; r++) live[r] = r < rows ? 1.0f : 0.0f;
+    float *panel = u + (ptrdiff_t)m0 * g->c;
+    for (int c = 0; c < g->c; c++) {
+      const float *src[8];
+      for (int r = 0; r < 8; r++) {
+        int m = m0 + apk_imin(r, rows - 1);
+        src[r] = flip ? wt + ((ptrdiff_t)c * g->m + m) * 9 : wt + ((ptrdiff_t)m * g->c + c) * 9;
+      }
+      apk_v8 k[9];
+      for (int i = 0; i < 9; i++) {
+        int at = flip ? 8 - i : i;
+        k[i] = (apk_v8){src[0][at], src[1][at], src[2][at], src[3][at],
+                        src[4][at], src[5][at], src[6][at], src[7][at]} * live;
+      }
+      apk_v8 gk[4][3]; /* G k */
+      for (int j = 0; j < 3; j++) {
+        apk_v8 k0 = k[j], k1 = k[3 + j], k2 = k[6 + j];
+        gk[0][j] = k0;
+        gk[1][j] = half * (k0 + k1 + k2);
+        gk[2][j] = half * (k0 - k1 + k2);
+        gk[3][j] = k2;
+      }
+      float *dst = panel + (ptrdiff_t)c * APK_MR;
+      for (int i = 0; i < 4; i++) {
+        apk_v8 a0 = gk[i][0], a1 = gk[i][1], a2 = gk[i][2];
+        apk_v8 r4[4] = {a0, half * (a0 + a1 + a2), half * (a0 - a1 + a2), a2};
+        for (int j = 0; j < 4; j++)
+          memcpy(dst + (ptrdiff_t)(i * 4 + j) * u_stride, &r4[j], sizeof(float) * APK_MR);
       }
     }
   }
 }
 
-APK_API void apk_conv2d_forward(const apk_conv2d *p, const float *x, const float *w,
-                                const float *bias, float *y, float *work)
+/* V for tiles [t0, t0+nt) of one image (x: its c channels), packed as B:
+ * tile t0+i is column i, in micro-panel i / NR. Per channel and run of
+ * tiles in one tile row, the 4 input rows are copied with their zero padding
+ * into a strip, the vertical transform B^T d runs along it, then the
+ * horizontal one reads its even and odd columns into the 16 destinations:
+ * contiguous loops GCC vectorises. */
+static void apk_wino_input(const apk_wino *g, const float *x, int t0, int nt, float *v,
+                           size_t v_stride, float *strip)
+{
+  ptrdiff_t sw = (ptrdiff_t)apk_vround((size_t)2 * g->tw + 2);
+  float *rows = strip, *u = strip + 4 * sw;
+  int ntv = (nt + APK_VL - 1) / APK_VL * APK_VL;
+  for (int c = 0; c < g->c; c++) {
+    const float *xc = x + (ptrdiff_t)c * g->h * g->w;
+    for (int i = 0; i < nt;) {
+      int t = t0 + i, ty = t / g->tw, tx0 = t % g->tw;
+      int run = apk_imin(g->tw - tx0, nt - i); /* tiles of this tile row */
+      int col_lo = 2 * tx0, col_hi = 2 * (tx0 + run) + 2; /* padded columns */
+      for (int r = 0; r < 4; r++) {
+        int ih = 2 * ty + r - g->pt;
+        float *d = rows + r * sw;
+        if (ih < 0 || ih >= g->h) {
+          for (int k = col_lo; k < col_hi; k++) d[k] = 0.0f;
+          continue;
+        }
+        const float *src = xc + (ptrdiff_t)ih * g->w; /* padded column k is src[k - pl] */
+        int a = apk_imin(apk_imax(col_lo, g->pl), col_hi);
+        int b = apk_imax(apk_imin(col_hi, g->pl + g->w), a);
+        for (int k = col_lo; k < a; k++) d[k] = 0.0f;
+        memcpy(d + a, src + (a - g->pl), sizeof(float) * (size_t)(b - a));
+        for (int k = b; k < col_hi; k++) d[k] = 0.0f;
+      }
+      for (int k = col_lo; k < col_hi; k++) {
+        float d0 = rows[k], d1 = rows[sw + k], d2 = rows[2 * sw + k], d3 = rows[3 * sw + k];
+        u[k] = d0 - d2;
+        u[sw + k] = d1 + d2;
+        u[2 * sw + k] = d2 - d1;
+        u[3 * sw + k] = d1 - d3;
+      }
+      /* Split at micro-panel boundaries: inside one, columns are contiguous. */
+      for (int j0 = 0; j0 < run;) {
+        int col = i + j0, lane = col % APK_NR, len = apk_imin(run - j0, APK_NR - lane);
+        float *base = v + (ptrdiff_t)(col - lane) * g->c + (ptrdiff_t)c * APK_NR + lane;
+        for (int a = 0; a < 4; a++) {
+          const float *restrict e = u + a * sw + 2 * (tx0 + j0);
+          float *restrict v0 = base + (ptrdiff_t)(a * 4) * v_stride, *restrict v1 = v0 + v_stride;
+          float *restrict v2 = v1 + v_stride, *restrict v3 = v2 + v_stride;
+          for (int j = 0; j < len; j++) {
+            float e0 = e[2 * j], o0 = e[2 * j + 1], e1 = e[2 * j + 2], o1 = e[2 * j + 3];
+            v0[j] = e0 - e1;
+            v1[j] = o0 + e1;
+            v2[j] = e1 - o0;
+            v3[j] = o0 - o1;
+          }
+        }
+        j0 += len;
+      }
+      i += run;
+    }
+    /* Columns past nt up to a whole vector are read by the micro-kernel
+     * (and dropped): zeros, so no stale bits become denormals there. */
+    for (int col = nt; col < ntv; col++) {
+      ptrdiff_t at = (ptrdiff_t)(col / APK_NR) * APK_NR * g->c + (ptrdiff_t)c * APK_NR + col % APK_NR;
+      for (int xi = 0; xi < 16; xi++) v[(ptrdiff_t)xi * v_stride + at] = 0.0f;
+    }
+  }
+}
+
+/* y (the image's m output channels) of tiles [t0, t0+nt) from M[xi]
+ * (m x nt, row stride nt_ld), plus bias: A^T M A along the tiles into four
+ * rows (the 2x2 outputs), then written tile row by tile row. */
+static void apk_wino_output(const apk_wino *g, const float *mo, size_t m_stride, int nt_ld,
+                            int t0, int nt, const float *bias, float *y)
+{
+  ptrdiff_t ohw = (ptrdiff_t)g->oh * g->ow;
+  float out[4][APK_WINO_TILES_MAX];
+  for (int m = 0; m < g->m; m++) {
+    const float *restrict s = mo + (ptrdiff_t)m * nt_ld;
+    float b = bias ? bias[m] : 0.0f;
+    for (int i = 0; i < nt; i++) {
+      float q[4][4];
+      for (int xi = 0; xi < 16; xi++) q[xi / 4][xi % 4] = s[(ptrdiff_t)xi * m_stride + i];
+      float r0[4], r1[4];
+      for (int a = 0; a < 4; a++) {
+        r0[a] = q[a][0] + q[a][1] + q[a][2];
+        r1[a] = q[a][1] - q[a][2] - q[a][3];
+      }
+      out[0][i] = r0[0] + r0[1] + r0[2] + b;
+      out[1][i] = r1[0] + r1[1] + r1[2] + b;
+      out[2][i] = r0[1] - r0[2] - r0[3] + b;
+      out[3][i] = r1[1] - r1[2] - r1[3] + b;
+    }
+    float *ym = y + (ptrdiff_t)m * ohw;
+    for (int i = 0; i < nt;) {
+      int t = t0 + i, ty = t / g->tw, tx0 = t % g->tw;
+      int run = apk_imin(g->tw - tx0, nt - i);
+      int oy = 2 * ty, ox = 2 * tx0;
+      int full = apk_imin(run, (g->ow - ox) / 2); /* tiles with both columns inside */
+      for (int a = 0; a < 2 && oy + a < g->oh; a++) {
+        float *restrict row = ym + (ptrdiff_t)(oy + a) * g->ow + ox;
+        const float *restrict l = out[2 * a] + i, *restrict rr = out[2 * a + 1] + i;
+        for (int j = 0; j < full; j++) {
+          row[2 * j] = l[j];
+          row[2 * j + 1] = rr[j];
+        }
+        if (full < run) row[2 * full] = l[full];
+      }
+      i += run;
+    }
+  }
+}
+
+/* One image: y (m x oh x ow) = the convolution of x (c x h x w) by U. */
+static void apk_wino_image(const apk_wino *g, const float *x, const float *u, size_t u_stride,
+                           const float *bias, float *y, float *v, size_t v_stride, float *mo,
+                           size_t m_stride, float *strip)
+{
+  for (int t0 = 0; t0 < g->tiles; t0 += g->nt) {
+    int nt = apk_imin(g->nt, g->tiles - t0);
+    apk_wino_input(g, x, t0, nt, v, v_stride, strip);
+    for (int xi = 0; xi < 16; xi++)
+      apk_sgemm_prepacked(g->m, nt, g->c, u + (ptrdiff_t)xi * u_stride, v + (ptrdiff_t)xi * v_stride,
+                          0.0f, mo + (ptrdiff_t)xi * m_stride, g->nt);
+    apk_wino_output(g, mo, m_stride, g->nt, t0, nt, bias, y);
+  }
+}
+
+/* The whole batch: flip 0 for the forward kernel, 1 for backward data. */
+static void apk_wino_run(const apk_wino *g, int batch, const float *x, const float *wt, int flip,
+                         const float *bias, float *y, float *work)
+{
+  size_t u_stride = apk_vround(apk_packed_a_floats(g->m, g->c));
+  size_t v_stride = apk_vround(apk_packed_b_floats(g->c, g->nt));
+  size_t m_stride = apk_vround((size_t)g->m * g->nt);
+  float *u = apk_valign(work);
+  float *v = u + 16 * u_stride, *mo = v + 16 * v_stride, *strip = mo + 16 * m_stride;
+  apk_wino_weights(g, wt, flip, u, u_stride);
+  for (int n = 0; n < batch; n++)
+    apk_wino_image(g, x + (ptrdiff_t)n * g->c * g->h * g->w, u, u_stride, bias,
+                   y + (ptrdiff_t)n * g->m * g->oh * g->ow, v, v_stride, mo, m_stride, strip);
+}
+
+/* Forward: the convolution itself. Backward data: dx = the convolution of dy
+ * (M channels) by the flipped, transposed kernel with pads 2 - pad, which
+ * gives back the input's size. */
+static apk_wino apk_wino_of(const apk_conv2d *p, apk_conv_kernel which)
+{
+  int oh = apk_conv2d_out_h(p), ow = apk_conv2d_out_w(p);
+  if (which == APK_CONV_FORWARD)
+    return apk_wino_geometry(p->in_channels, p->out_channels, p->in_h, p->in_w, oh, ow,
+                             p->pad_top, p->pad_left);
+  return apk_wino_geometry(p->out_channels, p->in_channels, oh, ow, p->in_h, p->in_w,
+                           2 - p->pad_top, 2 - p->pad_left);
+}
+
+/* ---- choosing ---- */
+
+APK_API int apk_conv2d_supports(const apk_conv2d *p, apk_conv_algo algo, apk_conv_kernel which)
+{
+  switch (algo) {
+  case APK_CONV_IM2COL:
+  case APK_CONV_IMPLICIT:
+    return 1;
+  case APK_CONV_WINOGRAD:
+    return which != APK_CONV_BACKWARD_WEIGHTS && p->groups == 1 && p->kernel_h == 3 &&
+           p->kernel_w == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dilation_h == 1 &&
+           p->dilation_w == 1 && p->pad_top <= 2 && p->pad_left <= 2 && p->pad_bottom <= 2 &&
+           p->pad_right <= 2;
+  }
+  return 0;
+}
+
+APK_API apk_conv_algo apk_conv2d_choose(const apk_conv2d *p, apk_conv_kernel which)
+{
+  if (apk_conv2d_is_pointwise(p)) return APK_CONV_IM2COL;
+  if (apk_conv2d_supports(p, APK_CONV_WINOGRAD, which)) {
+    /* Measured (docs/kernels.md): Winograd wins where both sides have some
+     * channels (the transforms are amortised over them; 3 input channels
+     * lose) and the weight transform, redone on every call, meets enough
+     * tiles (ResNet-50's 7x7 stage at batch 1, 16 tiles, loses; at batch 8
+     * it wins). */
+    apk_wino g = apk_wino_of(p, which);
+    if (apk_imin(g.c, g.m) >= 16 && (long)p->batch * g.tiles >= 40) return APK_CONV_WINOGRAD;
+  }
+  /* Backward data: the GEMM writing the column matrix and one col2im pass
+   * measured faster than col2im on every product tile (whose per-tile walk
+   * costs more than the pass it saves). */
+  return which == APK_CONV_BACKWARD_DATA ? APK_CONV_IM2COL : APK_CONV_IMPLICIT;
+}
+
+APK_API size_t apk_conv2d_algo_work_floats(const apk_conv2d *p, apk_conv_algo algo,
+                                           apk_conv_kernel which)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  int mg = p->out_channels / p->groups;
+  int kg = p->in_channels / p->groups * p->kernel_h * p->kernel_w;
+  if (algo == APK_CONV_WINOGRAD) {
+    apk_wino g = apk_wino_of(p, which);
+    return apk_wino_floats(&g);
+  }
+  size_t gemm;
+  switch (which) {
+  case APK_CONV_FORWARD: gemm = apk_sgemm_work_floats(mg, ohw, kg); break;
+  case APK_CONV_BACKWARD_DATA: gemm = apk_sgemm_work_floats(kg, ohw, mg); break;
+  default: gemm = apk_sgemm_work_floats(mg, kg, ohw); break;
+  }
+  if (apk_conv2d_is_pointwise(p)) return gemm;
+  if (algo == APK_CONV_IM2COL) return (size_t)kg * (size_t)ohw + gemm;
+  /* Backward weights' strip of NR taps x KC pixels. */
+  return which == APK_CONV_BACKWARD_WEIGHTS ? gemm + (size_t)APK_NR * APK_KC + APK_VL : gemm;
+}
+
+APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p)
+{
+  size_t most = 0;
+  for (int k = APK_CONV_FORWARD; k <= APK_CONV_BACKWARD_WEIGHTS; k++) {
+    apk_conv_kernel which = (apk_conv_kernel)k;
+    most = apk_size_max(most, apk_conv2d_algo_work_floats(p, apk_conv2d_choose(p, which), which));
+  }
+  return most;
+}
+
+/* ---- the three kernels ---- */
+
+APK_API void apk_conv2d_forward_algo(const apk_conv2d *p, apk_conv_algo algo, const float *x,
+                                     const float *w, const float *bias, float *y, float *work)
+{
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  if (algo == APK_CONV_WINOGRAD) {
+    apk_wino g = apk_wino_of(p, APK_CONV_FORWARD);
+    apk_wino_run(&g, p->batch, x, w, 0, bias, y, work);
+    return;
+  }
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
   int kg = cg * p->kernel_h * p->kernel_w;
   ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w;
   int pointwise = apk_conv2d_is_pointwise(p);
+  int im2col = !pointwise && algo == APK_CONV_IM2COL;
   float *col = work;
-  float *gemm_work = pointwise ? work : work + (ptrdiff_t)kg * ohw;
+  float *gemm_work = im2col ? work + (ptrdiff_t)kg * ohw : work;
   for (int n = 0; n < p->batch; n++) {
     for (int g = 0; g < p->groups; g++) {
       const float *xg = x + ((ptrdiff_t)n * p->in_channels + (ptrdiff_t)g * cg) * hw;
@@ -145,26 +573,39 @@ APK_API void apk_conv2d_forward(const apk_conv2d *p, const float *x, const float
         }
         beta = 1.0f;
       }
-      const float *cols = xg;
-      if (!pointwise) {
-        apk_im2col(p, xg, cg, col);
-        cols = col;
+      if (pointwise || im2col) {
+        const float *cols = xg;
+        if (im2col) {
+          apk_im2col(p, xg, cg, col);
+          cols = col;
+        }
+        apk_sgemm(0, 0, mg, ohw, kg, 1.0f, wg, kg, cols, ohw, beta, yg, ohw, gemm_work);
+        continue;
       }
-      apk_sgemm(0, 0, mg, ohw, kg, 1.0f, wg, kg, cols, ohw, beta, yg, ohw, gemm_work);
+      apk_col_src src = {p, xg, NULL};
+      apk_sgemm_ex(0, mg, ohw, kg, wg, kg, apk_pack_col, &src, beta, yg, ohw, NULL, NULL,
+                   gemm_work);
     }
   }
 }
 
-APK_API void apk_conv2d_backward_data(const apk_conv2d *p, const float *dy,
-                                      const float *w, float *dx, float *work)
+APK_API void apk_conv2d_backward_data_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                           const float *dy, const float *w, float *dx,
+                                           float *work)
 {
+  if (algo == APK_CONV_WINOGRAD) {
+    apk_wino g = apk_wino_of(p, APK_CONV_BACKWARD_DATA);
+    apk_wino_run(&g, p->batch, dy, w, 1, NULL, dx, work);
+    return;
+  }
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
   int kg = cg * p->kernel_h * p->kernel_w;
   ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w;
   int pointwise = apk_conv2d_is_pointwise(p);
+  int im2col = !pointwise && algo == APK_CONV_IM2COL;
   float *col = work;
-  float *gemm_work = pointwise ? work : work + (ptrdiff_t)kg * ohw;
+  float *gemm_work = im2col ? work + (ptrdiff_t)kg * ohw : work;
   for (int n = 0; n < p->batch; n++) {
     for (int g = 0; g < p->groups; g++) {
       const float *dyg = dy + ((ptrdiff_t)n * p->out_channels + (ptrdiff_t)g * mg) * ohw;
@@ -174,24 +615,33 @@ APK_API void apk_conv2d_backward_data(const apk_conv2d *p, const float *dy,
         apk_sgemm(1, 0, kg, ohw, mg, 1.0f, wg, kg, dyg, ohw, 0.0f, dxg, ohw, gemm_work);
         continue;
       }
-      apk_sgemm(1, 0, kg, ohw, mg, 1.0f, wg, kg, dyg, ohw, 0.0f, col, ohw, gemm_work);
       memset(dxg, 0, sizeof(float) * (size_t)cg * (size_t)hw);
-      apk_col2im(p, col, cg, dxg);
+      if (im2col) {
+        apk_sgemm(1, 0, kg, ohw, mg, 1.0f, wg, kg, dyg, ohw, 0.0f, col, ohw, gemm_work);
+        apk_col2im(p, col, cg, dxg);
+        continue;
+      }
+      apk_matrix_b src = {0, dyg, ohw};
+      apk_col_sink sink = {p, dxg};
+      apk_sgemm_ex(1, kg, ohw, mg, wg, kg, apk_pack_b_matrix, &src, 0.0f, NULL, 0, apk_store_col,
+                   &sink, gemm_work);
     }
   }
 }
 
-APK_API void apk_conv2d_backward_weights(const apk_conv2d *p, const float *x,
-                                         const float *dy, float *dw, float *dbias,
-                                         float *work)
+APK_API void apk_conv2d_backward_weights_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                              const float *x, const float *dy, float *dw,
+                                              float *dbias, float *work)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
   int kg = cg * p->kernel_h * p->kernel_w;
   ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w;
   int pointwise = apk_conv2d_is_pointwise(p);
+  int im2col = !pointwise && algo == APK_CONV_IM2COL;
   float *col = work;
-  float *gemm_work = pointwise ? work : work + (ptrdiff_t)kg * ohw;
+  float *gemm_work = im2col ? work + (ptrdiff_t)kg * ohw : work;
+  float *strip = apk_valign(work + apk_sgemm_work_floats(mg, kg, ohw));
   if (p->batch <= 0) {
     memset(dw, 0, sizeof(float) * (size_t)p->out_channels * (size_t)kg);
   }
@@ -200,14 +650,20 @@ APK_API void apk_conv2d_backward_weights(const apk_conv2d *p, const float *x,
       const float *xg = x + ((ptrdiff_t)n * p->in_channels + (ptrdiff_t)g * cg) * hw;
       const float *dyg = dy + ((ptrdiff_t)n * p->out_channels + (ptrdiff_t)g * mg) * ohw;
       float *dwg = dw + (ptrdiff_t)g * mg * kg;
-      const float *cols = xg;
-      if (!pointwise) {
-        apk_im2col(p, xg, cg, col);
-        cols = col;
-      }
       /* The first image overwrites dw, later ones accumulate into it. */
-      apk_sgemm(0, 1, mg, kg, ohw, 1.0f, dyg, ohw, cols, ohw, n == 0 ? 0.0f : 1.0f, dwg, kg,
-                gemm_work);
+      float beta = n == 0 ? 0.0f : 1.0f;
+      if (pointwise || im2col) {
+        const float *cols = xg;
+        if (im2col) {
+          apk_im2col(p, xg, cg, col);
+          cols = col;
+        }
+        apk_sgemm(0, 1, mg, kg, ohw, 1.0f, dyg, ohw, cols, ohw, beta, dwg, kg, gemm_work);
+        continue;
+      }
+      apk_col_src src = {p, xg, strip};
+      apk_sgemm_ex(0, mg, kg, ohw, dyg, ohw, apk_pack_col_t, &src, beta, dwg, kg, NULL, NULL,
+                   gemm_work);
     }
   }
   if (dbias) {
@@ -220,4 +676,24 @@ APK_API void apk_conv2d_backward_weights(const apk_conv2d *p, const float *x,
       dbias[m] = (float)sum;
     }
   }
+}
+
+APK_API void apk_conv2d_forward(const apk_conv2d *p, const float *x, const float *w,
+                                const float *bias, float *y, float *work)
+{
+  apk_conv2d_forward_algo(p, apk_conv2d_choose(p, APK_CONV_FORWARD), x, w, bias, y, work);
+}
+
+APK_API void apk_conv2d_backward_data(const apk_conv2d *p, const float *dy, const float *w,
+                                      float *dx, float *work)
+{
+  apk_conv2d_backward_data_algo(p, apk_conv2d_choose(p, APK_CONV_BACKWARD_DATA), dy, w, dx,
+                                work);
+}
+
+APK_API void apk_conv2d_backward_weights(const apk_conv2d *p, const float *x, const float *dy,
+                                         float *dw, float *dbias, float *work)
+{
+  apk_conv2d_backward_weights_algo(p, apk_conv2d_choose(p, APK_CONV_BACKWARD_WEIGHTS), x, dy,
+                                   dw, dbias, work);
 }

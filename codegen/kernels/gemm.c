@@ -18,96 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__AVX512F__) || (defined(__AVX__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-
-#if defined(__AVX512F__)
-#define APK_VBYTES 64
-#define APK_ISA "avx512"
-#ifndef APK_MR
-#define APK_MR 8 /* 8 x 3 accumulators of the 32 zmm registers */
-#endif
-#ifndef APK_NV
-#define APK_NV 3
-#endif
-#elif defined(__AVX__)
-#define APK_VBYTES 32
-#if defined(__FMA__)
-#define APK_ISA "avx2"
-#else
-#define APK_ISA "avx"
-#endif
-#ifndef APK_MR
-#define APK_MR 6 /* 6 x 2 accumulators + 2 B + 1 broadcast of 16 ymm */
-#endif
-#ifndef APK_NV
-#define APK_NV 2
-#endif
-#elif defined(__SSE2__) || defined(__ARM_NEON)
-#define APK_VBYTES 16
-#define APK_ISA "sse"
-#ifndef APK_MR
-#define APK_MR 6
-#endif
-#ifndef APK_NV
-#define APK_NV 2
-#endif
-#else
-#define APK_VBYTES 16 /* GCC lowers the vector type to scalars */
-#define APK_ISA "generic"
-#ifndef APK_MR
-#define APK_MR 4
-#endif
-#ifndef APK_NV
-#define APK_NV 2
-#endif
-#endif
-
-#define APK_VL ((int)(APK_VBYTES / sizeof(float)))
-#define APK_NR (APK_NV * APK_VL)
-
-/* KC = 256 measured best on the tuning machine (docs/kernels.md). The B
- * micro-panel (kc x NR) is then 48 KiB with AVX-512, 16 KiB with AVX2, for
- * a 48 KiB L1; the A block (mc x kc) 192 or 144 KiB of a 1 MiB L2; the B panel
- * (kc x nc) 6 or 2 MiB of L3. */
-#ifndef APK_KC
-#define APK_KC 256
-#endif
-#ifndef APK_MC
-#define APK_MC (APK_MR * 24)
-#endif
-#ifndef APK_NC
-#define APK_NC (APK_NR * 128)
-#endif
-
-typedef float apk_vf __attribute__((vector_size(APK_VBYTES), __may_alias__));
-
-static inline apk_vf apk_fma(apk_vf a, apk_vf b, apk_vf c)
-{
-#if defined(__AVX512F__)
-  return _mm512_fmadd_ps(a, b, c);
-#elif defined(__AVX__) && defined(__FMA__)
-  return _mm256_fmadd_ps(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
-
-/* All lanes = s. Written as an intrinsic where there is one because the
- * portable spelling, zero + s, is not an identity for s = -0.0, so GCC keeps
- * a scalar add in the innermost loop; adding -0.0 is an identity, and folds. */
-static inline apk_vf apk_broadcast(float s)
-{
-#if defined(__AVX512F__)
-  return _mm512_set1_ps(s);
-#elif defined(__AVX__) && defined(__FMA__)
-  return _mm256_set1_ps(s);
-#else
-  const apk_vf zero = {0};
-  return zero * -1.0f + s;
-#endif
-}
+#include "apk_tile.h"
 
 static inline int apk_min(int a, int b) { return a < b ? a : b; }
 static inline int apk_round_up(int x, int to) { return (x + to - 1) / to * to; }
@@ -315,15 +226,23 @@ static void apk_scale(int m, int n, float beta, float *c, ptrdiff_t ldc)
   }
 }
 
-APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
-                       const float *a, ptrdiff_t lda, const float *b, ptrdiff_t ldb,
-                       float beta, float *c, ptrdiff_t ldc, float *work)
+APK_API void apk_pack_b_matrix(const void *ctx, int pc, int kc, int jc, int nc, float *dst)
 {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.0f) {
-    apk_scale(m, n, beta, c, ldc);
-    return;
-  }
+  const apk_matrix_b *m = ctx;
+  const float *panel = m->trans_b ? m->b + (ptrdiff_t)jc * m->ldb + pc
+                                  : m->b + (ptrdiff_t)pc * m->ldb + jc;
+  apk_pack_b(m->trans_b, panel, m->ldb, kc, nc, dst);
+}
+
+/* The five loops, with op(B) packed by the caller's routine. Without store,
+ * C = A * op(B) + beta * C (alpha applied too); with store, every k block's
+ * MR x NR product tile is handed to store, which adds it wherever it
+ * belongs (C is not used). */
+static void apk_gemm_driver(int trans_a, int m, int n, int k, float alpha, const float *a,
+                            ptrdiff_t lda, apk_pack_b_fn pack_b, const void *b_ctx, float beta,
+                            float *c, ptrdiff_t ldc, apk_store_c_fn store, void *store_ctx,
+                            float *work)
+{
   int kc_max = apk_min(k, APK_KC);
   float *pa = apk_align(work);
   float *pb = apk_align(pa + (ptrdiff_t)apk_round_up(apk_min(m, APK_MC), APK_MR) * kc_max);
@@ -334,8 +253,7 @@ APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alph
       int kc = apk_min(APK_KC, k - pc);
       /* The first k block applies the caller's beta; later ones accumulate. */
       float beta_block = pc == 0 ? beta : 1.0f;
-      const float *b_panel = trans_b ? b + (ptrdiff_t)jc * ldb + pc : b + (ptrdiff_t)pc * ldb + jc;
-      apk_pack_b(trans_b, b_panel, ldb, kc, nc, pb);
+      pack_b(b_ctx, pc, kc, jc, nc, pb);
       for (int ic = 0; ic < m; ic += APK_MC) {
         int mc = apk_min(APK_MC, m - ic);
         const float *a_block = trans_a ? a + (ptrdiff_t)pc * lda + ic : a + (ptrdiff_t)ic * lda + pc;
@@ -347,6 +265,12 @@ APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alph
           for (int ir = 0; ir < mc; ir += APK_MR) {
             int rows = apk_min(APK_MR, mc - ir);
             const float *ap = pa + (ptrdiff_t)ir * kc;
+            if (store) {
+              _Alignas(64) float tile[APK_MR * APK_NR];
+              apk_micro_kernel(nv, kc, ap, bp, alpha, 0.0f, tile, APK_NR);
+              store(store_ctx, ic + ir, jc + jr, rows, cols, tile, APK_NR);
+              continue;
+            }
             float *ct = c + (ptrdiff_t)(ic + ir) * ldc + jc + jr;
             if (rows == APK_MR && cols == nv * APK_VL)
               apk_micro_kernel(nv, kc, ap, bp, alpha, beta_block, ct, ldc);
@@ -354,6 +278,81 @@ APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alph
               apk_edge_tile(nv, kc, ap, bp, alpha, beta_block, ct, ldc, rows, cols);
           }
         }
+      }
+    }
+  }
+}
+
+APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                       const float *a, ptrdiff_t lda, const float *b, ptrdiff_t ldb,
+                       float beta, float *c, ptrdiff_t ldc, float *work)
+{
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    apk_scale(m, n, beta, c, ldc);
+    return;
+  }
+  apk_matrix_b src = {trans_b, b, ldb};
+  apk_gemm_driver(trans_a, m, n, k, alpha, a, lda, apk_pack_b_matrix, &src, beta, c, ldc, NULL,
+                  NULL, work);
+}
+
+APK_API void apk_sgemm_ex(int trans_a, int m, int n, int k, const float *a, ptrdiff_t lda,
+                          apk_pack_b_fn pack_b, const void *b_ctx, float beta, float *c,
+                          ptrdiff_t ldc, apk_store_c_fn store, void *store_ctx, float *work)
+{
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!store) apk_scale(m, n, beta, c, ldc);
+    return;
+  }
+  apk_gemm_driver(trans_a, m, n, k, 1.0f, a, lda, pack_b, b_ctx, beta, c, ldc, store, store_ctx,
+                  work);
+}
+
+/* ---- prepacked operands ---- */
+
+APK_API size_t apk_packed_a_floats(int m, int k)
+{
+  return m <= 0 || k <= 0 ? 0 : (size_t)apk_round_up(m, APK_MR) * (size_t)k;
+}
+
+APK_API size_t apk_packed_b_floats(int k, int n)
+{
+  return n <= 0 || k <= 0 ? 0 : (size_t)apk_round_up(n, APK_NR) * (size_t)k;
+}
+
+APK_API void apk_pack_a_all(int trans_a, int m, int k, const float *a, ptrdiff_t lda, float *dst)
+{
+  if (m > 0 && k > 0) apk_pack_a(trans_a, a, lda, m, k, dst);
+}
+
+APK_API void apk_sgemm_prepacked(int m, int n, int k, const float *pa, const float *pb,
+                                 float beta, float *c, ptrdiff_t ldc)
+{
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    apk_scale(m, n, beta, c, ldc);
+    return;
+  }
+  for (int jr = 0; jr < n; jr += APK_NR) {
+    int cols = apk_min(APK_NR, n - jr);
+    int nv = (cols + APK_VL - 1) / APK_VL;
+    const float *bq = pb + (ptrdiff_t)jr * k;
+    for (int ir = 0; ir < m; ir += APK_MR) {
+      int rows = apk_min(APK_MR, m - ir);
+      const float *aq = pa + (ptrdiff_t)ir * k;
+      float *ct = c + (ptrdiff_t)ir * ldc + jr;
+      /* k in blocks of KC, as the five loops do, so the B micro-panel's
+       * part in use stays in L1. */
+      for (int pc = 0; pc < k; pc += APK_KC) {
+        int kc = apk_min(APK_KC, k - pc);
+        float beta_block = pc == 0 ? beta : 1.0f;
+        const float *ap = aq + (ptrdiff_t)pc * APK_MR, *bp = bq + (ptrdiff_t)pc * APK_NR;
+        if (rows == APK_MR && cols == nv * APK_VL)
+          apk_micro_kernel(nv, kc, ap, bp, 1.0f, beta_block, ct, ldc);
+        else
+          apk_edge_tile(nv, kc, ap, bp, 1.0f, beta_block, ct, ldc, rows, cols);
       }
     }
   }

@@ -50,6 +50,48 @@ typedef struct apk_gemm_config {
 
 APK_API apk_gemm_config apk_gemm_get_config(void);
 
+/* ---- building blocks of the implicit-GEMM and Winograd convolutions ----
+ * The packed layouts are the micro-kernel's, with MR and NR of
+ * apk_gemm_get_config(): op(A) as MR-row micro-panels, op(B) as NR-column
+ * micro-panels, each stored k-major and zero-padded to its full width. */
+
+/* Writes rows [pc, pc+kc) and columns [jc, jc+nc) of op(B) to dst as
+ * ceil(nc / NR) micro-panels of kc x NR floats: element (pc+p, jc+q*NR+j) at
+ * dst[q*kc*NR + p*NR + j], zeros for columns past nc. dst is vector-aligned. */
+typedef void (*apk_pack_b_fn)(const void *ctx, int pc, int kc, int jc, int nc, float *dst);
+/* Receives the rows x cols tile (row stride ldt) of a product whose top-left
+ * element is (i0, j0), for one block of k: it must add the tile, since every
+ * block of k hands over its partial product. */
+typedef void (*apk_store_c_fn)(void *ctx, int i0, int j0, int rows, int cols, const float *tile,
+                               ptrdiff_t ldt);
+
+/* op(B) as a plain matrix, for apk_sgemm_ex: pass apk_pack_b_matrix and a
+ * pointer to one of these. */
+typedef struct apk_matrix_b {
+  int trans_b;
+  const float *b;
+  ptrdiff_t ldb;
+} apk_matrix_b;
+APK_API void apk_pack_b_matrix(const void *ctx, int pc, int kc, int jc, int nc, float *dst);
+
+/* apk_sgemm with alpha 1 and op(B) produced by pack_b (conv.c: im2col done
+ * panel by panel). With store, C and beta are unused and every product tile
+ * goes to store instead (conv.c: col2im done tile by tile). Workspace:
+ * apk_sgemm_work_floats(m, n, k). */
+APK_API void apk_sgemm_ex(int trans_a, int m, int n, int k, const float *a, ptrdiff_t lda,
+                          apk_pack_b_fn pack_b, const void *b_ctx, float beta, float *c,
+                          ptrdiff_t ldc, apk_store_c_fn store, void *store_ctx, float *work);
+
+/* Floats of a packed m x k op(A) and of a packed k x n op(B) holding all of k
+ * (micro-panel q of B at q * k * NR). */
+APK_API size_t apk_packed_a_floats(int m, int k);
+APK_API size_t apk_packed_b_floats(int k, int n);
+/* Packs all of op(A) (m x k): micro-panel r (rows r*MR...) at dst + r*MR*k. */
+APK_API void apk_pack_a_all(int trans_a, int m, int k, const float *a, ptrdiff_t lda, float *dst);
+/* C = pa * pb + beta * C from operands packed whole (vector-aligned). */
+APK_API void apk_sgemm_prepacked(int m, int n, int k, const float *pa, const float *pb,
+                                 float beta, float *c, ptrdiff_t ldc);
+
 /* ---- conv.c ---- */
 
 typedef struct apk_conv2d {
@@ -67,8 +109,35 @@ typedef struct apk_conv2d {
 APK_API int apk_conv2d_out_h(const apk_conv2d *p);
 APK_API int apk_conv2d_out_w(const apk_conv2d *p);
 
-/* Workspace (in floats) the three convolution kernels need for p. */
+/* The three kernels of a convolution layer. */
+typedef enum apk_conv_kernel {
+  APK_CONV_FORWARD,
+  APK_CONV_BACKWARD_DATA,
+  APK_CONV_BACKWARD_WEIGHTS
+} apk_conv_kernel;
+
+/* How a kernel is computed (docs/kernels.md, "Convolution"). A pointwise
+ * convolution (1x1, unit strides, no pads) needs no lowering under
+ * APK_CONV_IM2COL and APK_CONV_IMPLICIT alike: x is its own column matrix. */
+typedef enum apk_conv_algo {
+  APK_CONV_IM2COL,   /* the whole column matrix in the workspace, then one GEMM */
+  APK_CONV_IMPLICIT, /* im2col inside the GEMM's packing of B, col2im on its tiles */
+  APK_CONV_WINOGRAD  /* F(2x2, 3x3): 3x3, unit strides and dilations, one group,
+                        pads <= 2; forward and backward data */
+} apk_conv_algo;
+
+/* 1 if algo can compute that kernel of p. */
+APK_API int apk_conv2d_supports(const apk_conv2d *p, apk_conv_algo algo, apk_conv_kernel which);
+/* The algorithm apk_conv2d_forward, _backward_data and _backward_weights use
+ * for p: a rule from measurements on the tuning machine (docs/kernels.md). */
+APK_API apk_conv_algo apk_conv2d_choose(const apk_conv2d *p, apk_conv_kernel which);
+
+/* Workspace (in floats) the three convolution kernels need for p, each with
+ * the algorithm apk_conv2d_choose picks. */
 APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p);
+/* Workspace one kernel needs with a given (supported) algorithm. */
+APK_API size_t apk_conv2d_algo_work_floats(const apk_conv2d *p, apk_conv_algo algo,
+                                           apk_conv_kernel which);
 
 /* y = conv(x, w) + bias. x: N x C x H x W, w: M x C/groups x KH x KW,
  * bias: M floats or NULL, y: N x M x OH x OW (overwritten). */
@@ -84,6 +153,17 @@ APK_API void apk_conv2d_backward_data(const apk_conv2d *p, const float *dy,
 APK_API void apk_conv2d_backward_weights(const apk_conv2d *p, const float *x,
                                          const float *dy, float *dw, float *dbias,
                                          float *work);
+
+/* The same three with the algorithm given (it must be supported; the
+ * workspace is apk_conv2d_algo_work_floats'): for tests and benchmarks. */
+APK_API void apk_conv2d_forward_algo(const apk_conv2d *p, apk_conv_algo algo, const float *x,
+                                     const float *w, const float *bias, float *y, float *work);
+APK_API void apk_conv2d_backward_data_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                           const float *dy, const float *w, float *dx,
+                                           float *work);
+APK_API void apk_conv2d_backward_weights_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                              const float *x, const float *dy, float *dw,
+                                              float *dbias, float *work);
 
 /* Lowering of `channels` consecutive channels of one image, x pointing at the
  * first, to the (channels * KH * KW) x (OH * OW) matrix col; and its adjoint,

@@ -106,6 +106,7 @@ aprt_status aprt_step_loss(aprt_comm *c, int step, double partial_loss) {
   }
   if (ctx->losses && step >= 0 && step < ctx->args.steps) {
     ctx->losses[step] = total;
+    ctx->loss_at_s[step] = aprt_now_s();
     if (step + 1 > ctx->nlosses)
       ctx->nlosses = step + 1;
   }
@@ -460,13 +461,14 @@ static int run_program(const aprt_program *prog, aprt_run_ctx *ctx, const char *
   ctx->outputs = calloc((size_t)(n_out ? n_out : 1), sizeof *ctx->outputs);
   ctx->output_written = calloc((size_t)(n_out ? n_out : 1), sizeof *ctx->output_written);
   ctx->losses = calloc((size_t)ctx->args.steps, sizeof *ctx->losses);
+  ctx->loss_at_s = calloc((size_t)ctx->args.steps, sizeof *ctx->loss_at_s);
   ctx->run_time_s = calloc((size_t)(ctx->args.repeat > 0 ? ctx->args.repeat : 1),
                            sizeof *ctx->run_time_s);
   ctx->warmup_s = -1;
   aprt_rank_stats *stats = calloc((size_t)ndev, sizeof *stats);
   aprt_status s = APRT_OK;
   if (!ctx->inputs || !ctx->outputs || !ctx->output_written || !ctx->losses ||
-      !ctx->run_time_s || !stats) {
+      !ctx->loss_at_s || !ctx->run_time_s || !stats) {
     aprt_errorf(&err, "out of memory");
     s = APRT_ERR_NOMEM;
   }
@@ -505,6 +507,7 @@ static int run_program(const aprt_program *prog, aprt_run_ctx *ctx, const char *
   free(ctx->outputs);
   free(ctx->output_written);
   free(ctx->losses);
+  free(ctx->loss_at_s);
   free(ctx->run_time_s);
   free(stats);
   free_pending_boxes();

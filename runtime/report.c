@@ -54,6 +54,14 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
     fputs(i ? ", " : "", f);
     json_number(f, ctx->losses[i], 9);
   }
+  /* Rank 0 has every step's loss only once all ranks sent theirs: from one
+   * loss to the next is one whole step (its backward, update, and the next
+   * forward), as the slowest rank ran it. */
+  fputs("],\n  \"step_time_s\": [", f);
+  for (int i = 1; i < ctx->nlosses; i++) {
+    fputs(i > 1 ? ", " : "", f);
+    json_number(f, ctx->loss_at_s[i] - ctx->loss_at_s[i - 1], 6);
+  }
   fprintf(f, "],\n  \"runs\": %d", runs);
   fputs(",\n  \"warmup_s\": ", f);
   json_number(f, ctx->warmup_s >= 0 ? ctx->warmup_s : NAN, 6);

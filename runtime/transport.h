@@ -47,6 +47,7 @@ typedef struct aprt_run_ctx {
   double *run_time_s;         /* max(args.repeat, 1) wall times, written by rank 0 */
   int nruns;                  /* timed runs done */
   double warmup_s;            /* the warm-up run's wall time; < 0 without --repeat */
+  double *loss_at_s;          /* args.steps: when rank 0 had step s's loss (aprt_now_s) */
   int quiet;                  /* do not print "step S loss L" (tests) */
 } aprt_run_ctx;
 

@@ -891,6 +891,27 @@ static int json_ints(const char *json, const char *key, long long *v, int max) {
   return n;
 }
 
+/* The numbers of a one-line JSON array under key. */
+static int json_doubles(const char *json, const char *key, double *v, int max) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": [", key);
+  const char *p = strstr(json, pat);
+  if (!p)
+    return -1;
+  p += strlen(pat);
+  int n = 0;
+  while (*p && *p != ']' && n < max) {
+    char *end;
+    v[n++] = strtod(p, &end);
+    if (end == p)
+      return -1;
+    p = end;
+    while (*p == ',' || *p == ' ')
+      p++;
+  }
+  return n;
+}
+
 /* Checks a successful 3-step run: losses, output == input, report. */
 static void check_selftest_run(const char *transport, const char *out) {
   /* Step s loss = sum of all labels (11) + 3 ranks * s. */
@@ -926,6 +947,9 @@ static void check_selftest_run(const char *transport, const char *out) {
   cr_assert(strstr(json, "\"devices\": 3"));
   cr_assert(strstr(json, "\"steps\": 3"));
   cr_assert(strstr(json, "\"losses\": [11, 14, 17]"), "%s", json);
+  double steps[8];
+  cr_assert_eq(json_doubles(json, "step_time_s", steps, 8), 2, "%s", json);
+  cr_assert(steps[0] >= 0 && steps[1] >= 0 && steps[0] < 30 && steps[1] < 30, "%s", json);
   cr_assert(strstr(json, "\"phase_time_s\": {") && strstr(json, "\"comm\": ["), "%s", json);
   free(json);
 }
@@ -1019,27 +1043,6 @@ Test(executable, a_failing_rank_ends_the_run_with_its_message, .init = make_tmpd
   cr_assert_str_eq(errt, "rt-selftest: rank 2: failing on purpose at step 2\n");
   free(out);
   free(errt);
-}
-
-/* The numbers of a one-line JSON array under key. */
-static int json_doubles(const char *json, const char *key, double *v, int max) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\": [", key);
-  const char *p = strstr(json, pat);
-  if (!p)
-    return -1;
-  p += strlen(pat);
-  int n = 0;
-  while (*p && *p != ']' && n < max) {
-    char *end;
-    v[n++] = strtod(p, &end);
-    if (end == p)
-      return -1;
-    p = end;
-    while (*p == ',' || *p == ' ')
-      p++;
-  }
-  return n;
 }
 
 /* The inference selftest run with `extra` options (under `launcher`):

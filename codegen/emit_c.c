@@ -1011,7 +1011,8 @@ static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_p
     fprintf(f, "static const aprt_tensor_spec inputs[] = {\n");
     for (int i = 0; i < G->n_prog_inputs; i++) {
       const ap_value *v = &g->values[G->prog_inputs[i]];
-      cg_put_spec(f, v->name, v->dtype, v->rank, v->dims, 0);
+      cg_put_spec(f, v->name, v->dtype, v->rank, v->dims,
+                  ap_value_index_rows(g, G->prog_inputs[i]));
     }
     fprintf(f, "};\n\n");
   }

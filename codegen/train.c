@@ -1718,7 +1718,7 @@ static ap_status write_main(tgen *G, const char *blob_path) {
     int v = G->prog_inputs[i];
     if (v >= 0) {
       const ap_value *val = &g->values[v];
-      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, ap_value_index_rows(g, v));
     } else if (o->loss == CG_LOSS_SOFTMAX_CE) {
       int64_t n = lv->dims[0], numel = ap_numel(lv->rank, lv->dims);
       cg_put_spec(f, "labels", AP_DT_INT64, 1, &n, n ? numel / n : 0);

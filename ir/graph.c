@@ -330,3 +330,33 @@ int ap_node_num_inputs(const ap_graph *g, int n) { return g->nodes[n].n_in; }
 int ap_node_num_outputs(const ap_graph *g, int n) { return g->nodes[n].n_out; }
 int ap_node_input(const ap_graph *g, int n, int i) { return g->nodes[n].in[i]; }
 int ap_node_output(const ap_graph *g, int n, int i) { return g->nodes[n].out[i]; }
+
+int64_t ap_value_index_rows(const ap_graph *g, int v) {
+  int64_t rows = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ap_node *n = &g->nodes[i];
+    if (n->dead)
+      continue;
+    for (int k = 0; k < n->n_in; k++) {
+      if (n->in[k] != v)
+        continue;
+      int64_t r = 0;
+      if (n->op == AP_OP_GATHER && k == 1 && n->in[0] >= 0) {
+        const ap_value *x = &g->values[n->in[0]];
+        int64_t axis = ap_attr_int(n, "axis", 0);
+        if (axis < 0)
+          axis += x->rank;
+        r = axis >= 0 && axis < x->rank ? x->dims[axis] : 0;
+      } else if (k == 0 && n->n_out > 0 && n->out[0] >= 0 &&
+                 ap_dtype_is_int(g->values[n->out[0]].dtype) &&
+                 (n->op == AP_OP_CAST || n->op == AP_OP_RESHAPE || n->op == AP_OP_UNSQUEEZE ||
+                  n->op == AP_OP_SQUEEZE || n->op == AP_OP_FLATTEN || n->op == AP_OP_IDENTITY ||
+                  n->op == AP_OP_TRANSPOSE || n->op == AP_OP_SLICE || n->op == AP_OP_EXPAND)) {
+        r = ap_value_index_rows(g, n->out[0]);
+      }
+      if (r > 0 && (rows == 0 || r < rows))
+        rows = r;
+    }
+  }
+  return rows;
+}

@@ -268,6 +268,10 @@ const char *ap_attr_string(const ap_node *n, const char *name, const char *dflt)
 /* The ints of an INTS attribute and their count, or NULL with *count = 0. */
 const int64_t *ap_attr_ints(const ap_node *n, const char *name, int *count);
 
+/* The rows of the smallest table integer value v indexes (as Gather's
+ * indices, directly or through casts and reshapes), or 0 when it indexes
+ * none: the range a run-time input of token ids must stay in. */
+int64_t ap_value_index_rows(const ap_graph *g, int v);
 /* A value's view as a tensor (shape, dtype, data), for constants. */
 ap_tensor ap_value_tensor(const ap_value *v);
 bool ap_value_shape_known(const ap_value *v);

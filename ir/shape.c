@@ -1335,6 +1335,19 @@ static ap_status infer_GATHER(const ctx *c) {
   int axis;
   if ((s = norm_axis(c, "axis", ap_attr_int(c->n, "axis", 0), x->rank, &axis)))
     return s;
+  /* Constant indices are checked here, once: ONNX Runtime refuses an index
+   * outside the axis, and a program must not read past its table. */
+  if (idx->data && x->dims[axis] >= 0) {
+    ap_tensor t = ap_value_tensor(idx);
+    for (int64_t j = 0; j < t.numel; j++) {
+      int64_t k = ap_tensor_get_i64(&t, j);
+      if (k < -x->dims[axis] || k >= x->dims[axis])
+        return bad(c, "index %lld at position %lld of indices '%s' is outside axis %d of '%s' "
+                      "(%lld entries)",
+                   (long long)k, (long long)j, idx->name, axis, x->name,
+                   (long long)x->dims[axis]);
+    }
+  }
   shp o;
   shp_unknown(&o);
   o.rank = x->rank - 1 + idx->rank;

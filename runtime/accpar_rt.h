@@ -262,7 +262,8 @@ typedef struct aprt_tensor_spec {
   aprt_dtype dtype;
   int ndim;
   int64_t dims[APRT_MAX_RANK];
-  int64_t classes;             /* int64 inputs (labels): values must be in [0, classes) */
+  int64_t classes;             /* int64 inputs (labels, token ids): values must be in
+                                  [0, classes); 0: any (synthesised ones are 0 or 1) */
 } aprt_tensor_spec;
 
 typedef struct aprt_args {

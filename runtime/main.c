@@ -370,7 +370,8 @@ static aprt_status load_inputs(const aprt_program *prog, const aprt_args *a,
         const int64_t *v = t->data;
         for (int64_t k = 0; k < aprt_tensor_volume(t); k++)
           if (v[k] < 0 || v[k] >= spec->classes) {
-            aprt_errorf(err, "%s: element %lld of '%s' is %lld; labels must be in [0, %lld)",
+            aprt_errorf(err, "%s: element %lld of '%s' is %lld; it must be in [0, %lld) (a "
+                        "label, or an index into a table of that many rows)",
                         path, (long long)k, spec->name, (long long)v[k],
                         (long long)spec->classes);
             s = APRT_ERR_MISMATCH;
@@ -403,9 +404,9 @@ static aprt_status load_inputs(const aprt_program *prog, const aprt_args *a,
         else
           ((double *)t->data)[k] = u;
       } else {
-        uint64_t v = spec->classes > 0
-                         ? aprt_rand_u64(a->seed, stream, (uint64_t)k) % (uint64_t)spec->classes
-                         : 0;
+        /* Labels and token ids in their range; other integers (masks) 0 or 1. */
+        uint64_t range = spec->classes > 0 ? (uint64_t)spec->classes : 2;
+        uint64_t v = aprt_rand_u64(a->seed, stream, (uint64_t)k) % range;
         store_integer(t, k, v);
       }
     }

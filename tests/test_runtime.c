@@ -978,7 +978,7 @@ Test(executable, wrong_or_missing_inputs_are_one_line_errors, .init = make_tmpdi
   write_selftest_inputs(in, 9);
   snprintf(cmd, sizeof cmd, "%s --inputs %s --report %s/r.json", SELFTEST, in, tmpdir);
   cr_assert_neq(run_cmd(cmd, &out, &errt), 0);
-  cr_assert(strstr(errt, "rt-selftest: ") && strstr(errt, "/in/input_1.pb: element 5 of 'labels' is 9; labels must be in [0, 5)"),
+  cr_assert(strstr(errt, "rt-selftest: ") && strstr(errt, "/in/input_1.pb: element 5 of 'labels' is 9; it must be in [0, 5) (a label, or an index into a table of that many rows)"),
             "%s", errt);
   cr_assert_eq(strchr(errt, '\n'), errt + strlen(errt) - 1, "one line: %s", errt);
   free(out);

@@ -21,7 +21,7 @@
 static const char usage_text[] =
     "usage: accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]\n"
     "                       [--backend c|llvm] [--batch N] [--inputs DIR] [--no-build]\n"
-    "                       -o OUTDIR\n"
+    "                       [--verify] -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
@@ -32,6 +32,8 @@ static const char usage_text[] =
     "  --inputs DIR     bind the graph inputs that fix shapes (Reshape's shape, Slice's\n"
     "                   starts...) to DIR/input_N.pb; the program checks it is fed the same\n"
     "  --no-build       write the sources only\n"
+    "  --verify         run the program and the one-device program on the same seeded\n"
+    "                   inputs and refuse (removing OUTDIR/model) when an output differs\n"
     "  -o OUTDIR        where the sources and OUTDIR/model go\n"
     "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
     "ACCPAR_KERNELS_DIR override where the runtime and the kernels are found.\n";
@@ -106,7 +108,7 @@ int cmd_compile(int argc, char **argv) {
              *backend = "c", *inputs = NULL, *outdir = NULL;
   int64_t batch = 0;
   double momentum = 0;
-  bool build = true;
+  bool build = true, verify = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -137,6 +139,8 @@ int cmd_compile(int argc, char **argv) {
       outdir = argv[++i];
     } else if (strcmp(a, "--no-build") == 0) {
       build = false;
+    } else if (strcmp(a, "--verify") == 0) {
+      verify = true;
     } else if (a[0] == '-' && a[1]) {
       return cli_usage_error("compile", "unknown option or missing value: %s\n%s", a, usage_text);
     } else if (!model) {
@@ -202,8 +206,15 @@ int cmd_compile(int argc, char **argv) {
     b.kernels_dir = locate("ACCPAR_KERNELS_DIR", ACCPAR_KERNELS_DIR, kdir, sizeof kdir, fallback);
     b.extra_libs = ACCPAR_RT_LINK_FLAGS;
     b.n_devices = devs.n_devices;
-    if (ap_codegen_build(&b, &d) != AP_OK)
+    if (ap_codegen_build(&b, &d) != AP_OK ||
+        (verify && cli_verify(argc, argv, g, model, outdir, devs.n_devices, opts.train,
+                              &d) != AP_OK)) {
+      char exe_path[PATH_MAX + 16];
+      snprintf(exe_path, sizeof exe_path, "%s/model", outdir);
+      if (verify)
+        remove(exe_path);
       rc = cli_fail(&d);
+    }
     free(root);
   }
   ap_graph_free(g);

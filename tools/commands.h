@@ -4,6 +4,7 @@
 #ifndef ACCPAR_COMMANDS_H
 #define ACCPAR_COMMANDS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "accpar/accpar.h"
@@ -14,6 +15,12 @@ int cmd_compare(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_tensor(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+
+/* compile --verify (tools/verify.c): the program in outdir (of ndev devices, for g)
+ * against the one-device program accparc compiles with the options argv
+ * (from the command name on) minus the array, strategy and output folder. */
+ap_status cli_verify(int argc, char **argv, const ap_graph *g, const char *model,
+                     const char *outdir, int ndev, bool train, ap_diag *d);
 
 /* Shared by the subcommands (tools/cli.c). */
 int cli_fail(const ap_diag *d);                         /* prints the diag; returns 1 or 2 */

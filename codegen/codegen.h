@@ -145,9 +145,10 @@ void cg_put_blob_asm(FILE *f, const char *blob_path);
 /* device_names[]: the kinds of plan p (passes/passes.h) when it has n_dev
  * devices, or else device_kind (NULL: "cpu"). */
 void cg_put_device_names(FILE *f, const void *p, int n_dev, const char *device_kind);
-/* One aprt_tensor_spec initializer line. */
+/* One aprt_tensor_spec initializer line (classes and ignore: see
+ * accpar_rt.h). */
 void cg_put_spec(FILE *f, const char *name, ap_dtype dt, int rank, const int64_t *dims,
-                 int64_t classes);
+                 int64_t classes, int64_t ignore);
 /* run(): device aprt_rank(c) runs ap_device_<rank>. */
 void cg_put_run(FILE *f, int n_dev);
 

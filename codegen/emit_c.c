@@ -1012,7 +1012,7 @@ static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_p
     for (int i = 0; i < G->n_prog_inputs; i++) {
       const ap_value *v = &g->values[G->prog_inputs[i]];
       cg_put_spec(f, v->name, v->dtype, v->rank, v->dims,
-                  ap_value_index_rows(g, G->prog_inputs[i]));
+                  ap_value_index_rows(g, G->prog_inputs[i]), 0);
     }
     fprintf(f, "};\n\n");
   }
@@ -1020,7 +1020,7 @@ static ap_status write_main(gen *G, const ap_codegen_opts *o, const char *blob_p
     fprintf(f, "static const aprt_tensor_spec outputs[] = {\n");
     for (int i = 0; i < g->n_outputs; i++) {
       const ap_value *v = &g->values[g->outputs[i]];
-      cg_put_spec(f, v->name, v->dtype, v->rank, v->dims, 0);
+      cg_put_spec(f, v->name, v->dtype, v->rank, v->dims, 0, 0);
     }
     fprintf(f, "};\n\n");
   }

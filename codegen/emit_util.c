@@ -385,13 +385,13 @@ void cg_put_device_names(FILE *f, const void *plan, int n_dev, const char *devic
 }
 
 void cg_put_spec(FILE *f, const char *name, ap_dtype dt, int rank, const int64_t *dims,
-                 int64_t classes) {
+                 int64_t classes, int64_t ignore) {
   fprintf(f, "    {");
   cg_put_cstring(f, name);
   fprintf(f, ", (aprt_dtype)%d, %d, {", (int)dt, rank);
   for (int k = 0; k < rank; k++)
     fprintf(f, "%s%lld", k ? ", " : "", (long long)dims[k]);
-  fprintf(f, "%s}, %lld},\n", rank ? "" : "0", (long long)classes);
+  fprintf(f, "%s}, %lld, %lld},\n", rank ? "" : "0", (long long)classes, (long long)ignore);
 }
 
 void cg_put_run(FILE *f, int n_dev) {

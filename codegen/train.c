@@ -159,7 +159,7 @@ ap_status cg_train_schedule_build(ap_graph *g, bool grad_inputs, cg_train_schedu
   for (int v = 0; v < nv; v++) {
     const ap_value *val = &g->values[v];
     bool fl = val->dtype == AP_DT_FLOAT || val->dtype == AP_DT_DOUBLE;
-    diff[v] = fl && ((val->kind == AP_VAL_WEIGHT && val->data) ||
+    diff[v] = fl && (ap_value_is_parameter(val) ||
                      (grad_inputs && val->kind == AP_VAL_INPUT && !val->data));
   }
   /* Forward: a node's float outputs are differentiable when a
@@ -268,7 +268,7 @@ typedef struct buf_info {
   bool slice;       /* a local slice of what the device holds (shared by readers) */
 } buf_info;
 
-enum { MAX_ARGS = 2 * CG_MAX_OPERANDS + 4, ARG_LOSS = -1, ARG_LR = -2 };
+enum { MAX_ARGS = 2 * CG_MAX_OPERANDS + 4, ARG_LOSS = -1, ARG_LR = -2, ARG_LABELS = -3 };
 /* Calls that are not kernels (args are buffers; boxes from buf_box):
  * K_SLICE   args[0]'s box into args[1], locally;
  * K_XCHG    the pieces of a transfer from args[0] into args[1] (copied), or
@@ -295,7 +295,7 @@ typedef struct call {
   call_phase phase;
   int kernel;               /* or one of K_* */
   int n_args;
-  int args[MAX_ARGS];       /* buffer ids, ARG_LOSS, ARG_LR */
+  int args[MAX_ARGS];       /* buffer ids, ARG_LOSS, ARG_LR, ARG_LABELS */
   uint64_t writes;          /* bit a: args[a] is written */
   bool work;
   const ap_dxfer *xfer;     /* K_XCHG, K_GSUM */
@@ -470,14 +470,16 @@ static void arena_buf(tgen *G, int b, int v) {
 
 /* The loss's fed operand (labels [N] or weights of the logits' shape) and
  * this device's box of it: the rows of its box of the logits. */
+/* The fed loss input: labels shaped like the logits without their last
+ * (class) axis, or loss weights shaped like the logits. */
 static int fed_rank(const tgen *G) {
-  return G->o->loss == CG_LOSS_SOFTMAX_CE ? 1 : G->g->values[G->sch.logits].rank;
+  int r = G->g->values[G->sch.logits].rank;
+  return G->o->loss == CG_LOSS_SOFTMAX_CE ? r - 1 : r;
 }
 
 static int64_t fed_numel(const tgen *G) {
   const ap_value *lv = &G->g->values[G->sch.logits];
-  return G->o->loss == CG_LOSS_SOFTMAX_CE ? (lv->rank ? lv->dims[0] : 1)
-                                          : ap_numel(lv->rank, lv->dims);
+  return ap_numel(fed_rank(G), lv->dims);
 }
 
 /* The box of the logits this device's loss reads (passes/distribute.h). */
@@ -487,12 +489,7 @@ static ap_dbox loss_box(const tgen *G) {
   return G->dist->loss_box[G->dev];
 }
 
-static ap_dbox fed_box(const tgen *G) {
-  ap_dbox b = loss_box(G);
-  if (G->o->loss == CG_LOSS_SOFTMAX_CE && G->g->values[G->sch.logits].rank == 0)
-    b.hi[0] = 1;
-  return b;
-}
+static ap_dbox fed_box(const tgen *G) { return loss_box(G); }
 
 /* Storage of the program's inputs and the trainable weights, which come
  * first in the blob so one copy fills the writable region. */
@@ -698,9 +695,9 @@ static int read_buf(tgen *G, int ni, int i, call_phase ph) {
   const ap_value *val = &G->g->values[v];
   ap_dbox b = read_box(G, ni, i), h = vbox(G, v);
   const ap_dxfer *t = G->dist && G->dist->node[ni].xfer_in ? G->dist->node[ni].xfer_in[i] : NULL;
-  if (G->sch.trainable[v]) {
+  if (G->sch.trainable[v] && ap_dbox_equal(val->rank, &b, &h)) {
     *m = v;
-  } else if (val->data) {
+  } else if (val->data && !G->sch.trainable[v]) {
     *m = const_buf(G, v, &b);
   } else if (t) {
     *m = extra_buf(G, v, &b, ST_ARENA);
@@ -1182,31 +1179,38 @@ static ap_status emit_loss(tgen *G) {
   if (!cg_text_open(&body))
     return oom(G);
   if (G->o->loss == CG_LOSS_SOFTMAX_CE) {
-    int64_t n_all = lv->rank >= 1 ? lv->dims[0] : 1;
-    int64_t n = lv->rank >= 1 ? box.hi[0] - box.lo[0] : 1;
-    int64_t classes = n_all ? ap_numel(lv->rank, lv->dims) / n_all : 0;
-    if (lv->rank < 1 || classes < 1) {
+    int64_t classes = lv->rank >= 2 ? lv->dims[lv->rank - 1] : 0;
+    if (classes < 1) {
       cg_text_close(&body);
       free(body.s);
       return ap_error(G->d, AP_ERR_UNSUPPORTED, G->g->path, NULL, NULL,
-                      "output '%s': the cross-entropy loss needs [N, classes...] logits",
+                      "output '%s': the cross-entropy loss needs [N, ..., classes] logits",
                       lv->name);
     }
-    /* The class axis is everything after the batch, flattened. */
+    /* The mean is over every device's labels that count: each device
+     * counts them in the whole labels tensor and scales its own rows' sum,
+     * and the runtime adds the devices' parts (aprt_step_loss). With every
+     * label ignored the loss is 0 and nothing moves. */
     fprintf(body.f,
+            "int64_t counted = 0;\n"
+            "for (int64_t i = 0; i < %lld; i++)\n  counted += all_labels[i] != %d;\n"
+            "const double scale = counted ? 1.0 / (double)counted : 0;\n"
             "double total = 0;\n"
             "for (int64_t n = 0; n < %lld; n++) {\n"
             "const %s *z = x0 + n * %lld;\n%s *dz = dx0 + n * %lld;\n"
             "const int64_t label = labels[n];\n"
+            "if (label == %d) {\n"
+            "  for (int64_t c = 0; c < %lld; c++)\n    dz[c] = 0;\n  continue;\n}\n"
             "double top = z[0], sum = 0;\n"
             "for (int64_t c = 1; c < %lld; c++)\n  if (z[c] > top)\n    top = z[c];\n"
             "for (int64_t c = 0; c < %lld; c++)\n  sum += exp((double)z[c] - top);\n"
             "total += top + log(sum) - z[label];\n"
             "for (int64_t c = 0; c < %lld; c++)\n"
-            "  dz[c] = (%s)((exp((double)z[c] - top) / sum - (c == label)) / %lld);\n"
-            "}\n*loss = total / %lld;\n",
-            (long long)n, ct, (long long)classes, ct, (long long)classes, (long long)classes,
-            (long long)classes, (long long)classes, ct, (long long)n_all, (long long)n_all);
+            "  dz[c] = (%s)((exp((double)z[c] - top) / sum - (c == label)) * scale);\n"
+            "}\n*loss = total * scale;\n",
+            (long long)fed_numel(G), CG_IGNORE_INDEX, (long long)(numel / classes), ct,
+            (long long)classes, ct, (long long)classes, CG_IGNORE_INDEX, (long long)classes,
+            (long long)classes, (long long)classes, (long long)classes, ct);
   } else {
     fprintf(body.f,
             "double total = 0;\nfor (int64_t i = 0; i < %lld; i++) {\n"
@@ -1218,9 +1222,10 @@ static ap_status emit_loss(tgen *G) {
     return oom(G);
   }
   fprintf(sig.f, "const %s *restrict x0, const %s *restrict %s, %s *restrict dx0, "
-                 "double *restrict loss",
+                 "double *restrict loss%s",
           ct, G->o->loss == CG_LOSS_SOFTMAX_CE ? "int64_t" : ct,
-          G->o->loss == CG_LOSS_SOFTMAX_CE ? "labels" : "w", ct);
+          G->o->loss == CG_LOSS_SOFTMAX_CE ? "labels" : "w", ct,
+          G->o->loss == CG_LOSS_SOFTMAX_CE ? ", const int64_t *restrict all_labels" : "");
   if (!cg_text_close(&sig)) {
     free(body.s);
     free(sig.s);
@@ -1252,6 +1257,8 @@ static ap_status emit_loss(tgen *G) {
   add_arg(&c, fed_buf(G), false);
   add_arg(&c, err, true);
   add_arg(&c, ARG_LOSS, false);
+  if (G->o->loss == CG_LOSS_SOFTMAX_CE)
+    add_arg(&c, ARG_LABELS, false);
   if ((s = push_call(G, &c)) != AP_OK)
     return s;
   if (err == grad_buf(G, lg))
@@ -1382,6 +1389,10 @@ static void put_buf_ptr(tgen *G, FILE *f, int b) {
     fputs("lr", f);
     return;
   }
+  if (b == ARG_LABELS) { /* the whole labels tensor, as the runtime read it */
+    fprintf(f, "((const int64_t *)in%d)", G->bufs[fed_buf(G)].input_index);
+    return;
+  }
   int r = root_of(G, b);
   const buf_info *bi = &G->bufs[r];
   const char *ct = cg_ctype(G->bufs[b].dtype ? G->bufs[b].dtype : bi->dtype);
@@ -1427,12 +1438,7 @@ static void put_inbox_pack(tgen *G, FILE *f, int b, int input_index) {
   ap_dbox box, within;
   if (b == fed_buf(G)) {
     rank = fed_rank(G);
-    if (G->o->loss == CG_LOSS_SOFTMAX_CE) {
-      memset(&within, 0, sizeof within);
-      within.hi[0] = fed_numel(G);
-    } else {
-      within = whole_box(lv);
-    }
+    within = whole_box(lv);
     box = fed_box(G);
   } else {
     const ap_value *v = &G->g->values[G->bufs[b].value];
@@ -1718,22 +1724,23 @@ static ap_status write_main(tgen *G, const char *blob_path) {
     int v = G->prog_inputs[i];
     if (v >= 0) {
       const ap_value *val = &g->values[v];
-      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, ap_value_index_rows(g, v));
+      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, ap_value_index_rows(g, v),
+                  0);
     } else if (o->loss == CG_LOSS_SOFTMAX_CE) {
-      int64_t n = lv->dims[0], numel = ap_numel(lv->rank, lv->dims);
-      cg_put_spec(f, "labels", AP_DT_INT64, 1, &n, n ? numel / n : 0);
+      cg_put_spec(f, "labels", AP_DT_INT64, lv->rank - 1, lv->dims, lv->dims[lv->rank - 1],
+                  CG_IGNORE_INDEX);
     } else {
-      cg_put_spec(f, "loss_weights", lv->dtype, lv->rank, lv->dims, 0);
+      cg_put_spec(f, "loss_weights", lv->dtype, lv->rank, lv->dims, 0, 0);
     }
   }
   fprintf(f, "};\n\nstatic const aprt_tensor_spec outputs[] = {\n");
   int n_out = 0;
   for (int i = 0; i < g->n_outputs; i++, n_out++) {
     const ap_value *val = &g->values[g->outputs[i]];
-    cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+    cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0, 0);
   }
   if (o->export_grads) {
-    cg_put_spec(f, "loss", AP_DT_DOUBLE, 0, NULL, 0);
+    cg_put_spec(f, "loss", AP_DT_DOUBLE, 0, NULL, 0, 0);
     n_out++;
     for (int i = 0; i < G->n_exports; i++, n_out++) {
       const ap_value *val = &g->values[G->exports[i]];
@@ -1743,13 +1750,13 @@ static ap_status write_main(tgen *G, const char *blob_path) {
         free(t.s);
         return oom(G);
       }
-      cg_put_spec(f, name, val->dtype, val->rank, val->dims, 0);
+      cg_put_spec(f, name, val->dtype, val->rank, val->dims, 0, 0);
     }
   }
   for (int v = 0; o->export_weights && v < G->nv; v++)
     if (G->sch.trainable[v]) {
       const ap_value *val = &g->values[v];
-      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0);
+      cg_put_spec(f, val->name, val->dtype, val->rank, val->dims, 0, 0);
       n_out++;
     }
   fprintf(f, "};\n\n");

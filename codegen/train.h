@@ -17,9 +17,15 @@
 
 /* ---- train.c: the schedule ----------------------------------------------- */
 
+/* Labels equal to it count for nothing (PyTorch's CrossEntropyLoss default). */
+enum { CG_IGNORE_INDEX = -100 };
+
 typedef enum cg_loss {
-  CG_LOSS_SOFTMAX_CE,  /* mean over the batch of softmax cross-entropy of the
-                          final output [N, classes...] against int64 labels [N] */
+  CG_LOSS_SOFTMAX_CE,  /* softmax cross-entropy over the last axis of the final output
+                          [..., classes] against int64 labels [...] (its shape without
+                          the last axis: [N] for a classifier, [N, S] per token for a
+                          language model), the mean over the labels that are not
+                          CG_IGNORE_INDEX */
   CG_LOSS_WEIGHTED_SUM /* sum(w * y) of the final output y with a fed w of
                           y's shape: dL/dy = w, for gradient checks */
 } cg_loss;

@@ -360,3 +360,8 @@ int64_t ap_value_index_rows(const ap_graph *g, int v) {
   }
   return rows;
 }
+
+bool ap_value_is_parameter(const ap_value *v) {
+  return v->kind == AP_VAL_WEIGHT && v->data && ap_dtype_is_float(v->dtype) &&
+         ap_numel(v->rank, v->dims) > 1;
+}

@@ -268,6 +268,11 @@ const char *ap_attr_string(const ap_node *n, const char *name, const char *dflt)
 /* The ints of an INTS attribute and their count, or NULL with *count = 0. */
 const int64_t *ap_attr_ints(const ap_node *n, const char *name, int *count);
 
+/* Whether v is a parameter a training step updates: a float initializer
+ * with more than one element. Exporters write scalar constants (Pow's
+ * exponent, an epsilon, a mask's fill value, 1/sqrt(d)) as initializers
+ * too; they stay constants. */
+bool ap_value_is_parameter(const ap_value *v);
 /* The rows of the smallest table integer value v indexes (as Gather's
  * indices, directly or through casts and reshapes), or 0 when it indexes
  * none: the range a run-time input of token ids must stay in. */

@@ -531,6 +531,70 @@ static void weightless_node(dctx *x, int ni, int vx) {
   }
 }
 
+/* Values computed from weights and constants alone (a tied embedding
+ * table's transpose feeding the LM head) are computed where they are read:
+ * such a node computes, on each device, the smallest box holding what its
+ * readers there read, and reads of its inputs what that box needs. In
+ * reverse order, so a chain of them narrows from its last reader back to
+ * the weight, whose box then covers only what the layers read of it. */
+static void narrow_weight_chains(dctx *x) {
+  ap_graph *g = x->g;
+  bool *derived = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *derived);
+  if (!derived)
+    return; /* boxes stay whole: correct, only larger */
+  for (int v = 0; v < g->n_values; v++)
+    derived[v] = g->values[v].data != NULL;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    bool all = !n->dead && n->n_in > 0;
+    for (int i = 0; i < n->n_in && all; i++)
+      all = n->in[i] < 0 || derived[n->in[i]];
+    for (int o = 0; o < n->n_out && all; o++)
+      if (n->out[o] >= 0)
+        derived[n->out[o]] = true;
+  }
+  for (int ni = g->n_nodes - 1; ni >= 0; ni--) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || n->n_out != 1 || n->out[0] < 0 || !x->dist->node[ni].in ||
+        x->vertex_of[ni] >= 0 || !derived[n->out[0]] || g->values[n->out[0]].data ||
+        g->values[n->out[0]].is_graph_output || !ap_axes_boxwise(g, n) ||
+        ap_op_table[n->op].axes == AP_AXES_RESHAPE)
+      continue;
+    int y = n->out[0];
+    const ap_value *yv = &g->values[y];
+    for (int dev = 0; dev < x->n_dev; dev++) {
+      ap_dbox need;
+      bool any = false;
+      for (int ci = ni + 1; ci < g->n_nodes; ci++) {
+        const ap_node *c = &g->nodes[ci];
+        for (int i = 0; i < c->n_in && !c->dead && x->dist->node[ci].in; i++) {
+          if (c->in[i] != y)
+            continue;
+          const ap_dbox *b = IN(x, ci, i, dev);
+          for (int a = 0; a < yv->rank; a++) {
+            need.lo[a] = any && need.lo[a] < b->lo[a] ? need.lo[a] : b->lo[a];
+            need.hi[a] = any && need.hi[a] > b->hi[a] ? need.hi[a] : b->hi[a];
+          }
+          any = true;
+        }
+      }
+      for (int a = 0; a < yv->rank && any; a++)
+        if (!ap_axes_out_split(g, n, a)) {
+          need.lo[a] = 0;
+          need.hi[a] = yv->dims[a];
+        }
+      if (!any)
+        continue;
+      *OUT(x, ni, 0, dev) = need;
+      *HELD(x, y, dev) = need;
+      for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0)
+          *IN(x, ni, i, dev) = whole_box(&g->values[n->in[i]]);
+      follow_output(x, ni, dev, &need, -1);
+    }
+  }
+}
+
 ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
   ap_arena *a = g->arena;
   const ap_plan *p = g->plan;
@@ -610,6 +674,8 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
           *HELD(&x, n->out[o], dev) = *OUT(&x, ni, o, dev);
       }
   }
+  if (n_dev > 1)
+    narrow_weight_chains(&x);
   for (int dev = 0; dev < n_dev; dev++)
     dist->step_bytes[dev] = -1;
   *out = dist;
@@ -619,15 +685,41 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
 /* ---- the training step ------------------------------------------------------ */
 
 ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev) {
+  const ap_value *val = &g->values[v];
+  ap_dbox u;
+  bool any = false;
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];
     if (n->dead || !dist->node[ni].in)
       continue;
-    for (int i = 0; i < n->n_in; i++)
+    for (int i = 0; i < n->n_in; i++) {
+      if (n->in[i] != v)
+        continue;
+      const ap_dbox *b = &dist->node[ni].in[(size_t)i * (size_t)dist->n_dev + (size_t)dev];
+      if (ap_dbox_volume(val->rank, b) == 0)
+        continue;
+      if (!any) {
+        u = *b;
+        any = true;
+        continue;
+      }
+      for (int a = 0; a < val->rank; a++) {
+        u.lo[a] = b->lo[a] < u.lo[a] ? b->lo[a] : u.lo[a];
+        u.hi[a] = b->hi[a] > u.hi[a] ? b->hi[a] : u.hi[a];
+      }
+    }
+  }
+  if (any)
+    return u;
+  /* Read by none of this device's nodes: an empty box (or whole when no
+   * node reads it anywhere). */
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    for (int i = 0; i < n->n_in && !n->dead && dist->node[ni].in; i++)
       if (n->in[i] == v)
         return dist->node[ni].in[(size_t)i * (size_t)dist->n_dev + (size_t)dev];
   }
-  return whole_box(&g->values[v]);
+  return whole_box(val);
 }
 
 /* Whether the devices' boxes of the final output partition its rows: each
@@ -772,7 +864,8 @@ static ap_status default_schedule(dctx *x, uint64_t **want, bool **trainable) {
   for (int v = 0; v < g->n_values; v++) {
     const ap_value *val = &g->values[v];
     from_w[v] = val->dtype == AP_DT_FLOAT && val->producer < 0 &&
-                ((val->kind == AP_VAL_WEIGHT && val->data) || (val->kind == AP_VAL_INPUT && !val->data));
+                (ap_value_is_parameter(val) || (val->kind == AP_VAL_INPUT && !val->data &&
+                                                ap_numel(val->rank, val->dims) > 1));
   }
   for (int ni = 0; ni < g->n_nodes; ni++)
     if (!g->nodes[ni].dead && g->nodes[ni].n_in > 0 && g->nodes[ni].in[0] >= 0 &&
@@ -862,21 +955,8 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
     if (!trainable[v])
       continue;
     const ap_value *val = &g->values[v];
-    for (int dev = 0; dev < n; dev++) {
+    for (int dev = 0; dev < n; dev++)
       box[dev] = ap_dist_weight_box(g, dist, v, dev);
-      /* Every reader on a device reads the same box of a weight. */
-      for (int ni = 0; ni < g->n_nodes; ni++) {
-        const ap_node *n_ = &g->nodes[ni];
-        if (n_->dead || !dist->node[ni].in)
-          continue;
-        for (int i = 0; i < n_->n_in; i++)
-          if (n_->in[i] == v &&
-              !ap_dbox_equal(val->rank, &box[dev], &dist->node[ni].in[(size_t)i * n + dev]))
-            return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n_->name, n_->op_type,
-                            "training: weight '%s' is read in two different boxes by one "
-                            "device", val->name);
-      }
-    }
     if ((s = weight_sum(&x, v, box, &dist->wgrad[v])) != AP_OK)
       return s;
     if (dist->wgrad[v])

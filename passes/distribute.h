@@ -104,8 +104,9 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d);
 ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
                               ap_dist **out, ap_diag *d);
 
-/* The device d's box of trainable weight v: what its readers read of it
- * (they agree; ap_distribute_train checks), whole when no node reads it. */
+/* The device d's box of trainable weight v: the smallest box holding every
+ * box its readers on d read of it (a table tied to an LM head may be read
+ * by rows and by columns), whole when no node reads it. */
 ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev);
 
 int64_t ap_dbox_volume(int rank, const ap_dbox *b);

@@ -264,6 +264,8 @@ typedef struct aprt_tensor_spec {
   int64_t dims[APRT_MAX_RANK];
   int64_t classes;             /* int64 inputs (labels, token ids): values must be in
                                   [0, classes); 0: any (synthesised ones are 0 or 1) */
+  int64_t ignore;              /* with classes: one more value allowed (labels: PyTorch's
+                                  ignore_index, -100); 0: none */
 } aprt_tensor_spec;
 
 typedef struct aprt_args {

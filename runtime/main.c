@@ -369,7 +369,7 @@ static aprt_status load_inputs(const aprt_program *prog, const aprt_args *a,
       if (!s && spec->dtype == APRT_INT64 && spec->classes > 0) {
         const int64_t *v = t->data;
         for (int64_t k = 0; k < aprt_tensor_volume(t); k++)
-          if (v[k] < 0 || v[k] >= spec->classes) {
+          if ((v[k] < 0 || v[k] >= spec->classes) && (!spec->ignore || v[k] != spec->ignore)) {
             aprt_errorf(err, "%s: element %lld of '%s' is %lld; it must be in [0, %lld) (a "
                         "label, or an index into a table of that many rows)",
                         path, (long long)k, spec->name, (long long)v[k],

@@ -139,11 +139,11 @@ static int run(aprt_comm *c, void *unused) {
 
 static const char *const device_names[NDEV] = {"cpu", "cpu", "tpuv2"};
 static const aprt_tensor_spec inputs[] = {
-    {"x", APRT_FLOAT, 2, {ROWS, COLS}, 0},
-    {"labels", APRT_INT64, 1, {ROWS}, 5},
+    {"x", APRT_FLOAT, 2, {ROWS, COLS}, 0, 0},
+    {"labels", APRT_INT64, 1, {ROWS}, 5, 0},
 };
 static const aprt_tensor_spec outputs[] = {
-    {"y", APRT_FLOAT, 2, {ROWS, COLS}, 0},
+    {"y", APRT_FLOAT, 2, {ROWS, COLS}, 0, 0},
 };
 
 static const aprt_program program = {
@@ -161,8 +161,8 @@ static const aprt_program program = {
 };
 
 static const aprt_tensor_spec infer_outputs[] = {
-    {"y", APRT_FLOAT, 2, {ROWS, COLS}, 0},
-    {"runs", APRT_INT64, 1, {1}, 0},
+    {"y", APRT_FLOAT, 2, {ROWS, COLS}, 0, 0},
+    {"runs", APRT_INT64, 1, {1}, 0, 0},
 };
 
 static const aprt_program infer_program = {

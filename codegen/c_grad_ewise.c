@@ -3,7 +3,9 @@
  * output; Gelu its input, in double as its forward); binary ones reduce the
  * output gradient over the dims an operand was broadcast along (numpy
  * rules). Dropout is the identity in training as in inference (see
- * docs/training.md). */
+ * docs/training.md). A Cast between float types passes the error back in
+ * the input's type; a Cast to an integer type ends the gradient (its output
+ * is not differentiable). */
 #include <string.h>
 
 #include "codegen/train.h"
@@ -205,5 +207,7 @@ const cg_grad_op cg_grad_ops_ewise[AP_OP_COUNT] = {
     [AP_OP_MIN] = {grad_min, ~(uint64_t)0, ~(uint64_t)0, 0},
     [AP_OP_WHERE] = {grad_where, 0x6, 0x1, 0},
     [AP_OP_IDENTITY] = {grad_identity, 0x1, 0, 0},
+    [AP_OP_CAST] = {grad_identity, 0x1, 0, 0},      /* between float types: the error */
+    [AP_OP_CAST_LIKE] = {grad_identity, 0x1, 0, 0}, /* converted back */
     [AP_OP_DROPOUT] = {grad_identity, 0x1, 0, 0},
 };

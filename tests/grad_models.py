@@ -216,6 +216,91 @@ def reshape():
     return model([n1, n2], [("x", D, [2, 6])], ("y", D), [const("shape", [3, 4])])
 
 
+def scalar(name, value, dtype=np.float64):
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
+def cast_f32():
+    """Float32 through float64 and back, as exporters write mixed precision."""
+    nodes = [helper.make_node("Cast", ["x"], ["d"], to=D),
+             helper.make_node("Mul", ["d", "d"], ["s"]),
+             helper.make_node("Cast", ["s"], ["y"], to=F)]
+    return model(nodes, [("x", F, [3, 4])], ("y", F))
+
+
+def masked_softmax():
+    """Attention scores under a causal mask: Where fills the future with the
+    lowest float, Softmax over the last axis."""
+    mask = numpy_helper.from_array(np.tril(np.ones((4, 4), bool))[None], "mask")
+    nodes = [helper.make_node("Where", ["mask", "s", "low"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["y"], axis=-1)]
+    return model(nodes, [("s", D, [2, 4, 4])], ("y", D),
+                 [mask, scalar("low", np.finfo(np.float64).min)])
+
+
+def layer_norm_decomposed():
+    """LayerNormalization the way opset < 17 exporters write it."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["mu"], axes=[-1]),
+             helper.make_node("Sub", ["x", "mu"], ["d"]),
+             helper.make_node("Pow", ["d", "two"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["var"], axes=[-1]),
+             helper.make_node("Add", ["var", "eps"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["sd"]),
+             helper.make_node("Div", ["d", "sd"], ["n"]),
+             helper.make_node("Mul", ["n", "g"], ["ng"]),
+             helper.make_node("Add", ["ng", "b"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 5]), ("g", D, [5]), ("b", D, [5])], ("y", D),
+                 [scalar("two", 2.0), scalar("eps", 1e-5)], opset=13)
+
+
+def gelu_tanh_exported():
+    """GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    nodes = [helper.make_node("Pow", ["x", "three"], ["x3"]),
+             helper.make_node("Mul", ["k2", "x3"], ["a"]),
+             helper.make_node("Add", ["x", "a"], ["b"]),
+             helper.make_node("Mul", ["k", "b"], ["c"]),
+             helper.make_node("Tanh", ["c"], ["t"]),
+             helper.make_node("Add", ["one", "t"], ["u"]),
+             helper.make_node("Mul", ["x", "u"], ["v"]),
+             helper.make_node("Mul", ["half", "v"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D),
+                 [scalar("three", 3.0), scalar("k2", 0.044715), scalar("k", 0.7978845608028654),
+                  scalar("one", 1.0), scalar("half", 0.5)], opset=13)
+
+
+def attention():
+    """One head of scaled dot-product attention with an additive mask from
+    int64 token flags (Cast, Sub, Mul), as BERT's exporters write it."""
+    flags = numpy_helper.from_array(np.array([[1, 1, 1, 0]], np.int64), "flags")
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["qk"]),
+             helper.make_node("Div", ["qk", "scale"], ["s"]),
+             helper.make_node("Unsqueeze", ["flags", "ax1"], ["f1"]),
+             helper.make_node("Cast", ["f1"], ["ff"], to=D),
+             helper.make_node("Sub", ["one", "ff"], ["inv"]),
+             helper.make_node("Mul", ["inv", "low"], ["bias"]),
+             helper.make_node("Add", ["s", "bias"], ["sm"]),
+             helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    return model(nodes, [("q", D, [1, 3, 2]), ("k", D, [1, 4, 2]), ("v", D, [1, 4, 3])],
+                 ("y", D),
+                 [flags, const("ax1", [1]), scalar("scale", 1.4142135623730951),
+                  scalar("one", 1.0), scalar("low", -1e9)], opset=13)
+
+
+def embedding_tied():
+    """A table read as an embedding and, transposed, as the output layer."""
+    ids = numpy_helper.from_array(np.array([[3, 1, 3], [0, -1, 2]], np.int64), "ids")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]),
+             helper.make_node("Transpose", ["table"], ["tt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["e", "tt"], ["y"])]
+    return model(nodes, [("table", D, [4, 3])], ("y", D), [ids], opset=13)
+
+
+def ce_per_token():
+    return model([helper.make_node("Identity", ["x"], ["y"])], [("x", D, [2, 3, 5])], ("y", D))
+
+
 def sgd_gemm():
     """y = x W^T + b with W and b trainable initializers (float64)."""
     rng = np.random.default_rng(7)
@@ -226,11 +311,13 @@ def sgd_gemm():
 
 
 CASES = {
-    "cast_no_backward": lambda: model(
-        [helper.make_node("Conv", ["x", "w"], ["c"]),
-         helper.make_node("Cast", ["c"], ["y"], to=F)],
-        [("x", D, [1, 2, 3, 3])], ("y", F),
-        [numpy_helper.from_array(np.ones((2, 2, 1, 1)), "w")]),
+    "cast_f32": cast_f32,
+    "masked_softmax": masked_softmax,
+    "layer_norm_decomposed": layer_norm_decomposed,
+    "gelu_tanh_exported": gelu_tanh_exported,
+    "attention": attention,
+    "embedding_tied": embedding_tied,
+    "ce_per_token": ce_per_token,
     "lrn": lambda: model([helper.make_node("LRN", ["x"], ["y"], size=3, alpha=0.5, beta=0.75,
                                            bias=1.5)],
                          [("x", D, [2, 5, 2, 2])], ("y", D)),

@@ -365,6 +365,12 @@ int ap_axes_reshape(const ap_value *x, const ap_value *y, int a, int64_t *in_ste
                     int64_t *out_step);
 int64_t ap_gcd(int64_t a, int64_t b);
 
+/* ---- unfuse.c ----------------------------------------------------------- */
+
+/* MatMul(x, W) [+ bias] followed by a Split of the last axis becomes one
+ * MatMul per part on column slices of W (and of the bias). */
+ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
+
 /* ---- bind.c ------------------------------------------------------------- */
 /* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */
 

@@ -1,8 +1,9 @@
 /* The pass pipeline, visible in one place. Folding runs shape inference node
  * by node as it goes (exporters compute Reshape targets with Shape/Gather/
  * Concat chains, so shapes and constants depend on each other); the shapes
- * pass then re-infers the folded graph from scratch, and the verifier runs
- * between passes to catch a pass that broke an invariant. */
+ * pass then re-infers the folded graph from scratch; unfuse splits fused
+ * projections into layers (ir/unfuse.c); the verifier runs between passes
+ * to catch a pass that broke an invariant. */
 #include <string.h>
 
 #include "ir/ir.h"
@@ -16,6 +17,7 @@ static const struct {
     {"verify", ap_verify},
     {"fold", ap_fold_constants},
     {"shapes", ap_infer_shapes},
+    {"unfuse", ap_unfuse_projections},
     {"check", ap_verify},
 };
 
@@ -38,7 +40,8 @@ ap_status ap_run_pipeline(ap_graph *g, const ap_pipeline_opts *opts, ap_diag *d)
       known |= strcmp(passes[i].name, dump_after) == 0;
     if (!known)
       return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
-                      "--dump-after: no pass named '%s' (passes: verify, fold, shapes, check)",
+                      "--dump-after: no pass named '%s' (passes: verify, fold, shapes, unfuse, "
+                      "check)",
                       dump_after);
   }
   for (int i = 0; i < N_PASSES; i++) {

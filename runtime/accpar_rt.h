@@ -165,6 +165,18 @@ aprt_status aprt_exchange(aprt_comm *c, const void *src, int nsend, const aprt_x
                           void *dst, int nrecv, const aprt_xfer *recvs,
                           size_t elem_size, int tag);
 
+/* The exchange in two halves, so that a program can post its sends as soon
+ * as the source is computed and wait for its receives only where it reads
+ * them: start posts the sends, finish receives and unpacks. src must not
+ * change until this rank's next finish, exchange or collective returns
+ * (under threads the receivers may be copying straight out of it until
+ * then); several starts may be outstanding. aprt_exchange is start then
+ * finish. Matching and bytes as aprt_exchange. */
+aprt_status aprt_exchange_start(aprt_comm *c, const void *src, int nsend, const aprt_xfer *sends,
+                                size_t elem_size, int tag);
+aprt_status aprt_exchange_finish(aprt_comm *c, void *dst, int nrecv, const aprt_xfer *recvs,
+                                 size_t elem_size, int tag);
+
 /* ---- tensors and TensorProto files (tensor_io.c) ------------------------- */
 
 typedef enum aprt_dtype { /* numbered as ONNX TensorProto.DataType */

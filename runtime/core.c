@@ -189,6 +189,20 @@ void *aprt_buffer(aprt_comm *c, int id, size_t bytes) {
 void aprt_comm_release(aprt_comm *c) {
   for (int i = 0; i < APRT_MAX_BUFFERS; i++)
     buffer_free(&c->bufs[i]);
+  free(c->scratch);
+  c->scratch = NULL;
+  c->scratch_bytes = 0;
+}
+
+void *aprt_comm_scratch(aprt_comm *c, size_t bytes) {
+  if (bytes <= c->scratch_bytes && c->scratch)
+    return c->scratch;
+  free(c->scratch);
+  c->scratch = malloc(bytes ? bytes : 1);
+  c->scratch_bytes = c->scratch ? bytes : 0;
+  if (!c->scratch)
+    aprt_fail(c, APRT_ERR_NOMEM, "%zu bytes of scratch: out of memory", bytes);
+  return c->scratch;
 }
 
 void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out) {

@@ -128,6 +128,30 @@ static aprt_status mpi_recv(aprt_comm *c, int peer, int tag, void *buf, size_t b
   return APRT_OK;
 }
 
+/* MPI delivers into memory of ours: a buffer of the message's size. */
+static aprt_status mpi_recv_view(aprt_comm *c, int peer, int tag, size_t bytes, aprt_view *v) {
+  memset(v, 0, sizeof *v);
+  unsigned char *buf = malloc(bytes ? bytes : 1);
+  if (!buf)
+    return aprt_fail(c, APRT_ERR_NOMEM, "recv from rank %d: %zu bytes: out of memory", peer,
+                     bytes);
+  aprt_status s = mpi_recv(c, peer, tag, buf, bytes);
+  if (s) {
+    free(buf);
+    return s;
+  }
+  v->bytes = bytes;
+  v->flat = buf;
+  v->handle = buf;
+  return APRT_OK;
+}
+
+static void mpi_release(aprt_comm *c, aprt_view *v) {
+  (void)c;
+  free(v->handle);
+  v->handle = NULL;
+}
+
 static aprt_status mpi_barrier(aprt_comm *c) {
   mpi_state *st = c->tp_state;
   MPI_Request req;
@@ -163,6 +187,10 @@ static const aprt_transport mpi_transport = {
     .send = mpi_send,
     .recv = mpi_recv,
     .barrier = mpi_barrier,
+    .recv_view = mpi_recv_view,
+    .release = mpi_release,
+    .lend = NULL, /* MPI_Isend of a private copy already is the eager send */
+    .settle = NULL,
     .fail = mpi_fail,
 };
 

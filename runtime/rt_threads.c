@@ -1,9 +1,14 @@
 /* The threads transport: every rank a thread of this process. A send copies
  * the payload into a message queued on the receiver's mailbox; a receive
- * waits on its own mailbox's condition variable. Waits use CLOCK_MONOTONIC
- * deadlines, and a rank that fails or returns wakes every waiter, so a
- * missing peer becomes an error within the timeout (at once if it is known
- * to be gone). */
+ * waits on its own mailbox's condition variable. Inside the collectives and
+ * the box exchange a rank lends instead: the queued message points at the
+ * box of its own memory, the receiver copies straight from there into its
+ * destination (one copy instead of pack, send, receive and unpack), and the
+ * lender settles before it returns (boxes nobody took yet are copied into
+ * ordinary messages then, so a lender never waits for a receiver to arrive).
+ * Waits use CLOCK_MONOTONIC deadlines, and a rank that fails or returns
+ * wakes every waiter, so a missing peer becomes an error within the timeout
+ * (at once if it is known to be gone). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
@@ -18,8 +23,21 @@ typedef struct msg {
   struct msg *next;
   int src, tag;
   size_t bytes;
-  unsigned char data[]; /* the payload copy */
+  const unsigned char *lent; /* NULL: the payload is data; else the lender's buffer */
+  aprt_box box;              /* lent: the box of lent the payload is */
+  size_t elem_size;          /* lent */
+  unsigned char data[];      /* the payload copy */
 } msg;
+
+/* A rank's loans: lent messages still queued somewhere, and lent messages a
+ * receiver has taken and is copying out. Lock order: a mailbox, then a
+ * lender. */
+typedef struct lender {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int queued;
+  int in_flight;
+} lender;
 
 typedef struct mailbox {
   pthread_mutex_t mu;
@@ -31,6 +49,7 @@ typedef struct world {
   int size;
   double timeout_s;
   mailbox *boxes;          /* one per rank */
+  lender *lenders;         /* one per rank */
   atomic_int *gone;        /* per rank: 1 failed, 2 returned */
   pthread_mutex_t bar_mu;  /* the barrier */
   pthread_cond_t bar_cv;
@@ -80,18 +99,7 @@ static void mark_gone(world *w, int rank, int how) {
 
 static void th_fail(aprt_comm *c) { mark_gone(c->tp_state, c->rank, 1); }
 
-static aprt_status th_send(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes) {
-  world *w = c->tp_state;
-  msg *m = malloc(sizeof *m + bytes);
-  if (!m)
-    return aprt_fail(c, APRT_ERR_NOMEM, "send to rank %d: %zu bytes: out of memory", peer,
-                     bytes);
-  m->next = NULL;
-  m->src = c->rank;
-  m->tag = tag;
-  m->bytes = bytes;
-  if (bytes)
-    memcpy(m->data, buf, bytes);
+static void enqueue(world *w, int peer, msg *m) {
   mailbox *mb = &w->boxes[peer];
   pthread_mutex_lock(&mb->mu);
   if (mb->tail)
@@ -101,10 +109,27 @@ static aprt_status th_send(aprt_comm *c, int peer, int tag, const void *buf, siz
   mb->tail = m;
   pthread_cond_broadcast(&mb->cv);
   pthread_mutex_unlock(&mb->mu);
+}
+
+static aprt_status th_send(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes) {
+  world *w = c->tp_state;
+  msg *m = malloc(sizeof *m + bytes);
+  if (!m)
+    return aprt_fail(c, APRT_ERR_NOMEM, "send to rank %d: %zu bytes: out of memory", peer,
+                     bytes);
+  memset(m, 0, sizeof *m);
+  m->src = c->rank;
+  m->tag = tag;
+  m->bytes = bytes;
+  if (bytes)
+    memcpy(m->data, buf, bytes);
+  enqueue(w, peer, m);
   return APRT_OK;
 }
 
-static aprt_status th_recv(aprt_comm *c, int peer, int tag, void *buf, size_t bytes) {
+/* Takes the first message from peer with tag off this rank's mailbox,
+ * waiting for it; a lent one moves from the lender's queued to in_flight. */
+static aprt_status take(aprt_comm *c, int peer, int tag, size_t bytes, msg **out) {
   world *w = c->tp_state;
   mailbox *mb = &w->boxes[c->rank];
   struct timespec deadline;
@@ -121,16 +146,25 @@ static aprt_status th_recv(aprt_comm *c, int peer, int tag, void *buf, size_t by
       *link = m->next;
       if (mb->tail == m)
         mb->tail = prev;
+      if (m->lent) {
+        lender *l = &w->lenders[m->src];
+        pthread_mutex_lock(&l->mu);
+        l->queued--;
+        l->in_flight++;
+        pthread_mutex_unlock(&l->mu);
+      }
       pthread_mutex_unlock(&mb->mu);
-      aprt_status s = APRT_OK;
-      if (m->bytes != bytes)
-        s = aprt_fail(c, APRT_ERR_MISMATCH,
-                      "recv from rank %d tag %d: message has %zu bytes, expected %zu", peer,
-                      tag, m->bytes, bytes);
-      else if (bytes)
-        memcpy(buf, m->data, bytes);
-      free(m);
-      return s;
+      *out = m;
+      if (m->bytes != bytes) {
+        size_t got = m->bytes;
+        aprt_view v = {.handle = m};
+        c->tp->release(c, &v);
+        *out = NULL;
+        return aprt_fail(c, APRT_ERR_MISMATCH,
+                         "recv from rank %d tag %d: message has %zu bytes, expected %zu", peer,
+                         tag, got, bytes);
+      }
+      return APRT_OK;
     }
     /* Checked only after the queue: what a peer sent before it failed is
      * still delivered. */
@@ -147,6 +181,136 @@ static aprt_status th_recv(aprt_comm *c, int peer, int tag, void *buf, size_t by
                        c->timeout_s);
     }
   }
+}
+
+static void th_release(aprt_comm *c, aprt_view *v) {
+  world *w = c->tp_state;
+  msg *m = v->handle;
+  if (!m)
+    return;
+  if (m->lent) {
+    lender *l = &w->lenders[m->src];
+    pthread_mutex_lock(&l->mu);
+    if (--l->in_flight == 0)
+      pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+  }
+  free(m);
+  v->handle = NULL;
+}
+
+static aprt_status th_recv_view(aprt_comm *c, int peer, int tag, size_t bytes, aprt_view *v) {
+  msg *m = NULL;
+  memset(v, 0, sizeof *v);
+  aprt_status s = take(c, peer, tag, bytes, &m);
+  if (s)
+    return s;
+  v->bytes = m->bytes;
+  v->flat = m->lent ? NULL : m->data;
+  v->base = m->lent;
+  v->box = m->box;
+  v->elem_size = m->elem_size;
+  v->handle = m;
+  return APRT_OK;
+}
+
+static aprt_status th_recv(aprt_comm *c, int peer, int tag, void *buf, size_t bytes) {
+  aprt_view v;
+  aprt_status s = th_recv_view(c, peer, tag, bytes, &v);
+  if (s)
+    return s;
+  if (v.flat && bytes)
+    memcpy(buf, v.flat, bytes);
+  else if (!v.flat)
+    aprt_box_pack(buf, v.base, &v.box, v.elem_size);
+  th_release(c, &v);
+  return APRT_OK;
+}
+
+static aprt_status th_lend(aprt_comm *c, int peer, int tag, const void *base, const aprt_box *box,
+                           size_t elem_size) {
+  world *w = c->tp_state;
+  msg *m = malloc(sizeof *m);
+  if (!m)
+    return aprt_fail(c, APRT_ERR_NOMEM, "send to rank %d: out of memory", peer);
+  memset(m, 0, sizeof *m);
+  m->src = c->rank;
+  m->tag = tag;
+  m->bytes = (size_t)aprt_box_volume(box) * elem_size;
+  m->lent = base;
+  m->box = *box;
+  m->elem_size = elem_size;
+  lender *l = &w->lenders[c->rank];
+  pthread_mutex_lock(&l->mu);
+  l->queued++;
+  pthread_mutex_unlock(&l->mu);
+  enqueue(w, peer, m);
+  return APRT_OK;
+}
+
+/* Replaces this rank's lent messages still queued in mailbox r by copies. */
+static bool settle_mailbox(world *w, int me, int r) {
+  bool ok = true;
+  mailbox *mb = &w->boxes[r];
+  lender *l = &w->lenders[me];
+  pthread_mutex_lock(&mb->mu);
+  msg *prev = NULL;
+  for (msg *m = mb->head; m;) {
+    if (!(m->lent && m->src == me)) {
+      prev = m;
+      m = m->next;
+      continue;
+    }
+    msg *copy = malloc(sizeof *copy + m->bytes);
+    msg *next = m->next;
+    if (copy) {
+      memcpy(copy, m, sizeof *copy);
+      copy->lent = NULL;
+      aprt_box_pack(copy->data, m->lent, &m->box, m->elem_size);
+      if (prev)
+        prev->next = copy;
+      else
+        mb->head = copy;
+      if (mb->tail == m)
+        mb->tail = copy;
+      prev = copy;
+    } else {
+      /* Without memory the loan is withdrawn: the receiver sees this rank
+       * fail instead of reading memory that is about to change. */
+      ok = false;
+      if (prev)
+        prev->next = next;
+      else
+        mb->head = next;
+      if (mb->tail == m)
+        mb->tail = prev;
+    }
+    free(m);
+    pthread_mutex_lock(&l->mu);
+    l->queued--;
+    pthread_mutex_unlock(&l->mu);
+    m = next;
+  }
+  pthread_mutex_unlock(&mb->mu);
+  return ok;
+}
+
+static void th_settle(aprt_comm *c) {
+  world *w = c->tp_state;
+  lender *l = &w->lenders[c->rank];
+  pthread_mutex_lock(&l->mu);
+  int queued = l->queued;
+  pthread_mutex_unlock(&l->mu);
+  bool ok = true;
+  for (int r = 0; queued > 0 && r < w->size; r++)
+    ok &= settle_mailbox(w, c->rank, r);
+  /* Copies out of this rank's memory in progress are short: wait for them. */
+  pthread_mutex_lock(&l->mu);
+  while (l->in_flight > 0)
+    pthread_cond_wait(&l->cv, &l->mu);
+  pthread_mutex_unlock(&l->mu);
+  if (!ok)
+    aprt_fail(c, APRT_ERR_NOMEM, "out of memory copying a message");
 }
 
 static aprt_status th_barrier(aprt_comm *c) {
@@ -206,6 +370,10 @@ static const aprt_transport threads_transport = {
     .send = th_send,
     .recv = th_recv,
     .barrier = th_barrier,
+    .recv_view = th_recv_view,
+    .release = th_release,
+    .lend = th_lend,
+    .settle = th_settle,
     .fail = th_fail,
 };
 
@@ -230,10 +398,13 @@ static void world_free(world *w) {
     }
     pthread_cond_destroy(&w->boxes[r].cv);
     pthread_mutex_destroy(&w->boxes[r].mu);
+    pthread_cond_destroy(&w->lenders[r].cv);
+    pthread_mutex_destroy(&w->lenders[r].mu);
   }
   pthread_cond_destroy(&w->bar_cv);
   pthread_mutex_destroy(&w->bar_mu);
   free(w->boxes);
+  free(w->lenders);
   free(w->gone);
   free(w->bar_here);
 }
@@ -274,13 +445,15 @@ aprt_status aprt_run_threads(const aprt_run_opts *opts, int size, aprt_rank_fn f
   w.size = size;
   w.timeout_s = aprt_timeout_default(opts->timeout_s);
   w.boxes = calloc((size_t)size, sizeof *w.boxes);
+  w.lenders = calloc((size_t)size, sizeof *w.lenders);
   w.gone = calloc((size_t)size, sizeof *w.gone);
   w.bar_here = calloc((size_t)size, sizeof *w.bar_here);
   rank_arg *ra = calloc((size_t)size, sizeof *ra);
   pthread_t *tids = calloc((size_t)size, sizeof *tids);
   aprt_comm **comms = calloc((size_t)size, sizeof *comms);
-  if (!w.boxes || !w.gone || !w.bar_here || !ra || !tids || !comms) {
+  if (!w.boxes || !w.lenders || !w.gone || !w.bar_here || !ra || !tids || !comms) {
     free(w.boxes);
+    free(w.lenders);
     free(w.gone);
     free(w.bar_here);
     free(ra);
@@ -294,6 +467,8 @@ aprt_status aprt_run_threads(const aprt_run_opts *opts, int size, aprt_rank_fn f
   for (int r = 0; r < size; r++) {
     pthread_mutex_init(&w.boxes[r].mu, NULL);
     cond_init_monotonic(&w.boxes[r].cv);
+    pthread_mutex_init(&w.lenders[r].mu, NULL);
+    pthread_cond_init(&w.lenders[r].cv, NULL);
     atomic_init(&w.gone[r], 0);
     ra[r].w = &w;
     ra[r].fn = fn;

@@ -18,6 +18,17 @@ enum {
 
 enum { APRT_PHASE_DEPTH = 8 };
 
+/* A received message where it lies: its payload, or (threads) the box of
+ * the sender's memory the sender lent. Valid until released. */
+typedef struct aprt_view {
+  size_t bytes;                /* payload bytes */
+  const unsigned char *flat;   /* the payload, contiguous; NULL when lent */
+  const unsigned char *base;   /* lent: the sender's buffer ... */
+  aprt_box box;                /* ... the box of it, packed row-major order */
+  size_t elem_size;            /* ... of elem_size bytes */
+  void *handle;                /* the transport's */
+} aprt_view;
+
 /* One vtable per transport. Every wait honours c->timeout_s and gives up as
  * soon as the transport knows the awaited peer failed or exited. Errors are
  * recorded with aprt_fail by the transport itself. */
@@ -29,6 +40,20 @@ typedef struct aprt_transport {
   aprt_status (*send)(aprt_comm *c, int peer, int tag, const void *buf, size_t bytes);
   aprt_status (*recv)(aprt_comm *c, int peer, int tag, void *buf, size_t bytes);
   aprt_status (*barrier)(aprt_comm *c);
+  /* Receives exactly bytes from peer with tag without copying them out:
+   * the collectives unpack or add straight from the view. */
+  aprt_status (*recv_view)(aprt_comm *c, int peer, int tag, size_t bytes, aprt_view *v);
+  void (*release)(aprt_comm *c, aprt_view *v);
+  /* Optional (NULL: the collectives pack and send). Queues a message whose
+   * payload is the box of base, without copying it; base must not change
+   * until settle returns. The receiver copies straight out of it. */
+  aprt_status (*lend)(aprt_comm *c, int peer, int tag, const void *base, const aprt_box *box,
+                      size_t elem_size);
+  /* Makes every box this rank lent safe to change again: the ones no
+   * receiver has taken yet are copied into ordinary messages, the ones being
+   * copied out are waited for. Never waits for a receiver to arrive, so
+   * lending keeps the eager semantics of send. */
+  void (*settle)(aprt_comm *c);
   /* Lets peers blocked on this rank give up at once; may be called twice. */
   void (*fail)(aprt_comm *c);
 } aprt_transport;
@@ -75,6 +100,8 @@ struct aprt_comm {
   aprt_status status;               /* first error */
   char errmsg[APRT_ERR_MAX];
   aprt_rank_buffer bufs[APRT_MAX_BUFFERS]; /* aprt_buffer's memory, freed when the rank ends */
+  void *scratch;                    /* the collectives' sums and packing, grown as needed */
+  size_t scratch_bytes;
 };
 
 /* ---- core.c ---------------------------------------------------------------- */
@@ -85,8 +112,13 @@ void aprt_comm_init(aprt_comm *c, int rank, int size, const aprt_transport *tp,
 void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out); /* closes open phases */
 /* Zeroes the counters and phase times (after a warm-up run). */
 void aprt_comm_reset_stats(aprt_comm *c);
-/* Frees the rank's aprt_buffer memory; called by the transports when it ends. */
+/* Frees the rank's aprt_buffer memory and scratch; called by the transports
+ * when it ends. */
 void aprt_comm_release(aprt_comm *c);
+/* At least bytes of scratch kept by the rank from call to call (a fresh
+ * malloc of megabytes would page-fault on every collective), or NULL after
+ * failing the rank. */
+void *aprt_comm_scratch(aprt_comm *c, size_t bytes);
 /* The barrier without a phase of its own: runs of --repeat are separated by
  * it, and its waiting time belongs to no run. */
 aprt_status aprt_barrier_untimed(aprt_comm *c);

@@ -155,6 +155,18 @@ void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
       }
 }
 
+void ap_exchange_reverse(const ap_exchange *x, ap_exchange *back) {
+  memset(back, 0, sizeof *back);
+  back->k = x->k;
+  for (int j = 0; j < x->k; j++)
+    for (int i = 0; i < x->k; i++)
+      if (x->pair_bytes[j][i] > 0) {
+        back->pair_bytes[i][j] = x->pair_bytes[j][i];
+        back->send_bytes[i] += x->pair_bytes[j][i];
+        back->messages[i]++;
+      }
+}
+
 double ap_exchange_total(const ap_exchange *x) {
   double t = 0;
   for (int i = 0; i < x->k; i++)

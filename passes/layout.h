@@ -66,6 +66,11 @@ typedef struct ap_exchange {
 void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
                        const ap_layout *from, const ap_layout *to, ap_exchange *x);
 
+/* The adjoint of x's box exchange: every pair's bytes sent the other way
+ * (the errors of the pieces going back to their senders). x's all-reduce
+ * is not part of it. */
+void ap_exchange_reverse(const ap_exchange *x, ap_exchange *back);
+
 /* The sum over children of both phases, in bytes. */
 double ap_exchange_total(const ap_exchange *x);
 

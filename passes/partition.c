@@ -320,8 +320,18 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
   return t;
 }
 
+/* Whether the level prices AccPar's published formulas (paper mode, and
+ * HyPar, which is defined by them) rather than what the partitioned
+ * program does (docs/partition.md, "What a training step moves"). */
+static bool published_model(const ap_plan *p) {
+  return p->opts.cost == AP_COST_PAPER || p->opts.strategy == AP_STRATEGY_HYPAR;
+}
+
 /* Communication inside vertex v in state s at this level, independent of
- * the ratio: the all-reduce resolving its partial sums. */
+ * the ratio: the all-reduce resolving its partial sums (type I: the weight
+ * gradient's; II: the output's; III: the input error's, in the published
+ * formulas only: the program lets the error's summands flow back to where
+ * the input came from, whose transfers' adjoints add them). */
 static void intra_allreduce(const level_ctx *x, int v, int s, ap_exchange *ex, double *elem) {
   const ap_plan *p = x->p;
   s = state_type(s);
@@ -347,7 +357,7 @@ static void intra_allreduce(const level_ctx *x, int v, int s, ap_exchange *ex, d
   } else if (s == 1) { /* type II: the output */
     value = vx->port[0].value;
     rank = port_box(p, g, x->c->ext, v, 0, box);
-  } else if (!vx->first) { /* type III: the input's error */
+  } else if (!vx->first && published_model(p)) { /* type III: the input's error */
     value = vx->port[1].value;
     rank = port_box(p, g, x->c->ext, v, 1, box);
   }
@@ -457,6 +467,10 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
   intra_allreduce(x, v, s, &ex, &elem);
   if (ex.k) /* type II's output is reduced forward; I's and III's sums are backward */
     add_exchange(x, &ex, elem, cc, elems, state_type(s) == 1);
+  /* The program runs the adjoint of II's all-reduce backward: the same
+   * all-reduce of the output's error. */
+  if (ex.k && state_type(s) == 1 && !published_model(x->p))
+    add_exchange(x, &ex, elem, cc, elems, false);
   /* A chain op that needs whole the dimension this state splits gathers it. */
   ap_layout out = ap_plan_port_layout(p, v, 0, s, r);
   int c = split_slot(p, v, 0, &out);
@@ -477,6 +491,11 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
       from.dim = op->in_map[c];
       ap_layout_convert(iv->rank, box, elem_bytes(g, op->in_value), x->k, &from, &to, &ex);
       add_exchange(x, &ex, elem_bytes(g, op->in_value), cc, elems, true);
+      if (!published_model(x->p)) { /* the gather's adjoint sends the pieces' errors back */
+        ap_exchange back;
+        ap_exchange_reverse(&ex, &back);
+        add_exchange(x, &back, elem_bytes(g, op->in_value), cc, elems, false);
+      }
       break;
     }
   for (int i = 0; i < x->k; i++) {
@@ -510,7 +529,13 @@ void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *
   int rank = port_box(p, g, c->ext, ed->to, ed->port, box);
   double elem = elem_bytes(g, p->v[ed->to].port[ed->port].value);
   ap_layout_convert(rank, box, elem, k, &from, &to, fwd);
-  ap_layout_convert(rank, box, elem, k, &to, &from, bwd);
+  /* Backward, AccPar converts the consumer's error to the producer's
+   * layout; the program runs the forward transfer's adjoint, every piece's
+   * error sent back to where the piece came from and added there. */
+  if (published_model(p))
+    ap_layout_convert(rank, box, elem, k, &to, &from, bwd);
+  else
+    ap_exchange_reverse(fwd, bwd);
 }
 
 /* The edge e with its ends in states su, sv. */

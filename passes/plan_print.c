@@ -23,10 +23,15 @@ static const char *state_cell(const ap_plan *p, int v, int level, char *buf, siz
   return buf;
 }
 
-void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
-                        int64_t *lo, int64_t *hi) {
-  const ap_port *pt = &p->v[v].port[port];
-  const ap_value *val = &g->values[pt->value];
+/* A layout of vertex v at one level, in state s with ratio r among k
+ * children of a group of class cls. */
+typedef ap_layout (*layout_fn)(const ap_plan *p, const ap_graph *g, int v, int level, int cls,
+                               int k, int s, int arg);
+
+/* Device dev's box of a tensor of v, level by level inside the box the level
+ * above left, each level's layout from layout_at. */
+static void walk_levels(const ap_plan *p, const ap_graph *g, int v, int dev, const ap_value *val,
+                        layout_fn layout_at, int arg, int64_t *lo, int64_t *hi) {
   for (int i = 0; i < val->rank; i++) {
     lo[i] = 0;
     hi[i] = val->dims[i];
@@ -39,12 +44,7 @@ void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, in
     while (i < k - 1 && dev >= ch[i].first_dev + ch[i].count)
       i++;
     int s = p->state[(size_t)l * p->n_vertices + v];
-    double ratio[AP_MAX_CHILDREN];
-    double pr[AP_MAX_CHILDREN];
-    ap_plan_ratio(p, g, &p->cls[l][cls], v, s, ratio);
-    ap_plan_port_ratio(p, g, p->cls[l][cls].ext + 2 * p->v[v].ext_base, v, port, s, k, ratio,
-                       pr);
-    ap_layout lay = ap_plan_port_layout(p, v, port, s, pr);
+    ap_layout lay = layout_at(p, g, v, l, cls, k, s, arg);
     int64_t clo[AP_MAX_RANK], chi[AP_MAX_RANK];
     ap_layout_child_box(val->rank, lo, hi, k, &lay, i, clo, chi);
     memcpy(lo, clo, sizeof(int64_t) * (size_t)val->rank);
@@ -54,37 +54,39 @@ void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, in
   }
 }
 
+static ap_layout port_layout_at(const ap_plan *p, const ap_graph *g, int v, int level, int cls,
+                                int k, int s, int port) {
+  double ratio[AP_MAX_CHILDREN], pr[AP_MAX_CHILDREN];
+  ap_plan_ratio(p, g, &p->cls[level][cls], v, s, ratio);
+  ap_plan_port_ratio(p, g, p->cls[level][cls].ext + 2 * p->v[v].ext_base, v, port, s, k, ratio,
+                     pr);
+  return ap_plan_port_layout(p, v, port, s, pr);
+}
+
+/* II splits the weight's I dim (as the input's I dim when it has one), III
+ * its O dim, in the units of those ports. */
+static ap_layout weight_layout_at(const ap_plan *p, const ap_graph *g, int v, int level, int cls,
+                                  int k, int s, int unused) {
+  const ap_vertex *vx = &p->v[v];
+  int type = s % 3;
+  ap_layout lay = {.kind = AP_LAYOUT_REPLICATED};
+  if (type > 0 && vx->w_dim[type - 1] >= 0) {
+    lay.kind = AP_LAYOUT_SPLIT;
+    lay.dim = vx->w_dim[type - 1];
+    lay.unit = type == 1 ? vx->port[1].unit[1] : vx->port[0].unit[1];
+    ap_plan_ratio(p, g, &p->cls[level][cls], v, s, lay.ratio);
+  }
+  return lay;
+}
+
+void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
+                        int64_t *lo, int64_t *hi) {
+  walk_levels(p, g, v, dev, &g->values[p->v[v].port[port].value], port_layout_at, port, lo, hi);
+}
+
 void ap_plan_weight_box(const ap_plan *p, const ap_graph *g, int v, int dev, int64_t *lo,
                         int64_t *hi) {
-  const ap_vertex *vx = &p->v[v];
-  const ap_value *w = &g->values[vx->weight];
-  for (int i = 0; i < w->rank; i++) {
-    lo[i] = 0;
-    hi[i] = w->dims[i];
-  }
-  ap_group grp = ap_group_root(&p->dev);
-  int cls = 0;
-  for (int l = 0; l < p->n_levels; l++) {
-    ap_group ch[AP_MAX_CHILDREN];
-    int k = ap_group_children(&p->dev, &grp, ch), i = 0;
-    while (i < k - 1 && dev >= ch[i].first_dev + ch[i].count)
-      i++;
-    int s = p->state[(size_t)l * p->n_vertices + v], type = s % 3;
-    /* II splits I (as the input's I dim when it has one), III splits O. */
-    ap_layout lay = {.kind = AP_LAYOUT_REPLICATED};
-    if (type > 0 && vx->w_dim[type - 1] >= 0) {
-      lay.kind = AP_LAYOUT_SPLIT;
-      lay.dim = vx->w_dim[type - 1];
-      lay.unit = type == 1 ? vx->port[1].unit[1] : vx->port[0].unit[1];
-      ap_plan_ratio(p, g, &p->cls[l][cls], v, s, lay.ratio);
-    }
-    int64_t clo[AP_MAX_RANK], chi[AP_MAX_RANK];
-    ap_layout_child_box(w->rank, lo, hi, k, &lay, i, clo, chi);
-    memcpy(lo, clo, sizeof(int64_t) * (size_t)w->rank);
-    memcpy(hi, chi, sizeof(int64_t) * (size_t)w->rank);
-    cls = p->child_map[l][cls * AP_MAX_CHILDREN + i];
-    grp = ch[i];
-  }
+  walk_levels(p, g, v, dev, &g->values[p->v[v].weight], weight_layout_at, 0, lo, hi);
 }
 
 static void print_devices(const ap_plan *p, FILE *out) {

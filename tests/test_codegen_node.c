@@ -80,18 +80,6 @@ static char *job_command(const char *model, const char *data, const char *work) 
   return cmd;
 }
 
-static void log_head(const char *work, char *buf, size_t cap) {
-  char path[4096];
-  fmt(path, sizeof path, "%s.log", work);
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = 0;
-  if (f)
-    fclose(f);
-  for (char *p = buf; *p; p++)
-    if (*p == '\n')
-      *p = ' ';
-}
 
 typedef struct node_test {
   char name[256];

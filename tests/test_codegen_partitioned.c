@@ -28,44 +28,9 @@
 #define WORK_DIR ACCPAR_BINARY_DIR "/codegen_partitioned"
 
 static const double RTOL = 1e-4, ATOL = 1e-5;
-enum { JOBS = 2, MAX_DEV = 8 };
+enum { JOBS = 2 };
 
-/* bytes_sent equals predicted_bytes on every device of the report; *moved
- * gets the bytes of all devices. */
-static bool bytes_as_predicted(const char *report, int ndev, unsigned long long *moved,
-                               char *why, size_t cap) {
-  double sent[MAX_DEV], predicted[MAX_DEV];
-  int ns = json_array(report, "bytes_sent", sent, MAX_DEV);
-  int np = json_array(report, "predicted_bytes", predicted, MAX_DEV);
-  *moved = 0;
-  if (ns != ndev || np != ndev) {
-    fmt(why, cap, "%s: %d bytes_sent and %d predicted_bytes entries for %d devices", report, ns,
-        np, ndev);
-    return false;
-  }
-  for (int i = 0; i < ndev; i++) {
-    *moved += (unsigned long long)sent[i];
-    if (sent[i] != predicted[i]) {
-      fmt(why, cap, "%s: device %d sent %.0f bytes, predicted %.0f", report, i, sent[i],
-          predicted[i]);
-      return false;
-    }
-  }
-  return true;
-}
 
-static void log_head(const char *work, char *buf, size_t cap) {
-  char path[4096];
-  fmt(path, sizeof path, "%s.log", work);
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = 0;
-  if (f)
-    fclose(f);
-  for (char *p = buf; *p; p++)
-    if (*p == '\n')
-      *p = ' ';
-}
 
 
 Test(partitioned, mnist8_on_a_mixed_array_and_on_cpu_4, .timeout = 600) {
@@ -97,7 +62,7 @@ Test(partitioned, mnist8_on_a_mixed_array_and_on_cpu_4, .timeout = 600) {
       if (st != 0)
         log_head(work, why, sizeof why);
       cr_assert_eq(st, 0, "running mnist-8 on %s, set %d failed: %s", arrays[a].devices, set, why);
-      unsigned long long moved;
+      double moved;
       cr_assert(outputs_match(data, out, RTOL, ATOL, why, sizeof why), "mnist-8 on %s, set %d: %s",
                 arrays[a].devices, set, why);
       cr_assert(bytes_as_predicted(report, arrays[a].ndev, &moved, why, sizeof why), "%s", why);
@@ -210,7 +175,7 @@ Test(partitioned, mnist8_under_mpi, .timeout = 300) {
   cr_assert_eq(st, 0, "mnist-8 under MPI failed: %s", why);
   char report[4200];
   fmt(report, sizeof report, "%s/report.json", work);
-  unsigned long long moved;
+  double moved;
   cr_assert(outputs_match(MNIST_DIR "/test_data_set_1", WORK_DIR "/mnist-8-mpi/out", RTOL, ATOL, why,
                           sizeof why), "%s", why);
   cr_assert(bytes_as_predicted(report, 3, &moved, why, sizeof why), "%s", why);

@@ -39,7 +39,7 @@
 #endif
 
 static const double RTOL = 1e-4, ATOL = 1e-5;
-enum { JOBS = 2, MAX_DEV = 8 };
+enum { JOBS = 2 };
 
 static const char *const all_arrays[] = {"cpu:2", "cpu:3", "cpu:4", "tpuv3:1,tpuv2:2",
                                          "tpuv3:2,tpuv2:2"};
@@ -47,15 +47,6 @@ static const int all_ndev[] = {2, 3, 4, 3, 4};
 static const char *const strategies[] = {"dp", "owt", "hypar", "accpar"};
 enum { N_ARRAYS = 5, N_STRATEGIES = 4 };
 
-static char *xprintf(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *xprintf(const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  char *s = NULL;
-  cr_assert(vasprintf(&s, f, ap) >= 0);
-  va_end(ap);
-  return s;
-}
 
 /* One model of a sweep: its file, its input folder, and the folder of its
  * expected outputs (NULL: the one-device program's, checked against ONNX
@@ -109,40 +100,7 @@ static uint64_t hash_sources(const char *dir) {
   return h;
 }
 
-/* bytes_sent equals predicted_bytes on every device; *moved sums them. */
-static bool bytes_as_predicted(const char *report, int ndev, double *moved, char *why,
-                               size_t cap) {
-  double sent[MAX_DEV], predicted[MAX_DEV];
-  int ns = json_array(report, "bytes_sent", sent, MAX_DEV);
-  int np = json_array(report, "predicted_bytes", predicted, MAX_DEV);
-  *moved = 0;
-  if (ns != ndev || np != ndev) {
-    fmt(why, cap, "%s: %d bytes_sent and %d predicted_bytes entries for %d devices", report, ns,
-        np, ndev);
-    return false;
-  }
-  for (int i = 0; i < ndev; i++) {
-    *moved += sent[i];
-    if (sent[i] != predicted[i]) {
-      fmt(why, cap, "device %d sent %.0f bytes, predicted %.0f", i, sent[i], predicted[i]);
-      return false;
-    }
-  }
-  return true;
-}
 
-static void log_line(const char *work, char *buf, size_t cap) {
-  char path[4096];
-  fmt(path, sizeof path, "%s.log", work);
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = 0;
-  if (f)
-    fclose(f);
-  for (char *p = buf; *p; p++)
-    if (*p == '\n')
-      *p = ' ';
-}
 
 static char *compile_cmd(const model *m, const char *devices, const char *strategy,
                          const char *work, bool build) {
@@ -196,7 +154,7 @@ static int sweep(const char *tag, model *models, int n_models, const int *arrays
     char why[2048] = "";
     if (!ran(status[n])) {
       char *work = xprintf("%s/%s-cpu1", base, models[i].name);
-      log_line(work, why, sizeof why);
+      log_head(work, why, sizeof why);
       free(work);
       cr_log_error("%s on cpu:1: %s", models[i].name, why);
       failed++;
@@ -228,7 +186,7 @@ static int sweep(const char *tag, model *models, int n_models, const int *arrays
     run *r = &runs[k];
     if (!ran(status[k])) {
       char why[2048];
-      log_line(r->work, why, sizeof why);
+      log_head(r->work, why, sizeof why);
       cr_log_error("%s on %s with %s: compile failed: %s", models[r->model].name,
                    all_arrays[r->array], strategies[r->strategy], why);
       failed++;
@@ -264,7 +222,7 @@ static int sweep(const char *tag, model *models, int n_models, const int *arrays
     double moved = 0;
     bool ok = ran(status[b++]);
     if (!ok)
-      log_line(r->work, why, sizeof why);
+      log_head(r->work, why, sizeof why);
     ok = ok && outputs_match(m->expected, out, RTOL, ATOL, why, sizeof why) &&
          bytes_as_predicted(report, all_ndev[r->array], &moved, why, sizeof why);
     if (!ok) {

@@ -37,15 +37,6 @@ static const int ndev[] = {2, 3, 4, 3, 4};
 static const char *const strategies[] = {"dp", "owt", "hypar", "accpar"};
 enum { N_MODELS = 4, N_ARRAYS = 5, N_STRATEGIES = 4 };
 
-static char *strdup_printf(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *strdup_printf(const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  char *s = NULL;
-  cr_assert(vasprintf(&s, f, ap) >= 0);
-  va_end(ap);
-  return s;
-}
 
 /* A message, truncated if it must be. */
 __attribute__((format(printf, 3, 4))) static void say(char *buf, size_t cap, const char *f, ...) {
@@ -119,7 +110,7 @@ static void make_models(void) {
  * write the outputs and the report, and the plan's JSON beside. */
 static char *job(const char *model, const char *devices, const char *strategy,
                  const char *work) {
-  return strdup_printf(
+  return xprintf(
       "rm -rf '%s' && mkdir -p '%s/out' && "
       "'%s' compile '" WORK "/%s.onnx' --devices %s --strategy %s --mode train -o '%s/prog' "
       ">'%s.log' 2>&1 && "

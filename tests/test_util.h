@@ -125,6 +125,35 @@ __attribute__((unused)) static bool outputs_match(const char *want_dir, const ch
   }
 }
 
+/* A formatted string in malloc'd memory (the caller frees it). */
+__attribute__((format(printf, 1, 2), unused)) static char *xprintf(const char *f, ...) {
+  va_list ap;
+  va_start(ap, f);
+  int n = vsnprintf(NULL, 0, f, ap);
+  va_end(ap);
+  cr_assert_geq(n, 0);
+  char *s = malloc((size_t)n + 1);
+  cr_assert(s);
+  va_start(ap, f);
+  vsnprintf(s, (size_t)n + 1, f, ap);
+  va_end(ap);
+  return s;
+}
+
+/* The log a job wrote to WORK.log, on one line, for a failure message. */
+__attribute__((unused)) static void log_head(const char *work, char *buf, size_t cap) {
+  char path[4096];
+  fmt(path, sizeof path, "%s.log", work);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  buf[n] = 0;
+  if (f)
+    fclose(f);
+  for (char *p = buf; *p; p++)
+    if (*p == '\n')
+      *p = ' ';
+}
+
 /* The numbers of the JSON array after "key": in the file at path (a
  * report or a plan's JSON), at most cap of them; -1 when absent. Byte
  * counts below 2^53 are exact as doubles. */
@@ -152,6 +181,31 @@ __attribute__((unused)) static int json_array(const char *path, const char *key,
       p++;
   }
   return n;
+}
+
+/* bytes_sent equals predicted_bytes on every device of a program's report;
+ * *moved gets the bytes of all devices. */
+__attribute__((unused)) static bool bytes_as_predicted(const char *report, int ndev,
+                                                       double *moved, char *why, size_t cap) {
+  enum { MAX_REPORT_DEV = 64 };
+  double sent[MAX_REPORT_DEV], predicted[MAX_REPORT_DEV];
+  int ns = json_array(report, "bytes_sent", sent, MAX_REPORT_DEV);
+  int np = json_array(report, "predicted_bytes", predicted, MAX_REPORT_DEV);
+  *moved = 0;
+  if (ns != ndev || np != ndev) {
+    fmt(why, cap, "%s: %d bytes_sent and %d predicted_bytes entries for %d devices", report, ns,
+        np, ndev);
+    return false;
+  }
+  for (int i = 0; i < ndev; i++) {
+    *moved += sent[i];
+    if (sent[i] != predicted[i]) {
+      fmt(why, cap, "%s: device %d sent %.0f bytes, predicted %.0f", report, i, sent[i],
+          predicted[i]);
+      return false;
+    }
+  }
+  return true;
 }
 
 #endif

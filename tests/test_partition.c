@@ -882,3 +882,54 @@ Test(baselines, accpar_not_slower_on_light_models_2, .timeout = 600) {
   static const char *const models[] = {"shufflenet", "squeezenet", "vgg19", "zfnet512"};
   light_not_slower(models, 4);
 }
+
+/* ---- language models: token ids are activations, embeddings are layers ---- */
+
+/* Gather(table, ids) -> MatMul -> Relu -> MatMul with int64 ids fed at run
+ * time: three layers (the planner once saw none: ids were not activations). */
+static void build_embedding_mlp(void) {
+  int64_t ids_dims[2] = {4, 8}, table[2] = {50, 16}, w1[2] = {16, 32}, w2[2] = {32, 16};
+  int ids = input(2, ids_dims);
+  G->values[ids].dtype = AP_DT_INT64;
+  int64_t e_dims[3] = {4, 8, 16}, h_dims[3] = {4, 8, 32};
+  int e = mknode("Gather", 2, (int[]){weight(2, table), ids}, 3, e_dims, 0);
+  int h = unary("Relu", mknode("MatMul", 2, (int[]){e, weight(2, w1)}, 3, h_dims, 0));
+  finish_graph(mknode("MatMul", 2, (int[]){h, weight(2, w2)}, 3, e_dims, 0));
+}
+
+Test(plan, embeddings_and_layers_fed_by_token_ids_are_planned) {
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("tpuv3:1,tpuv2:2", &dv, &d), AP_OK);
+  for (int s = AP_STRATEGY_DP; s <= AP_STRATEGY_ACCPAR; s++) {
+    new_graph();
+    build_embedding_mlp();
+    ap_plan_summary sum = plan(&dv, (ap_strategy)s, AP_COST_TIME);
+    cr_expect_eq(sum.n_layers, 3, "%s: %d layers", ap_strategy_name((ap_strategy)s),
+                 sum.n_layers);
+    cr_expect_gt(sum.step_time_s, 0);
+    const ap_node *gather = &G->nodes[0];
+    cr_assert_eq(gather->op, AP_OP_GATHER);
+    cr_expect_eq(gather->n_types, 2, "the embedding is typed at both levels");
+    drop_graph();
+  }
+}
+
+/* A model whose weighted operators no run-time input reaches (every input
+ * bound as a constant) has nothing to partition: an error, never an empty
+ * plan reported as exact. */
+Test(plan, weighted_operators_without_activations_are_an_error) {
+  new_graph();
+  int64_t d2[2] = {4, 8};
+  int x = input(2, d2);
+  G->values[x].kind = AP_VAL_CONST;
+  finish_graph(gemm(x, 3));
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &d), AP_OK);
+  ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR};
+  cr_assert_eq(ap_partition(G, &o, &d), AP_ERR_INVALID);
+  cr_expect(strstr(d.message, "node 'Gemm_1' (Gemm): no run-time input reaches this layer"),
+            "%s", d.message);
+  drop_graph();
+}

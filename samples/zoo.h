@@ -25,12 +25,14 @@ typedef struct zoo_rng {
 void zoo_rng_seed(zoo_rng *r, uint64_t seed, uint64_t stream);
 uint32_t zoo_rng_next(zoo_rng *r);
 float zoo_rng_uniform(zoo_rng *r, float lo, float hi); /* in [lo, hi) */
+float zoo_rng_normal(zoo_rng *r, float mean, float std); /* Box-Muller */
 
 typedef struct zoo_opts {
   int64_t batch;  /* dim 0 of the input; 0 writes the symbolic size "N" */
   uint64_t seed;  /* PRNG seed of the weights */
   bool weights;   /* false: weights become graph inputs with shapes, no data */
-  bool inputs;    /* also write DIR/MODEL_data/input_0.pb, a seeded input */
+  bool inputs;    /* also write DIR/MODEL_data/input_N.pb, seeded inputs */
+  int64_t seq;    /* transformers: tokens per sequence; 0: the model's default */
 } zoo_opts;
 
 typedef struct zoo {
@@ -38,6 +40,7 @@ typedef struct zoo {
   zoo_opts opts;
   zoo_rng rng;
   bool failed;          /* sticky: an allocation failed, the model is discarded */
+  const char *error;    /* with failed: what the user asked that the model cannot do */
   const char *out_name; /* names the next node's output instead of the node's name */
   int64_t params;       /* trainable elements: weights, biases, BN scale and shift */
   int64_t bn_stats;     /* BN running mean and variance elements (not trainable) */
@@ -50,6 +53,9 @@ typedef struct zt {
   int rank;
   int64_t d[4];
 } zt;
+
+/* A failed value: what builders return after a failure. */
+extern const zt zoo_failed;
 
 /* Starts an empty model named name (ir_version 7, opset 13). false when out
  * of memory. */
@@ -81,6 +87,39 @@ zt zoo_dropout(zoo *z, const char *name, zt x);
 zt zoo_gemm(zoo *z, const char *name, zt x, int64_t out, float gain);
 zt zoo_add(zoo *z, const char *name, zt a, zt b);
 zt zoo_concat_channels(zoo *z, const char *name, const zt *xs, int n);
+
+/* ---- zoo_build.c: pieces the transformer builders (zoo_transformer.c) use ---- */
+
+/* A graph input NAME of type dt: [batch, dims...]. */
+zt zoo_input_named(zoo *z, const char *name, ap_dtype dt, int rank, const int64_t *dims);
+/* Marks x as a graph output with its shape (dt its element type). */
+void zoo_output_named(zoo *z, zt x, ap_dtype dt);
+/* A node op(in...) with n_attr attribute slots; its output (named by
+ * out_name when set, else name) gets the shape the caller gives y. Returns
+ * the node id, or -1 after a failure (*y then has v -1). */
+int zoo_node(zoo *z, const char *name, const char *op, int n_in, const int *in, int n_attr,
+             zt *y);
+void zoo_attr_int(zoo *z, int node, int slot, const char *name, int64_t i);
+void zoo_attr_float(zoo *z, int node, int slot, const char *name, float f);
+void zoo_attr_ints(zoo *z, int node, int slot, const char *name, int count,
+                   const int64_t *ints);
+/* A trainable parameter NAME drawn from N(0, std) (std > 0) or, with std 0,
+ * from U[lo, hi); without weights a graph input of that shape. */
+int zoo_param(zoo *z, const char *name, int rank, const int64_t *dims, float std, float lo,
+              float hi);
+/* A constant NAME (an initializer even without weights: shapes, indices,
+ * masks, scalars), its data copied. */
+int zoo_const(zoo *z, const char *name, ap_dtype dt, int rank, const int64_t *dims,
+              const void *data);
+
+/* ---- zoo_transformer.c: GPT-2, BERT, ViT as torch.onnx.export writes them ---- */
+
+void zoo_gpt2_tiny(zoo *z);
+void zoo_gpt2(zoo *z);
+void zoo_bert_tiny(zoo *z);
+void zoo_bert(zoo *z);
+void zoo_vit_tiny(zoo *z);
+void zoo_vit(zoo *z);
 
 /* ---- zoo_mlp.c, zoo_lenet.c, zoo_alexnet_vgg.c, zoo_resnet.c,
  *      zoo_inception.c: one builder per model; each sets out_name and calls

@@ -30,6 +30,13 @@ float zoo_rng_uniform(zoo_rng *r, float lo, float hi) {
   return lo + (hi - lo) * u;
 }
 
+float zoo_rng_normal(zoo_rng *r, float mean, float std) {
+  /* Box-Muller on two draws, the first kept away from 0 (log 0). */
+  double u1 = ((double)(zoo_rng_next(r) >> 8) + 1.0) / 16777217.0;
+  double u2 = (double)(zoo_rng_next(r) >> 8) / 16777216.0;
+  return mean + std * (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
 /* ---- the graph ---- */
 
 bool zoo_begin(zoo *z, const char *name, const char *path, const zoo_opts *o) {
@@ -75,7 +82,8 @@ const char *zoo_name(zoo *z, const char *fmt, ...) {
   return s;
 }
 
-static const zt failed_zt = {.v = -1};
+const zt zoo_failed = {.v = -1};
+#define failed_zt zoo_failed
 
 /* A new value named name; a duplicate name is a bug in a model builder. */
 static int new_value(zoo *z, const char *name, ap_value_kind kind) {
@@ -90,7 +98,8 @@ static int new_value(zoo *z, const char *name, ap_value_kind kind) {
 }
 
 static void set_shape(ap_value *val, int rank, const int64_t *dims, const char *batch_sym) {
-  val->dtype = AP_DT_FLOAT;
+  if (val->dtype == AP_DT_UNDEFINED)
+    val->dtype = AP_DT_FLOAT;
   val->rank = rank;
   for (int i = 0; i < rank; i++)
     val->dims[i] = dims[i];
@@ -110,6 +119,32 @@ zt zoo_input(zoo *z, int rank, const int64_t *dims) {
     return failed_zt;
   }
   return x;
+}
+
+zt zoo_input_named(zoo *z, const char *name, ap_dtype dt, int rank, const int64_t *dims) {
+  zt x = {.rank = rank + 1};
+  x.d[0] = z->opts.batch > 0 ? z->opts.batch : -1;
+  for (int i = 0; i < rank; i++)
+    x.d[i + 1] = dims[i];
+  if ((x.v = new_value(z, name, AP_VAL_INPUT)) < 0)
+    return failed_zt;
+  z->g->values[x.v].dtype = dt;
+  set_shape(&z->g->values[x.v], x.rank, x.d, z->opts.batch > 0 ? NULL : "N");
+  if (!ap_graph_add_input(z->g, x.v)) {
+    z->failed = true;
+    return failed_zt;
+  }
+  return x;
+}
+
+void zoo_output_named(zoo *z, zt x, ap_dtype dt) {
+  if (x.v < 0)
+    return;
+  ap_value *val = &z->g->values[x.v];
+  val->dtype = dt;
+  set_shape(val, x.rank, x.d, z->opts.batch > 0 ? NULL : "N");
+  if (!ap_graph_add_output(z->g, x.v))
+    z->failed = true;
 }
 
 void zoo_output(zoo *z, zt x) {
@@ -202,6 +237,82 @@ static void attr_float(zoo *z, int n, int slot, const char *name, float f) {
   a->name = name;
   a->type = AP_ATTR_FLOAT;
   a->f = f;
+}
+
+int zoo_node(zoo *z, const char *name, const char *op, int n_in, const int *in, int n_attr,
+             zt *y) {
+  return add_node(z, name, op, n_in, in, n_attr, y);
+}
+
+void zoo_attr_int(zoo *z, int node, int slot, const char *name, int64_t i) {
+  if (node >= 0)
+    attr_int(z, node, slot, name, i);
+}
+
+void zoo_attr_float(zoo *z, int node, int slot, const char *name, float f) {
+  if (node >= 0)
+    attr_float(z, node, slot, name, f);
+}
+
+void zoo_attr_ints(zoo *z, int node, int slot, const char *name, int count,
+                   const int64_t *ints) {
+  if (node < 0)
+    return;
+  int64_t *copy = ap_arena_array(z->g->arena, (size_t)count + 1, sizeof *copy);
+  if (!copy) {
+    z->failed = true;
+    return;
+  }
+  memcpy(copy, ints, (size_t)count * sizeof *copy);
+  ap_attr *a = &z->g->nodes[node].attr[slot];
+  a->name = name;
+  a->type = AP_ATTR_INTS;
+  a->n = count;
+  a->ints = copy;
+}
+
+int zoo_param(zoo *z, const char *name, int rank, const int64_t *dims, float std, float lo,
+              float hi) {
+  if (z->failed)
+    return -1;
+  int64_t numel = ap_numel(rank, dims);
+  if (numel < 0)
+    ap_die("zoo: bad parameter shape for %s", name);
+  z->params += numel;
+  int v = new_value(z, name, z->opts.weights ? AP_VAL_WEIGHT : AP_VAL_INPUT);
+  if (v < 0)
+    return -1;
+  set_shape(&z->g->values[v], rank, dims, NULL);
+  if (!z->opts.weights) {
+    if (!ap_graph_add_input(z->g, v))
+      z->failed = true;
+    return v;
+  }
+  float *data = ap_arena_array(z->g->arena, (size_t)numel + 1, sizeof *data);
+  if (!data) {
+    z->failed = true;
+    return -1;
+  }
+  for (int64_t i = 0; i < numel; i++)
+    data[i] = std > 0 ? zoo_rng_normal(&z->rng, 0, std) : zoo_rng_uniform(&z->rng, lo, hi);
+  z->g->values[v].data = data;
+  return v;
+}
+
+int zoo_const(zoo *z, const char *name, ap_dtype dt, int rank, const int64_t *dims,
+              const void *data) {
+  int v = new_value(z, name, AP_VAL_WEIGHT);
+  if (v < 0)
+    return -1;
+  ap_tensor t = {.dtype = dt, .rank = rank, .numel = ap_numel(rank, dims), .data = (void *)data};
+  for (int i = 0; i < rank; i++)
+    t.dims[i] = dims[i];
+  if (!ap_value_set_constant(z->g, v, &t)) {
+    z->failed = true;
+    return -1;
+  }
+  z->g->values[v].kind = AP_VAL_WEIGHT; /* an initializer */
+  return v;
 }
 
 /* An INTS attribute holding count copies of value: kernel_shape, strides

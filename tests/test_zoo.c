@@ -56,6 +56,46 @@ static const expect zoo[] = {
 };
 enum { N_ZOO = sizeof zoo / sizeof zoo[0] };
 
+/* The transformers: parameters (HF's GPT2LMHeadModel and
+ * BertForSequenceClassification, torchvision's vit_b_16, each the sum of
+ * p.numel() over the model's parameters; the tiny ones worked out in
+ * samples/README.md), the operators their exports carry, their inputs. */
+typedef struct tf_expect {
+  const char *model;
+  int64_t params;
+  int opset;
+  const char *ops[12];   /* operator types the graph must contain */
+  const char *inputs[3]; /* the fed inputs, in order */
+} tf_expect;
+
+static const tf_expect tf[] = {
+    {"gpt2_tiny", 118528, 13,
+     {"Gather", "Range", "Split", "Where", "Slice", "Softmax", "Tanh", "Pow", "ReduceMean",
+      "Transpose", "Concat", "MatMul"},
+     {"input_ids"}},
+    {"gpt2", 124439808, 13,
+     {"Gather", "Range", "Split", "Where", "Slice", "Softmax", "Tanh", "Pow", "ReduceMean",
+      "Transpose", "Concat", "MatMul"},
+     {"input_ids"}},
+    {"bert_tiny", 122946, 17,
+     {"Gather", "LayerNormalization", "Erf", "Cast", "Sub", "Unsqueeze", "Softmax", "Gemm",
+      "Slice", "Reshape", "Concat", "MatMul"},
+     {"input_ids", "attention_mask", "token_type_ids"}},
+    {"bert", 109483778, 17,
+     {"Gather", "LayerNormalization", "Erf", "Cast", "Sub", "Unsqueeze", "Softmax", "Gemm",
+      "Slice", "Reshape", "Concat", "MatMul"},
+     {"input_ids", "attention_mask", "token_type_ids"}},
+    {"vit_tiny", 81226, 17,
+     {"Conv", "Expand", "Concat", "Split", "LayerNormalization", "Erf", "Slice", "Squeeze",
+      "Softmax", "Gemm", "Transpose", "MatMul"},
+     {"pixel_values"}},
+    {"vit", 86567656, 17,
+     {"Conv", "Expand", "Concat", "Split", "LayerNormalization", "Erf", "Slice", "Squeeze",
+      "Softmax", "Gemm", "Transpose", "MatMul"},
+     {"pixel_values"}},
+};
+enum { N_TF = sizeof tf / sizeof tf[0] };
+
 /* The models small enough to be written with their weights in a test. */
 static const char *const small_models[] = {"mlp", "lenet5", "resnet_block", "resnet_small",
                                            "inception_block"};
@@ -324,8 +364,18 @@ Test(zoo, usage_errors) {
   }
   struct stat st;
   cr_expect_neq(stat(model_path(dir, "mlp"), &st), 0, "a failed run wrote a model");
-  snprintf(cmd, sizeof cmd, "'%s' --list | grep -c . | grep -qx %d", ZOO, N_ZOO);
-  cr_expect_eq(run(cmd), 0, "--list does not name %d models", N_ZOO);
+  /* A sequence longer than the model's positions: that model cannot be
+   * built, one line names the file. */
+  snprintf(cmd, sizeof cmd,
+           "'%s' --seq 64 -o '%s' gpt2_tiny 2>&1 >/dev/null | "
+           "grep -qx '.*gpt2_tiny.onnx: --seq 64 is longer than the model.s 32 positions'",
+           ZOO, dir);
+  cr_expect_eq(run(cmd), 0, "no one-line error for --seq 64 on gpt2_tiny");
+  snprintf(cmd, sizeof cmd, "'%s' --seq 64 -o '%s' gpt2_tiny >/dev/null 2>&1", ZOO, dir);
+  cr_expect_eq(run(cmd), 1);
+  cr_expect_neq(stat(model_path(dir, "gpt2_tiny"), &st), 0, "a failed run wrote a model");
+  snprintf(cmd, sizeof cmd, "'%s' --list | grep -c . | grep -qx %d", ZOO, N_ZOO + N_TF);
+  cr_expect_eq(run(cmd), 0, "--list does not name %d models", N_ZOO + N_TF);
   remove_tmpdir(dir);
 }
 
@@ -366,6 +416,66 @@ Test(zoo, onnx_checker_accepts_every_model, .timeout = 600) {
     snprintf(cmd, sizeof cmd, "%s '%s' '%s/weights/%s.onnx'", PYTHON, script, dir,
              small_models[i]);
     cr_expect_eq(run(cmd), 0, "onnx rejects %s (with weights)", small_models[i]);
+  }
+  remove_tmpdir(dir);
+}
+
+/* The transformers, shapes only: parameters as published, the constructs
+ * exporters write, the fed inputs; Debian's onnx checks them and infers
+ * their shapes strictly at their opsets. */
+Test(zoo, transformers, .timeout = 300) {
+  char *dir = make_tmpdir();
+  char args[1024], script[512], cmd[8192];
+  snprintf(args, sizeof args, "--no-weights --batch 2 --seq 16 -o '%s'", dir);
+  for (int i = 0; i < N_TF; i++) {
+    size_t len = strlen(args);
+    snprintf(args + len, sizeof args - len, " %s", tf[i].model);
+  }
+  run_zoo(args);
+  for (int i = 0; i < N_TF; i++) {
+    ap_graph *g = load(model_path(dir, tf[i].model));
+    cr_expect_eq(g->opset, tf[i].opset, "%s: opset %lld", tf[i].model, (long long)g->opset);
+    int64_t params = 0;
+    int fed = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+      const ap_value *v = &g->values[g->inputs[k]];
+      bool is_fed = false;
+      for (int j = 0; j < 3 && tf[i].inputs[j]; j++)
+        if (strcmp(v->name, tf[i].inputs[j]) == 0) {
+          cr_expect_eq(fed, j, "%s: input '%s' is not in place %d", tf[i].model, v->name, j);
+          is_fed = true;
+        }
+      if (is_fed)
+        fed++;
+      else if (v->kind == AP_VAL_INPUT && !v->data)
+        params += ap_numel(v->rank, v->dims);
+    }
+    cr_expect_eq(params, tf[i].params, "%s: %lld parameters, published %lld", tf[i].model,
+                 (long long)params, (long long)tf[i].params);
+    for (int k = 0; k < 12 && tf[i].ops[k]; k++) {
+      bool found = false;
+      for (int n = 0; n < g->n_nodes && !found; n++)
+        found = strcmp(g->nodes[n].op_type, tf[i].ops[k]) == 0;
+      cr_expect(found, "%s: no %s node", tf[i].model, tf[i].ops[k]);
+    }
+    const ap_value *out = &g->values[g->outputs[0]];
+    cr_expect_str_eq(out->name, "logits");
+    ap_graph_free(g);
+  }
+  if (have_python_onnx()) {
+    snprintf(script, sizeof script, "%s/check.py", dir);
+    FILE *f = fopen(script, "w");
+    cr_assert_not_null(f);
+    fputs("import onnx, sys\n"
+          "m = onnx.load(sys.argv[1])\n"
+          "onnx.checker.check_model(m)\n"
+          "onnx.shape_inference.infer_shapes(m, strict_mode=True)\n",
+          f);
+    fclose(f);
+    for (int i = 0; i < N_TF; i++) {
+      snprintf(cmd, sizeof cmd, "%s '%s' '%s/%s.onnx'", PYTHON, script, dir, tf[i].model);
+      cr_expect_eq(run(cmd), 0, "onnx rejects %s", tf[i].model);
+    }
   }
   remove_tmpdir(dir);
 }

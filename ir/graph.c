@@ -365,3 +365,32 @@ bool ap_value_is_parameter(const ap_value *v) {
   return v->kind == AP_VAL_WEIGHT && v->data && ap_dtype_is_float(v->dtype) &&
          ap_numel(v->rank, v->dims) > 1;
 }
+
+/* Whether every read of v is a weight's: at an operand slot after the
+ * first, as a Gather's table, or through an op that reshapes or retypes it
+ * (a tied table's Transpose, a Cast) into a value read so in turn. */
+static bool read_as_weight(const ap_graph *g, int v, int depth) {
+  if (depth > 8 || g->values[v].is_graph_output)
+    return false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ap_node *n = &g->nodes[i];
+    if (n->dead || n->n_in == 0 || n->in[0] != v)
+      continue;
+    if (n->op == AP_OP_GATHER && n->n_in > 1 && n->in[1] >= 0 &&
+        ap_dtype_is_int(g->values[n->in[1]].dtype))
+      continue;
+    bool reshaping = n->op == AP_OP_TRANSPOSE || n->op == AP_OP_RESHAPE ||
+                     n->op == AP_OP_CAST || n->op == AP_OP_SLICE || n->op == AP_OP_UNSQUEEZE ||
+                     n->op == AP_OP_SQUEEZE || n->op == AP_OP_IDENTITY ||
+                     n->op == AP_OP_FLATTEN;
+    if (!reshaping || n->n_out < 1 || n->out[0] < 0 || !read_as_weight(g, n->out[0], depth + 1))
+      return false;
+  }
+  return true;
+}
+
+bool ap_value_is_fed_weight(const ap_graph *g, int v) {
+  const ap_value *val = &g->values[v];
+  return val->kind == AP_VAL_INPUT && !val->data && ap_dtype_is_float(val->dtype) &&
+         ap_numel(val->rank, val->dims) > 1 && read_as_weight(g, v, 0);
+}

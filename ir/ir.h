@@ -273,6 +273,13 @@ const int64_t *ap_attr_ints(const ap_node *n, const char *name, int *count);
  * exponent, an epsilon, a mask's fill value, 1/sqrt(d)) as initializers
  * too; they stay constants. */
 bool ap_value_is_parameter(const ap_value *v);
+/* Whether graph input v, fed at run time, is a weight rather than data: a
+ * float tensor of more than one element that no node reads as its first
+ * operand, but as a Gather's table or through a reshaping op (Transpose,
+ * Cast...) read so in turn (ONNX's node tests and accpar-zoo --no-weights
+ * feed their weights: a MatMul's right operand, a bias added, an embedding
+ * table and its transpose). */
+bool ap_value_is_fed_weight(const ap_graph *g, int v);
 /* The rows of the smallest table integer value v indexes (as Gather's
  * indices, directly or through casts and reshapes), or 0 when it indexes
  * none: the range a run-time input of token ids must stay in. */

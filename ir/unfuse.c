@@ -117,7 +117,8 @@ static ap_status unfuse_one(ap_graph *g, int si, ap_diag *d, bool *done) {
       int other = an->in[1 - k];
       if (an->in[k] >= 0 && g->values[an->in[k]].producer >= 0 &&
           g->nodes[g->values[an->in[k]].producer].op == AP_OP_MATMUL && other >= 0 &&
-          g->values[other].data && g->values[other].rank == 1) {
+          (g->values[other].data || ap_value_is_fed_weight(g, other)) &&
+          g->values[other].rank == 1) {
         mm = g->values[an->in[k]].producer;
         bias = other;
       }
@@ -130,7 +131,7 @@ static ap_status unfuse_one(ap_graph *g, int si, ap_diag *d, bool *done) {
     return AP_OK;
   int x = mn->in[0], w = mn->in[1];
   const ap_value *wv = &g->values[w];
-  if (!wv->data || wv->rank != 2)
+  if ((!wv->data && !ap_value_is_fed_weight(g, w)) || wv->rank != 2)
     return AP_OK;
   int64_t size[AP_MAX_RANK * 8], n_cols = wv->dims[1];
   int k = sp->n_out;

@@ -859,18 +859,13 @@ static ap_status default_schedule(dctx *x, uint64_t **want, bool **trainable) {
   *trainable = ap_arena_array(a, (size_t)g->n_values + 1, sizeof **trainable);
   if (!from_w || !reach || !*want || !*trainable)
     return oom(x);
-  /* Weights: float initializers, and float graph inputs no node reads as
-   * its first input (a model whose weights are fed, accpar-zoo --no-weights). */
+  /* Weights: float initializers, and the weights a model feeds (accpar-zoo
+   * --no-weights). */
   for (int v = 0; v < g->n_values; v++) {
     const ap_value *val = &g->values[v];
     from_w[v] = val->dtype == AP_DT_FLOAT && val->producer < 0 &&
-                (ap_value_is_parameter(val) || (val->kind == AP_VAL_INPUT && !val->data &&
-                                                ap_numel(val->rank, val->dims) > 1));
+                (ap_value_is_parameter(val) || ap_value_is_fed_weight(g, v));
   }
-  for (int ni = 0; ni < g->n_nodes; ni++)
-    if (!g->nodes[ni].dead && g->nodes[ni].n_in > 0 && g->nodes[ni].in[0] >= 0 &&
-        g->values[g->nodes[ni].in[0]].kind == AP_VAL_INPUT)
-      from_w[g->nodes[ni].in[0]] = false;
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];
     bool f = false;

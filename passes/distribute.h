@@ -97,8 +97,8 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d);
  * (bit i: the backward of node n produces the error of input i; 0: no
  * backward step) and trainable[v] (a weight the step updates) are the
  * training schedule's (codegen/train.h); NULL derives them: the weights are
- * the float initializers and the float graph inputs no node reads as its
- * first input (fed weights), a float value needs an error when it is
+ * the parameters (ap_value_is_parameter) and the fed weights
+ * (ap_value_is_fed_weight), a float value needs an error when it is
  * computed from a weight and graph output 0 is computed from it, and such
  * weights train. */
 ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,

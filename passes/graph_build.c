@@ -279,8 +279,8 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
   for (int v = 0; v < nv; v++)
     from[v].vertex = -1;
   /* Graph inputs fed at run time are activations when some node reads them
-   * as data, whatever their type (token ids, masks); weights that happen
-   * to be graph inputs (ONNX node tests) sit at parameter slots only. */
+   * as data, whatever their type (token ids, masks); weights that are fed
+   * (ONNX node tests, accpar-zoo --no-weights) are weights. */
   for (int i = 0; i < g->n_nodes; i++) {
     const ap_node *n = &g->nodes[i];
     if (n->dead)
@@ -288,17 +288,9 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
     for (int k = 0; k < n->n_in; k++) {
       int x = n->in[k];
       if (x >= 0 && ap_axes_data_slot(n, k) && g->values[x].kind == AP_VAL_INPUT &&
-          !g->values[x].data)
+          !g->values[x].data && !ap_value_is_fed_weight(g, x))
         act[x] = true;
     }
-  }
-  /* A fed weight operand of a convolution or Gemm stays a weight. */
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ap_node *n = &g->nodes[i];
-    if (!n->dead && (n->op == AP_OP_CONV || n->op == AP_OP_CONV_TRANSPOSE ||
-                     n->op == AP_OP_GEMM) &&
-        n->n_in > 1 && n->in[1] >= 0 && g->values[n->in[1]].producer < 0)
-      act[n->in[1]] = false;
   }
   p->n_vertices = 0;
   p->n_edges = 0;

@@ -3,7 +3,9 @@
  *   plan_time ZOO_DIR [--batch N] [--repeat R]
  *       times ap_partition (accpar) on ZOO_DIR/resnet{18,34,50,101,152}.onnx
  *       over 2..1024 devices and prints markdown tables: growth with layers
- *       at 1024 devices, and growth with devices for ResNet-152.
+ *       at 1024 devices, and growth with devices for ResNet-152; then, when
+ *       ZOO_DIR holds gpt2.onnx and bert.onnx, the transformers at batch 8
+ *       over mixed TPU arrays.
  *   plan_time --measure-cpu
  *       measures this host's single-core float32 multiply-add rate and copy
  *       bandwidth: the figures of the "cpu" device preset.
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "accpar/plan.h"
 #include "ir/ir.h"
@@ -40,10 +43,8 @@ static ap_graph *load(const char *dir, const char *model, int64_t batch) {
   return g;
 }
 
-/* Best time of `repeat` plans of g over n devices of kind cpu; -1 on error. */
-static double time_plan(ap_graph *g, int n, int repeat, int *layers) {
-  char spec[64];
-  snprintf(spec, sizeof spec, "cpu:%d", n);
+/* Best time of `repeat` plans of g over the array spec; -1 on error. */
+static double time_spec(ap_graph *g, const char *spec, int repeat, int *layers) {
   ap_devices dv;
   ap_diag d = {0};
   if (ap_devices_parse(spec, &dv, &d) != AP_OK)
@@ -65,6 +66,13 @@ static double time_plan(ap_graph *g, int n, int repeat, int *layers) {
   ap_plan_get(g, &s);
   *layers = s.n_layers;
   return best;
+}
+
+/* The same over n devices of kind cpu. */
+static double time_plan(ap_graph *g, int n, int repeat, int *layers) {
+  char spec[64];
+  snprintf(spec, sizeof spec, "cpu:%d", n);
+  return time_spec(g, spec, repeat, layers);
 }
 
 static int measure_cpu(void) {
@@ -164,5 +172,26 @@ int main(int argc, char **argv) {
     printf("| %d | %d | %.2f |\n", counts[i], s.n_levels, 1e3 * t);
   }
   ap_graph_free(g);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/gpt2.onnx", dir);
+  if (access(path, R_OK) != 0)
+    return 0;
+  printf("\nTransformers at batch 8 (GPT-2 small: 1024 tokens, BERT-base: 128):\n\n");
+  printf("| model | devices | layers | time (ms) |\n|---|---|---|---|\n");
+  static const char *const tfs[] = {"gpt2", "bert"};
+  static const char *const arrays[] = {"tpuv3:4,tpuv2:4", "tpuv3:32,tpuv2:32",
+                                       "tpuv3:64,tpuv2:64"};
+  for (int m = 0; m < 2; m++) {
+    if (!(g = load(dir, tfs[m], 8)))
+      return 1;
+    for (int a = 0; a < 3; a++) {
+      int layers = 0;
+      double t = time_spec(g, arrays[a], repeat, &layers);
+      if (t < 0)
+        return 1;
+      printf("| %s | %s | %d | %.1f |\n", tfs[m], arrays[a], layers, 1e3 * t);
+    }
+    ap_graph_free(g);
+  }
   return 0;
 }

@@ -2,7 +2,9 @@
 # The main job on a bundled sample: set up, build, generate the zoo's LeNet-5
 # (seeded random weights) and a seeded input, plan it for a mixed array of one
 # TPU v3 and two TPU v2, compile the partitioned program, run it on three
-# threads, and check it against the same model compiled for one device.
+# threads, and check it against the same model compiled for one device; then
+# plan GPT-2 small (Megatron-LM's split) and train GPT-2 tiny partitioned
+# beside one device.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -48,3 +50,23 @@ paste "$work/train-hetero.txt" "$work/train-single.txt" |
 echo
 echo "== bytes each device sent in those 5 steps, measured and as the plan predicted"
 grep -E '"(bytes_sent|predicted_bytes)"' "$work/train-hetero.json"
+
+echo
+echo "== transformers: accparc plan gpt2.onnx (GPT-2 small, batch 1, 1024 tokens) --devices tpuv3:2,"
+echo "   its first block and LM head: Q/K/V and the first MLP layer III, heads split (f),"
+echo "   the second MLP layer II, the embedding by vocabulary (II) (docs/transformers.md)"
+"$root/build/samples/accpar-zoo" --no-weights --batch 1 -o "$work" gpt2 >/dev/null
+"$accparc" plan "$work/gpt2.onnx" --devices tpuv3:2 |
+  grep -E '^(node|transformer/wte|transformer\.h\.0[./](attn|mlp)|lm_head|step)' |
+  grep -Ev '/(Add|Reshape|Transpose)'
+echo
+echo "== GPT-2 tiny trained as a language model on $devices (accpar), 5 steps, beside one device"
+"$root/build/samples/accpar-zoo" --seed 1 --batch 4 -o "$work" gpt2_tiny >/dev/null
+"$accparc" compile "$work/gpt2_tiny.onnx" --devices "$devices" --mode train -o "$work/lm-hetero" >/dev/null
+"$accparc" compile "$work/gpt2_tiny.onnx" --devices cpu:1 --mode train -o "$work/lm-single" >/dev/null
+"$work/lm-hetero/model" --steps 5 --lr 0.05 --seed 1 --report "$work/lm-hetero.json" >"$work/lm-hetero.txt"
+"$work/lm-single/model" --steps 5 --lr 0.05 --seed 1 >"$work/lm-single.txt"
+printf '%-6s %-24s %s\n' step "loss on $devices" "loss on cpu:1"
+paste "$work/lm-hetero.txt" "$work/lm-single.txt" |
+  awk '$1 == "step" { printf "%-6s %-24s %s\n", $2, $4, $8 }'
+grep -E '"(bytes_sent|predicted_bytes)"' "$work/lm-hetero.json"

@@ -933,3 +933,73 @@ Test(plan, weighted_operators_without_activations_are_an_error) {
             "%s", d.message);
   drop_graph();
 }
+
+/* ---- Megatron-LM, rediscovered (docs/transformers.md) ---- */
+
+/* The types of the node named name at every level, as "III,II"; "" when it
+ * has none. */
+static const char *types_of(const ap_graph *g, const char *name, char *buf, size_t cap) {
+  static const char *const t[4] = {"?", "I", "II", "III"};
+  buf[0] = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (strcmp(g->nodes[i].name, name) == 0)
+      for (int l = 0; l < g->nodes[i].n_types; l++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, cap - len, "%s%s", l ? "," : "", t[g->nodes[i].types[l] & 3]);
+      }
+  return buf;
+}
+
+/* GPT-2 small at batch 1 over two TPU v3, where model parallelism wins by
+ * 1.65x: every block splits Q, K, V and the first MLP layer by output
+ * features, the second MLP layer by input features, attention by heads; the
+ * embedding by vocabulary. The attention's output projection is Megatron's II
+ * or, moving the same bytes in the same messages, III followed by the
+ * residual's all-gather: either is accepted here (docs/transformers.md). */
+Test(plan, gpt2_small_plans_as_megatron_lm, .timeout = 300) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  char dir[] = "/tmp/accpar_gptXXXXXX", cmd[600], path[600], name[256], buf[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 1 -o %s gpt2 >/dev/null", zoo, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/gpt2.onnx", dir);
+  ap_diag d = {0};
+  ap_devices dv;
+  ap_graph *g = NULL;
+  cr_assert_eq(ap_devices_parse("tpuv3:2", &dv, &d), AP_OK);
+  cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+  ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR};
+  cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+  cr_expect_str_eq(types_of(g, "transformer/wte/Gather", buf, sizeof buf), "II");
+  cr_expect_str_eq(types_of(g, "lm_head/MatMul", buf, sizeof buf), "III");
+  for (int l = 0; l < 12; l++) {
+    for (int part = 0; part < 3; part++) {
+      snprintf(name, sizeof name, "transformer.h.%d/attn/c_attn/Split/part%d/matmul", l, part);
+      cr_expect_str_eq(types_of(g, name, buf, sizeof buf), "III", "%s", name);
+    }
+    snprintf(name, sizeof name, "transformer.h.%d.mlp.c_fc/MatMul", l);
+    cr_expect_str_eq(types_of(g, name, buf, sizeof buf), "III", "%s", name);
+    snprintf(name, sizeof name, "transformer.h.%d.mlp.c_proj/MatMul", l);
+    cr_expect_str_eq(types_of(g, name, buf, sizeof buf), "II", "%s", name);
+    snprintf(name, sizeof name, "transformer.h.%d.attn.c_proj/MatMul", l);
+    types_of(g, name, buf, sizeof buf);
+    cr_expect(strcmp(buf, "II") == 0 || strcmp(buf, "III") == 0, "%s: %s", name, buf);
+  }
+  /* Attention by heads: Q.K^T and P.V split along their heads axis. */
+  const ap_plan *p = g->plan;
+  int joins = 0;
+  for (int v = 0; v < p->n_vertices; v++) {
+    const ap_node *n = &g->nodes[p->v[v].node];
+    if (n->op != AP_OP_MATMUL || !p->v[v].join)
+      continue;
+    joins++;
+    cr_expect_eq(p->state[v] % 3, 1, "%s: not split along its second dimension", n->name);
+    cr_expect_eq(p->v[v].port[0].dim[1], 1, "%s: the second dimension is not the heads",
+                 n->name);
+  }
+  cr_expect_eq(joins, 24, "%d attention MatMuls", joins);
+  ap_graph_free(g);
+  remove(path);
+  remove(dir);
+}

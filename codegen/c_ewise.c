@@ -6,12 +6,6 @@
 
 #include "codegen/codegen.h"
 
-/* The C math function for a float or double operand: "exp" -> "expf". */
-static const char *fn(const cg_operand *o, const char *name, char *buf) {
-  snprintf(buf, 32, "%s%s", name, o->dtype == AP_DT_FLOAT ? "f" : "");
-  return buf;
-}
-
 static ap_status need_float(cg_kernel *k, const cg_operand *o) {
   if (o->dtype != AP_DT_FLOAT && o->dtype != AP_DT_DOUBLE)
     return cg_error(k, AP_ERR_UNSUPPORTED, "element type %s is not supported (float32, float64)",
@@ -28,73 +22,107 @@ static bool same_dims(const cg_operand *a, const cg_operand *b) {
   return true;
 }
 
-void cg_map(cg_kernel *k, int out, int n_args, const int *slots, const char *expr) {
+void cg_map_begin(cg_kernel *k, int out, int n_args, const int *slots) {
   const cg_operand *y = &k->out[out];
   bool flat = true;
   for (int j = 0; j < n_args; j++) {
     const cg_operand *x = &k->in[slots[j]];
     flat &= x->numel == 1 || same_dims(x, y);
   }
+  k->map_out = out;
+  k->map_n = n_args;
   if (flat || y->rank == 0) {
-    cg_printf(k, "for (int64_t i = 0; i < %lld; i++) {\n", (long long)y->numel);
+    int i = cg_for_n(k, "i", y->numel);
     for (int j = 0; j < n_args; j++) {
       const cg_operand *x = &k->in[slots[j]];
-      cg_printf(k, "const %s a%d = x%d[%s];\n", cg_ctype(x->dtype), j, slots[j],
-                x->numel == 1 ? "0" : "i");
+      k->map_arg[j] = cg_let(k, "a", cg_ld(k, cg_in(k, slots[j]),
+                                           x->numel == 1 ? cg_i64(k, 0) : cg_v(k, i)));
     }
-    cg_printf(k, "y%d[i] = %s;\n}\n", out, expr);
+    k->map_o = i;
+    k->map_loops = 0;
     return;
   }
-  cg_printf(k, "int64_t o = 0;\n");
-  cg_loops_open(k, y->rank, y->box.size, "i");
+  k->map_o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0));
+  int iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
   for (int j = 0; j < n_args; j++) {
     const cg_operand *x = &k->in[slots[j]];
     int64_t st[AP_MAX_RANK];
-    char idx[512];
     cg_broadcast_strides(x, y->rank, st);
-    cg_printf(k, "const %s a%d = x%d[%s];\n", cg_ctype(x->dtype), j, slots[j],
-              cg_index(idx, sizeof idx, y->rank, st, "i"));
+    k->map_arg[j] = cg_let(k, "a", cg_ld(k, cg_in(k, slots[j]), cg_idx(k, y->rank, st, iv)));
   }
-  cg_printf(k, "y%d[o++] = %s;\n", out, expr);
-  cg_loops_close(k, y->rank);
+  k->map_loops = y->rank;
 }
 
-static ap_status emit_unary(cg_kernel *k, const char *expr) {
+cg_x *cg_map_arg(cg_kernel *k, int j) { return cg_v(k, k->map_arg[j]); }
+
+void cg_map_end(cg_kernel *k, cg_x *x) {
+  cg_st(k, cg_out(k, k->map_out), cg_v(k, k->map_o), x);
+  if (k->map_loops) {
+    cg_set_op(k, k->map_o, CG_X_ADD, cg_i64(k, 1));
+    cg_loops_end(k, k->map_loops);
+  } else {
+    cg_end(k);
+  }
+}
+
+/* y0 = f(a0) element by element. */
+typedef cg_x *(*unary_fn)(cg_kernel *k, cg_x *a);
+
+static ap_status emit_unary(cg_kernel *k, unary_fn f) {
   int slot = 0;
-  cg_map(k, 0, 1, &slot, expr);
+  cg_map_begin(k, 0, 1, &slot);
+  cg_map_end(k, f(k, cg_map_arg(k, 0)));
   return AP_OK;
 }
 
-/* A unary operator on float32/float64 only: expr is "<pre><fn>(a0)<post>"
- * with fn the C math function for the element type. */
-static ap_status float_unary(cg_kernel *k, const char *pre, const char *name, const char *post) {
-  ap_status s = need_float(k, &k->in[0]);
-  if (s != AP_OK)
-    return s;
-  char f[32], expr[256];
-  if (snprintf(expr, sizeof expr, "%s%s(%sa0)%s", pre, fn(&k->in[0], name, f),
-               strcmp(name, "exp") == 0 && *pre ? "-" : "", post) >=
-      (int)sizeof expr)
-    ap_die("expression too long");
-  return emit_unary(k, expr);
+static cg_x *zero_of(cg_kernel *k, cg_x *a) { (void)a; return cg_int(k, 0); }
+
+static cg_x *relu(cg_kernel *k, cg_x *a) {
+  return cg_sel(k, cg_gt(k, a, zero_of(k, a)), a, zero_of(k, a));
+}
+static cg_x *sigmoid(cg_kernel *k, cg_x *a) {
+  cg_x *one = a->ty == CG_T_F32 ? cg_f32(k, 1) : cg_f64(k, 1);
+  return cg_div(k, one, cg_add(k, one, cg_fn1(k, CG_FN_EXP, cg_neg(k, a))));
+}
+static cg_x *tanh_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_TANH, a); }
+static cg_x *exp_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_EXP, a); }
+static cg_x *log_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_LOG, a); }
+static cg_x *sqrt_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_SQRT, a); }
+static cg_x *erf_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_ERF, a); }
+static cg_x *reciprocal(cg_kernel *k, cg_x *a) {
+  return cg_div(k, a->ty == CG_T_F32 ? cg_f32(k, 1) : cg_f64(k, 1), a);
 }
 
-ap_status cg_emit_RELU(cg_kernel *k) { return emit_unary(k, "a0 > 0 ? a0 : 0"); }
-
-ap_status cg_emit_SIGMOID(cg_kernel *k) {
-  bool f = k->in[0].dtype == AP_DT_FLOAT;
-  return float_unary(k, f ? "1.0f / (1.0f + " : "1.0 / (1.0 + ", "exp", ")");
+/* A unary operator on float32/float64 only. */
+static ap_status float_unary(cg_kernel *k, unary_fn f) {
+  ap_status s = need_float(k, &k->in[0]);
+  return s != AP_OK ? s : emit_unary(k, f);
 }
 
-ap_status cg_emit_TANH(cg_kernel *k) { return float_unary(k, "", "tanh", ""); }
-ap_status cg_emit_EXP(cg_kernel *k) { return float_unary(k, "", "exp", ""); }
-ap_status cg_emit_LOG(cg_kernel *k) { return float_unary(k, "", "log", ""); }
-ap_status cg_emit_SQRT(cg_kernel *k) { return float_unary(k, "", "sqrt", ""); }
-ap_status cg_emit_ERF(cg_kernel *k) { return float_unary(k, "", "erf", ""); }
+ap_status cg_emit_RELU(cg_kernel *k) { return emit_unary(k, relu); }
+ap_status cg_emit_SIGMOID(cg_kernel *k) { return float_unary(k, sigmoid); }
+ap_status cg_emit_TANH(cg_kernel *k) { return float_unary(k, tanh_); }
+ap_status cg_emit_EXP(cg_kernel *k) { return float_unary(k, exp_); }
+ap_status cg_emit_LOG(cg_kernel *k) { return float_unary(k, log_); }
+ap_status cg_emit_SQRT(cg_kernel *k) { return float_unary(k, sqrt_); }
+ap_status cg_emit_ERF(cg_kernel *k) { return float_unary(k, erf_); }
+ap_status cg_emit_RECIPROCAL(cg_kernel *k) { return float_unary(k, reciprocal); }
 
-ap_status cg_emit_RECIPROCAL(cg_kernel *k) {
-  ap_status s = need_float(k, &k->in[0]);
-  return s != AP_OK ? s : emit_unary(k, k->in[0].dtype == AP_DT_FLOAT ? "1.0f / a0" : "1.0 / a0");
+/* Computed in double and rounded once: the reference is float64 numpy. */
+static cg_x *gelu_tanh(cg_kernel *k, cg_x *a) {
+  cg_x *ad = cg_cast(k, CG_T_F64, a);
+  cg_x *cube = cg_mul(k, cg_mul(k, cg_mul(k, cg_f64(k, 0.044715), ad), a), a);
+  cg_x *u = cg_mul(k, cg_f64(k, 0x1.9884533d43651p-1), cg_add(k, ad, cube));
+  return cg_cast(k, (cg_ty)a->ty,
+                 cg_mul(k, cg_mul(k, cg_f64(k, 0.5), a),
+                        cg_add(k, cg_f64(k, 1.0), cg_fnd(k, CG_FN_TANH, u))));
+}
+static cg_x *gelu_erf(cg_kernel *k, cg_x *a) {
+  cg_x *u = cg_mul(k, cg_cast(k, CG_T_F64, a), cg_f64(k, 0x1.6a09e667f3bcdp-1));
+  return cg_cast(k, (cg_ty)a->ty,
+                 cg_mul(k, cg_mul(k, cg_f64(k, 0.5), a),
+                        cg_add(k, cg_f64(k, 1.0), cg_fnd(k, CG_FN_ERF, u))));
 }
 
 ap_status cg_emit_GELU(cg_kernel *k) {
@@ -102,84 +130,75 @@ ap_status cg_emit_GELU(cg_kernel *k) {
   if (s != AP_OK)
     return s;
   const char *approx = ap_attr_string(k->n, "approximate", "none");
-  const char *ct = cg_ctype(k->out[0].dtype);
-  char expr[256];
-  /* Computed in double and rounded once: the reference is float64 numpy. */
   if (strcmp(approx, "tanh") == 0)
-    snprintf(expr, sizeof expr,
-             "(%s)(0.5 * a0 * (1.0 + tanh(0x1.9884533d43651p-1 * ((double)a0 + 0.044715 * "
-             "(double)a0 * a0 * a0))))",
-             ct);
-  else if (strcmp(approx, "none") == 0)
-    snprintf(expr, sizeof expr, "(%s)(0.5 * a0 * (1.0 + erf((double)a0 * 0x1.6a09e667f3bcdp-1)))",
-             ct);
-  else
-    return cg_error(k, AP_ERR_INVALID, "approximate must be 'none' or 'tanh', not '%s'", approx);
-  return emit_unary(k, expr);
+    return emit_unary(k, gelu_tanh);
+  if (strcmp(approx, "none") == 0)
+    return emit_unary(k, gelu_erf);
+  return cg_error(k, AP_ERR_INVALID, "approximate must be 'none' or 'tanh', not '%s'", approx);
 }
 
-ap_status cg_emit_NEG(cg_kernel *k) {
-  if (k->in[0].dtype == AP_DT_FLOAT || k->in[0].dtype == AP_DT_DOUBLE)
-    return emit_unary(k, "-a0");
-  char expr[128];
-  snprintf(expr, sizeof expr, "(%s)(0u - (uint64_t)a0)", cg_ctype(k->in[0].dtype));
-  return emit_unary(k, expr);
+/* Integers negate in uint64 and wrap back to their type. */
+static cg_x *neg_int(cg_kernel *k, cg_x *a) {
+  return cg_cast(k, (cg_ty)a->ty, cg_sub(k, cg_const(k, CG_T_U32, 0), cg_cast(k, CG_T_U64, a)));
 }
 
-ap_status cg_emit_ABS(cg_kernel *k) {
-  if (k->in[0].dtype == AP_DT_FLOAT || k->in[0].dtype == AP_DT_DOUBLE) {
-    char f[32], expr[64];
-    snprintf(expr, sizeof expr, "%s(a0)", fn(&k->in[0], "fabs", f));
-    return emit_unary(k, expr);
-  }
-  if (cg_dtype_is_unsigned(k->in[0].dtype))
-    return emit_unary(k, "a0");
-  char expr[128];
-  snprintf(expr, sizeof expr, "a0 < 0 ? (%s)(0u - (uint64_t)a0) : a0", cg_ctype(k->in[0].dtype));
-  return emit_unary(k, expr);
+static cg_x *neg(cg_kernel *k, cg_x *a) { return cg_ty_float((cg_ty)a->ty) ? cg_neg(k, a) : neg_int(k, a); }
+
+ap_status cg_emit_NEG(cg_kernel *k) { return emit_unary(k, neg); }
+
+static cg_x *abs_(cg_kernel *k, cg_x *a) {
+  if (cg_ty_float((cg_ty)a->ty))
+    return cg_fn1(k, CG_FN_FABS, a);
+  if (!cg_ty_signed((cg_ty)a->ty))
+    return a;
+  return cg_sel(k, cg_lt(k, a, cg_int(k, 0)), neg_int(k, a), a);
 }
 
-/* The conversion of a0 from type from to type to, as an expression. */
-static void cast_expr(ap_dtype from, ap_dtype to, char *buf, size_t cap) {
-  const char *ct = cg_ctype(to);
-  bool from_float = from == AP_DT_FLOAT || from == AP_DT_DOUBLE;
-  if (to == AP_DT_BOOL) {
-    snprintf(buf, cap, "(uint8_t)(a0 != 0)");
-  } else if (from_float && to != AP_DT_FLOAT && to != AP_DT_DOUBLE) {
-    /* Saturating: an out-of-range conversion is undefined in C. */
-    static const struct {
-      ap_dtype t;
-      const char *lo, *hi;
-    } lim[] = {
-        {AP_DT_INT8, "-128.0", "127.0"},
-        {AP_DT_UINT8, "0.0", "255.0"},
-        {AP_DT_INT16, "-32768.0", "32767.0"},
-        {AP_DT_UINT16, "0.0", "65535.0"},
-        {AP_DT_INT32, "-2147483648.0", "2147483647.0"},
-        {AP_DT_UINT32, "0.0", "4294967295.0"},
-        {AP_DT_INT64, "-9223372036854775808.0", "9223372036854775807.0"},
-        {AP_DT_UINT64, "0.0", "18446744073709551615.0"},
-    };
-    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
-      if (lim[i].t == to) {
-        const char *max = to == AP_DT_INT64 ? "INT64_MAX" : to == AP_DT_UINT64 ? "UINT64_MAX"
-                                                                               : NULL;
-        if (max)
-          snprintf(buf, cap, "a0 != a0 ? 0 : (double)a0 <= %s ? (%s)%s : (double)a0 >= %s ? %s : (%s)a0",
-                   lim[i].lo, ct, lim[i].lo, lim[i].hi, max, ct);
-        else
-          snprintf(buf, cap, "a0 != a0 ? 0 : (double)a0 <= %s ? (%s)%s : (double)a0 >= %s ? (%s)%s : (%s)a0",
-                   lim[i].lo, ct, lim[i].lo, lim[i].hi, ct, lim[i].hi, ct);
-        return;
-      }
-  }
-  snprintf(buf, cap, "(%s)a0", ct);
+ap_status cg_emit_ABS(cg_kernel *k) { return emit_unary(k, abs_); }
+
+/* The conversion of a from its type to to: to bool by comparing with
+ * zero; float to integer saturating, since an out-of-range conversion is
+ * undefined in C (NaN gives 0). */
+static cg_x *cast_to(cg_kernel *k, cg_x *a, ap_dtype to) {
+  cg_ty t = cg_ty_of(to);
+  bool from_float = cg_ty_float((cg_ty)a->ty);
+  if (to == AP_DT_BOOL)
+    return cg_cast(k, CG_T_U8, cg_ne(k, a, cg_int(k, 0)));
+  if (!from_float || cg_ty_float(t))
+    return cg_cast(k, t, a);
+  static const struct {
+    ap_dtype t;
+    double lo, hi;
+  } lim[] = {
+      {AP_DT_INT8, -128.0, 127.0},
+      {AP_DT_UINT8, 0.0, 255.0},
+      {AP_DT_INT16, -32768.0, 32767.0},
+      {AP_DT_UINT16, 0.0, 65535.0},
+      {AP_DT_INT32, -2147483648.0, 2147483647.0},
+      {AP_DT_UINT32, 0.0, 4294967295.0},
+      {AP_DT_INT64, -9223372036854775808.0, 9223372036854775807.0},
+      {AP_DT_UINT64, 0.0, 18446744073709551615.0},
+  };
+  for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+    if (lim[i].t == to) {
+      cg_x *d = cg_cast(k, CG_T_F64, a);
+      cg_x *max = to == AP_DT_INT64   ? cg_i64(k, INT64_MAX)
+                  : to == AP_DT_UINT64 ? cg_u64(k, UINT64_MAX)
+                                       : cg_cast(k, t, cg_f64(k, lim[i].hi));
+      cg_x *low = cg_cast(k, t, cg_f64(k, lim[i].lo));
+      return cg_sel(k, cg_ne(k, a, a), cg_int(k, 0),
+                    cg_sel(k, cg_le(k, d, cg_f64(k, lim[i].lo)), low,
+                           cg_sel(k, cg_ge(k, cg_cast(k, CG_T_F64, a), cg_f64(k, lim[i].hi)), max,
+                                  cg_cast(k, t, a))));
+    }
+  return cg_cast(k, t, a);
 }
 
 ap_status cg_emit_CAST(cg_kernel *k) {
-  char expr[512];
-  cast_expr(k->in[0].dtype, k->out[0].dtype, expr, sizeof expr);
-  return emit_unary(k, expr);
+  int slot = 0;
+  cg_map_begin(k, 0, 1, &slot);
+  cg_map_end(k, cast_to(k, cg_map_arg(k, 0), k->out[0].dtype));
+  return AP_OK;
 }
 
 ap_status cg_emit_CAST_LIKE(cg_kernel *k) {
@@ -201,20 +220,20 @@ ap_status cg_emit_DROPOUT(cg_kernel *k) {
     k->alias_in = 0;
     return AP_OK;
   }
-  cg_printf(k, "memcpy(y0, x0, %lld);\nmemset(y1, 1, %lld);\n",
-            (long long)(k->out[0].numel * (int64_t)ap_dtype_size(k->out[0].dtype)),
-            (long long)k->out[1].numel);
+  cg_memcpy(k, cg_out(k, 0), cg_in(k, 0),
+            cg_i64(k, k->out[0].numel * (int64_t)ap_dtype_size(k->out[0].dtype)));
+  cg_memset(k, cg_out(k, 1), 1, cg_i64(k, k->out[1].numel));
   return AP_OK;
 }
 
-/* Clip's bound into buf: a literal when constant, "x<slot>[0]" when fed at
- * run time, "" when absent. */
-static ap_status clip_bound(cg_kernel *k, int slot, const char *attr, char *buf) {
+/* Clip's bound: a constant when it is one (or an attribute before opset
+ * 11), the element of x<slot> when fed at run time, NULL when absent. */
+static ap_status clip_bound(cg_kernel *k, int slot, const char *attr, cg_x **out) {
   ap_dtype t = k->in[0].dtype;
-  buf[0] = 0;
+  *out = NULL;
   if (cg_opset(k) < 11) {
     if (ap_attr_find(k->n, attr))
-      cg_literal(buf, t, ap_attr_float(k->n, attr, 0));
+      *out = cg_lit(k, t, ap_attr_float(k->n, attr, 0));
     return AP_OK;
   }
   const cg_operand *b = &k->in[slot];
@@ -224,110 +243,123 @@ static ap_status clip_bound(cg_kernel *k, int slot, const char *attr, char *buf)
     return cg_error(k, AP_ERR_INVALID, "bound '%s' must hold one element", b->v->name);
   double v;
   if (cg_const_f64(b, 0, &v)) {
-    cg_literal(buf, t, v);
+    *out = cg_lit(k, t, v);
     k->skip_in |= (uint64_t)1 << slot;
   } else {
-    snprintf(buf, 64, "x%d[0]", slot);
+    *out = NULL;
+    k->skip_in &= ~((uint64_t)1 << slot);
   }
   return AP_OK;
 }
 
 /* numpy's clip: minimum(maximum(x, lo), hi), so hi wins when lo > hi. */
 ap_status cg_emit_CLIP(cg_kernel *k) {
-  char lo[64], hi[64], low[256], expr[1024];
+  cg_x *lo, *hi;
   ap_status s;
-  if ((s = clip_bound(k, 1, "min", lo)) || (s = clip_bound(k, 2, "max", hi)))
+  if ((s = clip_bound(k, 1, "min", &lo)) || (s = clip_bound(k, 2, "max", &hi)))
     return s;
-  if (*lo)
-    snprintf(low, sizeof low, "(a0 < %s ? %s : a0)", lo, lo);
-  else
-    snprintf(low, sizeof low, "a0");
-  if (*hi)
-    snprintf(expr, sizeof expr, "%s > %s ? %s : %s", low, hi, hi, low);
-  else
-    snprintf(expr, sizeof expr, "%s", low);
-  return emit_unary(k, expr);
+  /* Fed bounds are read once, before the loop. */
+  int lo_var = -1, hi_var = -1;
+  if (!lo && cg_opset(k) >= 11 && k->in[1].v)
+    lo_var = cg_let(k, "lo", cg_ldi(k, cg_in(k, 1), 0));
+  if (!hi && cg_opset(k) >= 11 && k->in[2].v)
+    hi_var = cg_let(k, "hi", cg_ldi(k, cg_in(k, 2), 0));
+  int slot = 0;
+  cg_map_begin(k, 0, 1, &slot);
+  cg_x *x = cg_map_arg(k, 0);
+  if (lo_var >= 0)
+    lo = cg_v(k, lo_var);
+  if (hi_var >= 0)
+    hi = cg_v(k, hi_var);
+  if (lo) {
+    int low = cg_let(k, "low", cg_sel(k, cg_lt(k, x, lo), lo, x));
+    x = cg_v(k, low);
+    lo = NULL;
+  }
+  if (hi)
+    x = cg_sel(k, cg_gt(k, x, hi), hi, x);
+  cg_map_end(k, x);
+  return AP_OK;
 }
 
 /* ---- binary and n-ary operators ------------------------------------------ */
 
 static bool is_float(ap_dtype t) { return t == AP_DT_FLOAT || t == AP_DT_DOUBLE; }
 
-/* a0 OP a1 in the output type, wrapping for integers. */
-static ap_status arith(cg_kernel *k, char op) {
+/* a0 OP a1 in the output type, wrapping for integers (in uint64); integer
+ * x/0 gives 0 rather than a trap. */
+static ap_status arith(cg_kernel *k, cg_xop op) {
   ap_dtype t = k->out[0].dtype;
-  const char *ct = cg_ctype(t);
-  char expr[256];
-  if (is_float(t))
-    snprintf(expr, sizeof expr, "a0 %c a1", op);
-  else if (op == '/')
-    snprintf(expr, sizeof expr, "a1 ? (%s)(a0 / a1) : 0", ct); /* x/0: 0, never a trap */
-  else
-    snprintf(expr, sizeof expr, "(%s)((uint64_t)a0 %c (uint64_t)a1)", ct, op);
+  cg_ty ct = cg_ty_of(t);
   int slots[2] = {0, 1};
-  cg_map(k, 0, 2, slots, expr);
+  cg_map_begin(k, 0, 2, slots);
+  cg_x *a = cg_map_arg(k, 0), *b = cg_map_arg(k, 1), *x;
+  if (is_float(t))
+    x = cg_bin(k, op, a, b);
+  else if (op == CG_X_DIV)
+    x = cg_sel(k, b, cg_cast(k, ct, cg_div(k, a, cg_map_arg(k, 1))), cg_int(k, 0));
+  else
+    x = cg_cast(k, ct, cg_bin(k, op, cg_cast(k, CG_T_U64, a), cg_cast(k, CG_T_U64, b)));
+  cg_map_end(k, x);
   return AP_OK;
 }
 
-ap_status cg_emit_ADD(cg_kernel *k) { return arith(k, '+'); }
-ap_status cg_emit_SUB(cg_kernel *k) { return arith(k, '-'); }
-ap_status cg_emit_MUL(cg_kernel *k) { return arith(k, '*'); }
-ap_status cg_emit_DIV(cg_kernel *k) { return arith(k, '/'); }
+ap_status cg_emit_ADD(cg_kernel *k) { return arith(k, CG_X_ADD); }
+ap_status cg_emit_SUB(cg_kernel *k) { return arith(k, CG_X_SUB); }
+ap_status cg_emit_MUL(cg_kernel *k) { return arith(k, CG_X_MUL); }
+ap_status cg_emit_DIV(cg_kernel *k) { return arith(k, CG_X_DIV); }
 
 ap_status cg_emit_POW(cg_kernel *k) {
-  char expr[256];
   ap_dtype t = k->out[0].dtype;
+  int slots[2] = {0, 1};
+  cg_map_begin(k, 0, 2, slots);
+  cg_x *a = cg_map_arg(k, 0), *b = cg_map_arg(k, 1);
   if (t == AP_DT_FLOAT && k->in[1].dtype == AP_DT_FLOAT)
-    snprintf(expr, sizeof expr, "powf(a0, a1)");
+    cg_map_end(k, cg_fn2(k, CG_FN_POW, a, b));
   else
-    snprintf(expr, sizeof expr, "(%s)pow((double)a0, (double)a1)", cg_ctype(t));
-  int slots[2] = {0, 1};
-  cg_map(k, 0, 2, slots, expr);
+    cg_map_end(k, cg_cast(k, cg_ty_of(t), cg_fn2(k, CG_FN_POW, cg_cast(k, CG_T_F64, a),
+                                                 cg_cast(k, CG_T_F64, b))));
   return AP_OK;
 }
 
-static ap_status compare(cg_kernel *k, const char *op) {
-  char expr[64];
-  snprintf(expr, sizeof expr, "(uint8_t)(a0 %s a1)", op);
+static ap_status compare(cg_kernel *k, cg_xop op) {
   int slots[2] = {0, 1};
-  cg_map(k, 0, 2, slots, expr);
+  cg_map_begin(k, 0, 2, slots);
+  cg_map_end(k, cg_cast(k, CG_T_U8, cg_bin(k, op, cg_map_arg(k, 0), cg_map_arg(k, 1))));
   return AP_OK;
 }
 
-ap_status cg_emit_LESS(cg_kernel *k) { return compare(k, "<"); }
-ap_status cg_emit_GREATER(cg_kernel *k) { return compare(k, ">"); }
-ap_status cg_emit_EQUAL(cg_kernel *k) { return compare(k, "=="); }
+ap_status cg_emit_LESS(cg_kernel *k) { return compare(k, CG_X_LT); }
+ap_status cg_emit_GREATER(cg_kernel *k) { return compare(k, CG_X_GT); }
+ap_status cg_emit_EQUAL(cg_kernel *k) { return compare(k, CG_X_EQ); }
 
 ap_status cg_emit_WHERE(cg_kernel *k) {
   int slots[3] = {0, 1, 2};
-  cg_map(k, 0, 3, slots, "a0 ? a1 : a2");
+  cg_map_begin(k, 0, 3, slots);
+  cg_map_end(k, cg_sel(k, cg_map_arg(k, 0), cg_map_arg(k, 1), cg_map_arg(k, 2)));
   return AP_OK;
 }
 
-/* Sum, Max, Min over any number of broadcast inputs, folded left to right;
- * ap_max_<type>/ap_min_<type> are defined once in kernels.c. */
+/* Sum, Max, Min over any number of broadcast inputs, folded left to right. */
 static ap_status variadic(cg_kernel *k, char which) {
   ap_dtype t = k->out[0].dtype;
-  const char *ct = cg_ctype(t);
-  int slots[CG_MAX_OPERANDS], n = 0;
+  cg_ty ct = cg_ty_of(t);
+  int slots[CG_MAX_OPERANDS] = {0}, n = 0;
   for (int i = 0; i < k->n_in; i++)
     if (k->in[i].v)
       slots[n++] = i;
-  char acc[8192] = "a0", next[8192];
-  int w;
+  cg_map_begin(k, 0, n, slots);
+  cg_x *acc = cg_map_arg(k, 0);
   for (int j = 1; j < n; j++) {
+    cg_x *a = cg_map_arg(k, j);
     if (which == '+' && is_float(t))
-      w = snprintf(next, sizeof next, "%s + a%d", acc, j);
+      acc = cg_add(k, acc, a);
     else if (which == '+')
-      w = snprintf(next, sizeof next, "(%s)((uint64_t)(%s) + (uint64_t)a%d)", ct, acc, j);
+      acc = cg_cast(k, ct, cg_add(k, cg_cast(k, CG_T_U64, acc), cg_cast(k, CG_T_U64, a)));
     else
-      w = snprintf(next, sizeof next, "ap_%s_%s(%s, a%d)", which == '>' ? "max" : "min", ct,
-                   acc, j);
-    if (w < 0 || w >= (int)sizeof next)
-      return cg_error(k, AP_ERR_UNSUPPORTED, "too many inputs (%d)", n);
-    memcpy(acc, next, sizeof acc);
+      acc = cg_minmax(k, which == '>', ct, acc, a);
   }
-  cg_map(k, 0, n, slots, acc);
+  cg_map_end(k, acc);
   return AP_OK;
 }
 

@@ -17,109 +17,180 @@ static ap_status need_float(cg_kernel *k, ap_dtype t) {
   return AP_OK;
 }
 
-/* dx0[i] (=|+=) expr, over the elements; expr reads dy0[i], x0[i], y0[i]. */
-static ap_status unary(cg_grad_kernel *gk, const char *expr) {
+/* dx0[i] (=|+=) (T)f(...), over the elements; f reads dy0[i], x0[i],
+ * y0[i] (the element loads given). */
+typedef cg_x *(*grad_fn)(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y);
+
+static ap_status unary(cg_grad_kernel *gk, grad_fn f) {
   cg_kernel *k = gk->k;
   ap_status s = need_float(k, k->in[0].dtype);
   if (s != AP_OK)
     return s;
-  cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  dx0[i] %s (%s)(%s);\n",
-            (long long)k->in[0].numel, cg_grad_assign(gk, 0), cg_ctype(k->in[0].dtype), expr);
+  int i = cg_for_n(k, "i", k->in[0].numel);
+  cg_x *dy = cg_ld(k, cg_dy(k, 0), cg_v(k, i));
+  cg_x *x = gk->k->in[0].v && (cg_grad_op_of(k->n->op)->reads_in & 1) ? cg_ld(k, cg_in(k, 0), cg_v(k, i)) : NULL;
+  cg_x *y = cg_grad_op_of(k->n->op)->reads_out & 1 ? cg_ld(k, cg_out(k, 0), cg_v(k, i)) : NULL;
+  cg_grad_put(gk, 0, cg_v(k, i), cg_cast(k, cg_ty_of(k->in[0].dtype), f(k, dy, x, y)));
+  cg_end(k);
   return AP_OK;
 }
 
-static ap_status grad_relu(cg_grad_kernel *gk) { return unary(gk, "y0[i] > 0 ? dy0[i] : 0"); }
-static ap_status grad_sigmoid(cg_grad_kernel *gk) {
-  return unary(gk, "dy0[i] * y0[i] * (1 - y0[i])");
+static cg_x *d_relu(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)x;
+  return cg_sel(k, cg_gt(k, y, cg_int(k, 0)), dy, cg_int(k, 0));
 }
-static ap_status grad_tanh(cg_grad_kernel *gk) { return unary(gk, "dy0[i] * (1 - y0[i] * y0[i])"); }
-static ap_status grad_identity(cg_grad_kernel *gk) { return unary(gk, "dy0[i]"); }
-static ap_status grad_neg(cg_grad_kernel *gk) { return unary(gk, "-dy0[i]"); }
-static ap_status grad_exp(cg_grad_kernel *gk) { return unary(gk, "dy0[i] * y0[i]"); }
-static ap_status grad_log(cg_grad_kernel *gk) { return unary(gk, "dy0[i] / x0[i]"); }
-static ap_status grad_sqrt(cg_grad_kernel *gk) { return unary(gk, "dy0[i] * 0.5 / y0[i]"); }
+static cg_x *d_sigmoid(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)x;
+  return cg_mul(k, cg_mul(k, dy, y), cg_sub(k, cg_int(k, 1), y));
+}
+static cg_x *d_tanh(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)x;
+  return cg_mul(k, dy, cg_sub(k, cg_int(k, 1), cg_mul(k, y, y)));
+}
+static cg_x *d_identity(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)k, (void)x, (void)y;
+  return dy;
+}
+static cg_x *d_neg(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)x, (void)y;
+  return cg_neg(k, dy);
+}
+static cg_x *d_exp(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)x;
+  return cg_mul(k, dy, y);
+}
+static cg_x *d_log(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_div(k, dy, x);
+}
+static cg_x *d_sqrt(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)x;
+  return cg_div(k, cg_mul(k, dy, cg_f64(k, 0.5)), y);
+}
+
+static ap_status grad_relu(cg_grad_kernel *gk) { return unary(gk, d_relu); }
+static ap_status grad_sigmoid(cg_grad_kernel *gk) { return unary(gk, d_sigmoid); }
+static ap_status grad_tanh(cg_grad_kernel *gk) { return unary(gk, d_tanh); }
+static ap_status grad_identity(cg_grad_kernel *gk) { return unary(gk, d_identity); }
+static ap_status grad_neg(cg_grad_kernel *gk) { return unary(gk, d_neg); }
+static ap_status grad_exp(cg_grad_kernel *gk) { return unary(gk, d_exp); }
+static ap_status grad_log(cg_grad_kernel *gk) { return unary(gk, d_log); }
+static ap_status grad_sqrt(cg_grad_kernel *gk) { return unary(gk, d_sqrt); }
 
 /* d/dx of 0.5 x (1 + erf(x / sqrt 2)) and of its tanh approximation
- * 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3). */
+ * 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), in double. */
 static ap_status grad_gelu(cg_grad_kernel *gk) {
-  const char *approx = ap_attr_string(gk->k->n, "approximate", "none");
-  if (strcmp(approx, "tanh") == 0)
-    return unary(gk, "dy0[i] * ({ const double v = x0[i], c = 0x1.9884533d43651p-1;"
-                     " const double t = tanh(c * (v + 0.044715 * v * v * v));"
-                     " 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v); })");
-  if (strcmp(approx, "none") == 0)
-    return unary(gk, "dy0[i] * ({ const double v = x0[i];"
-                     " 0.5 * (1 + erf(v * 0x1.6a09e667f3bcdp-1)) +"
-                     " v * exp(-0.5 * v * v) * 0x1.9884533d43651p-2; })");
-  return cg_error(gk->k, AP_ERR_INVALID, "approximate must be 'none' or 'tanh', not '%s'", approx);
+  cg_kernel *k = gk->k;
+  const char *approx = ap_attr_string(k->n, "approximate", "none");
+  bool tanh_form = strcmp(approx, "tanh") == 0;
+  if (!tanh_form && strcmp(approx, "none") != 0)
+    return cg_error(k, AP_ERR_INVALID, "approximate must be 'none' or 'tanh', not '%s'", approx);
+  ap_status s = need_float(k, k->in[0].dtype);
+  if (s != AP_OK)
+    return s;
+  int i = cg_for_n(k, "i", k->in[0].numel);
+  int v = cg_let(k, "v", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 0), cg_v(k, i))));
+  cg_x *d;
+  if (tanh_form) {
+    cg_x *c = cg_f64(k, 0x1.9884533d43651p-1);
+    cg_x *cube = cg_mul(k, cg_mul(k, cg_mul(k, cg_f64(k, 0.044715), cg_v(k, v)), cg_v(k, v)), cg_v(k, v));
+    int t = cg_let(k, "t", cg_fnd(k, CG_FN_TANH, cg_mul(k, c, cg_add(k, cg_v(k, v), cube))));
+    cg_x *a = cg_mul(k, cg_f64(k, 0.5), cg_add(k, cg_int(k, 1), cg_v(k, t)));
+    cg_x *b = cg_mul(k, cg_mul(k, cg_mul(k, cg_mul(k, cg_f64(k, 0.5), cg_v(k, v)),
+                                          cg_sub(k, cg_int(k, 1), cg_mul(k, cg_v(k, t), cg_v(k, t)))),
+                                c),
+                     cg_add(k, cg_int(k, 1),
+                            cg_mul(k, cg_mul(k, cg_mul(k, cg_int(k, 3), cg_f64(k, 0.044715)), cg_v(k, v)),
+                                   cg_v(k, v))));
+    d = cg_add(k, a, b);
+  } else {
+    cg_x *a = cg_mul(k, cg_f64(k, 0.5),
+                     cg_add(k, cg_int(k, 1),
+                            cg_fnd(k, CG_FN_ERF, cg_mul(k, cg_v(k, v), cg_f64(k, 0x1.6a09e667f3bcdp-1)))));
+    cg_x *b = cg_mul(k, cg_mul(k, cg_v(k, v),
+                               cg_fnd(k, CG_FN_EXP, cg_mul(k, cg_mul(k, cg_f64(k, -0.5), cg_v(k, v)), cg_v(k, v)))),
+                     cg_f64(k, 0x1.9884533d43651p-2));
+    d = cg_add(k, a, b);
+  }
+  cg_x *val = cg_mul(k, cg_ld(k, cg_dy(k, 0), cg_v(k, i)), d);
+  cg_grad_put(gk, 0, cg_v(k, i), cg_cast(k, cg_ty_of(k->in[0].dtype), val));
+  cg_end(k);
+  return AP_OK;
 }
 
-static ap_status grad_erf(cg_grad_kernel *gk) {
-  return unary(gk, "dy0[i] * 0x1.20dd750429b6dp+0 * exp(-(double)x0[i] * x0[i])");
+static cg_x *d_erf(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_mul(k, cg_mul(k, dy, cg_f64(k, 0x1.20dd750429b6dp+0)),
+                cg_fnd(k, CG_FN_EXP, cg_mul(k, cg_neg(k, cg_cast(k, CG_T_F64, x)), x)));
 }
-static ap_status grad_abs(cg_grad_kernel *gk) {
-  return unary(gk, "x0[i] > 0 ? dy0[i] : x0[i] < 0 ? -dy0[i] : 0");
+static cg_x *d_abs(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_sel(k, cg_gt(k, x, cg_int(k, 0)), dy,
+                cg_sel(k, cg_lt(k, x, cg_int(k, 0)), cg_neg(k, dy), cg_int(k, 0)));
 }
-static ap_status grad_reciprocal(cg_grad_kernel *gk) { return unary(gk, "-dy0[i] * y0[i] * y0[i]"); }
+static cg_x *d_reciprocal(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)x;
+  return cg_mul(k, cg_mul(k, cg_neg(k, dy), y), y);
+}
 /* Where the bounds did not clip, y is x: the gradient passes there only,
  * whatever form (attributes, constant or fed inputs) the bounds took. */
-static ap_status grad_clip(cg_grad_kernel *gk) { return unary(gk, "y0[i] == x0[i] ? dy0[i] : 0"); }
+static cg_x *d_clip(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  return cg_sel(k, cg_eq(k, y, x), dy, cg_int(k, 0));
+}
+
+static ap_status grad_erf(cg_grad_kernel *gk) { return unary(gk, d_erf); }
+static ap_status grad_abs(cg_grad_kernel *gk) { return unary(gk, d_abs); }
+static ap_status grad_reciprocal(cg_grad_kernel *gk) { return unary(gk, d_reciprocal); }
+static ap_status grad_clip(cg_grad_kernel *gk) { return unary(gk, d_clip); }
 
 /* ---- n-ary operators with broadcasting ------------------------------------ */
 
-/* Buffers for the broadcast elements and the expression of one term. */
-typedef struct term {
-  char a[600], b[600], expr[2048];
-} term;
-
-static const char *elem(cg_grad_kernel *gk, int slot, char *buf) {
-  return cg_grad_bcast_elem(gk, slot, buf, 600);
-}
-
-static void emit_term(cg_grad_kernel *gk, int slot, term *t, int w) {
-  if (w < 0 || (size_t)w >= sizeof t->expr)
-    ap_die("expression too long");
-  cg_grad_unbroadcast(gk, slot, t->expr);
-}
-
 static bool wants(const cg_grad_kernel *gk, int slot) { return gk->want >> slot & 1; }
+
+static cg_x *dy_o(cg_grad_kernel *gk) { return cg_ld(gk->k, cg_dy(gk->k, 0), cg_grad_o(gk)); }
+static cg_x *y_o(cg_grad_kernel *gk) { return cg_ld(gk->k, cg_out(gk->k, 0), cg_grad_o(gk)); }
 
 static ap_status grad_sum(cg_grad_kernel *gk) {
   ap_status s = need_float(gk->k, gk->k->out[0].dtype);
   for (int i = 0; s == AP_OK && i < gk->k->n_in; i++)
     if (wants(gk, i))
-      cg_grad_unbroadcast(gk, i, "dy0[o]");
+      cg_grad_unbroadcast(gk, i, NULL, false);
   return s;
 }
 
 static ap_status grad_sub(cg_grad_kernel *gk) {
   ap_status s = need_float(gk->k, gk->k->out[0].dtype);
   if (s == AP_OK && wants(gk, 0))
-    cg_grad_unbroadcast(gk, 0, "dy0[o]");
+    cg_grad_unbroadcast(gk, 0, NULL, false);
   if (s == AP_OK && wants(gk, 1))
-    cg_grad_unbroadcast(gk, 1, "-dy0[o]");
+    cg_grad_unbroadcast(gk, 1, NULL, true);
   return s;
 }
 
 static ap_status grad_mul(cg_grad_kernel *gk) {
-  ap_status s = need_float(gk->k, gk->k->out[0].dtype);
+  cg_kernel *k = gk->k;
+  ap_status s = need_float(k, k->out[0].dtype);
   for (int i = 0; s == AP_OK && i < 2; i++)
     if (wants(gk, i)) {
-      term t;
-      emit_term(gk, i, &t, snprintf(t.expr, sizeof t.expr, "dy0[o] * %s", elem(gk, 1 - i, t.a)));
+      cg_grad_unbroadcast_begin(gk, i);
+      cg_grad_unbroadcast_end(gk, i, cg_mul(k, dy_o(gk), cg_grad_bcast(gk, 1 - i)));
     }
   return s;
 }
 
 /* y = a / b: da = dy / b, db = -dy y / b. */
 static ap_status grad_div(cg_grad_kernel *gk) {
-  ap_status s = need_float(gk->k, gk->k->out[0].dtype);
-  term t;
-  if (s == AP_OK && wants(gk, 0))
-    emit_term(gk, 0, &t, snprintf(t.expr, sizeof t.expr, "dy0[o] / %s", elem(gk, 1, t.a)));
-  if (s == AP_OK && wants(gk, 1))
-    emit_term(gk, 1, &t,
-              snprintf(t.expr, sizeof t.expr, "-dy0[o] * y0[o] / %s", elem(gk, 1, t.a)));
+  cg_kernel *k = gk->k;
+  ap_status s = need_float(k, k->out[0].dtype);
+  if (s == AP_OK && wants(gk, 0)) {
+    cg_grad_unbroadcast_begin(gk, 0);
+    cg_grad_unbroadcast_end(gk, 0, cg_div(k, dy_o(gk), cg_grad_bcast(gk, 1)));
+  }
+  if (s == AP_OK && wants(gk, 1)) {
+    cg_grad_unbroadcast_begin(gk, 1);
+    cg_grad_unbroadcast_end(gk, 1, cg_div(k, cg_mul(k, cg_neg(k, dy_o(gk)), y_o(gk)),
+                                          cg_grad_bcast(gk, 1)));
+  }
   return s;
 }
 
@@ -129,15 +200,18 @@ static ap_status grad_pow(cg_grad_kernel *gk) {
   ap_status s = need_float(k, k->out[0].dtype);
   if (s == AP_OK && (k->in[1].dtype != AP_DT_FLOAT && k->in[1].dtype != AP_DT_DOUBLE))
     s = cg_error(k, AP_ERR_UNSUPPORTED, "training: an integer exponent has no gradient");
-  term t;
-  if (s == AP_OK && wants(gk, 0))
-    emit_term(gk, 0, &t,
-              snprintf(t.expr, sizeof t.expr, "dy0[o] * %s * pow((double)%s, (double)%s - 1)",
-                       elem(gk, 1, t.b), elem(gk, 0, t.a), t.b));
-  if (s == AP_OK && wants(gk, 1))
-    emit_term(gk, 1, &t,
-              snprintf(t.expr, sizeof t.expr, "dy0[o] * y0[o] * log((double)%s)",
-                       elem(gk, 0, t.a)));
+  if (s == AP_OK && wants(gk, 0)) {
+    cg_grad_unbroadcast_begin(gk, 0);
+    cg_x *b = cg_grad_bcast(gk, 1);
+    cg_x *p = cg_fn2(k, CG_FN_POW, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 0)),
+                     cg_sub(k, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 1)), cg_int(k, 1)));
+    cg_grad_unbroadcast_end(gk, 0, cg_mul(k, cg_mul(k, dy_o(gk), b), p));
+  }
+  if (s == AP_OK && wants(gk, 1)) {
+    cg_grad_unbroadcast_begin(gk, 1);
+    cg_grad_unbroadcast_end(gk, 1, cg_mul(k, cg_mul(k, dy_o(gk), y_o(gk)),
+                                          cg_fnd(k, CG_FN_LOG, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 0)))));
+  }
   return s;
 }
 
@@ -152,21 +226,19 @@ static ap_status grad_extreme(cg_grad_kernel *gk, bool max) {
   for (int slot = 0; slot < k->n_in; slot++) {
     if (!wants(gk, slot))
       continue;
-    char expr[8192], el[600];
-    size_t len = (size_t)snprintf(expr, sizeof expr, "({ double best = %s; int w = 0;",
-                                  cg_grad_bcast_elem(gk, 0, el, sizeof el));
+    cg_grad_unbroadcast_begin(gk, slot);
+    int best = cg_mut(k, "best", CG_T_F64, cg_grad_bcast(gk, 0));
+    int w = cg_mut(k, "w", CG_T_I32, cg_int(k, 0));
     for (int i = 1; i < k->n_in; i++) {
-      cg_grad_bcast_elem(gk, i, el, sizeof el);
-      len += (size_t)snprintf(expr + len, sizeof expr - len,
-                              " if (!(best != best || best %s %s)) { best = %s; w = %d; }",
-                              max ? ">" : "<", el, el, i);
-      if (len >= sizeof expr)
-        ap_die("expression too long");
+      cg_x *el = cg_grad_bcast(gk, i);
+      cg_x *beyond = max ? cg_gt(k, cg_v(k, best), el) : cg_lt(k, cg_v(k, best), el);
+      cg_if(k, cg_not(k, cg_or(k, cg_ne(k, cg_v(k, best), cg_v(k, best)), beyond)));
+      cg_set(k, best, cg_grad_bcast(gk, i));
+      cg_set(k, w, cg_int(k, i));
+      cg_end(k);
     }
-    len += (size_t)snprintf(expr + len, sizeof expr - len, " w == %d ? dy0[o] : 0; })", slot);
-    if (len >= sizeof expr)
-      ap_die("expression too long");
-    cg_grad_unbroadcast(gk, slot, expr);
+    cg_grad_unbroadcast_end(gk, slot, cg_sel(k, cg_eq(k, cg_v(k, w), cg_int(k, slot)), dy_o(gk),
+                                             cg_int(k, 0)));
   }
   return AP_OK;
 }
@@ -175,12 +247,16 @@ static ap_status grad_max(cg_grad_kernel *gk) { return grad_extreme(gk, true); }
 static ap_status grad_min(cg_grad_kernel *gk) { return grad_extreme(gk, false); }
 
 static ap_status grad_where(cg_grad_kernel *gk) {
-  ap_status s = need_float(gk->k, gk->k->out[0].dtype);
-  term t;
-  if (s == AP_OK && wants(gk, 1))
-    emit_term(gk, 1, &t, snprintf(t.expr, sizeof t.expr, "%s ? dy0[o] : 0", elem(gk, 0, t.a)));
-  if (s == AP_OK && wants(gk, 2))
-    emit_term(gk, 2, &t, snprintf(t.expr, sizeof t.expr, "%s ? 0 : dy0[o]", elem(gk, 0, t.a)));
+  cg_kernel *k = gk->k;
+  ap_status s = need_float(k, k->out[0].dtype);
+  if (s == AP_OK && wants(gk, 1)) {
+    cg_grad_unbroadcast_begin(gk, 1);
+    cg_grad_unbroadcast_end(gk, 1, cg_sel(k, cg_grad_bcast(gk, 0), dy_o(gk), cg_int(k, 0)));
+  }
+  if (s == AP_OK && wants(gk, 2)) {
+    cg_grad_unbroadcast_begin(gk, 2);
+    cg_grad_unbroadcast_end(gk, 2, cg_sel(k, cg_grad_bcast(gk, 0), cg_int(k, 0), dy_o(gk)));
+  }
   return s;
 }
 

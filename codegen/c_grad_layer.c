@@ -26,26 +26,35 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 /* dx2 (the per-channel bias of Conv and ConvTranspose) from dy0 [N, C,
  * plane]: the sum over the batch and the plane of each channel. */
 static void channel_bias_grad(cg_grad_kernel *gk, const cg_operand *y, int64_t plane) {
-  cg_printf(gk->k, "for (int64_t m = 0; m < %lld; m++) {\ndouble s = 0;\n"
-                   "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++)\n"
-                   "  s += dy0[(n * %lld + m) * %lld + i];\ndx2[m] %s s;\n}\n",
-            (long long)y->dims[1], (long long)y->dims[0], (long long)plane,
-            (long long)y->dims[1], (long long)plane, cg_grad_assign(gk, 2));
+  cg_kernel *k = gk->k;
+  int m = cg_for_n(k, "m", y->dims[1]);
+  int s = cg_mut(k, "s", CG_T_F64, cg_int(k, 0));
+  int n = cg_for_n(k, "n", y->dims[0]), i = cg_for_n(k, "i", plane);
+  cg_set_op(k, s, CG_X_ADD,
+            cg_ld(k, cg_dy(k, 0),
+                  cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, y->dims[1])), cg_v(k, m)),
+                                   cg_i64(k, plane)),
+                         cg_v(k, i))));
+  cg_end(k);
+  cg_end(k);
+  cg_grad_put(gk, 2, cg_v(k, m), cg_v(k, s));
+  cg_end(k);
 }
 
 /* dx<slot> += t over n elements (the accumulate half of a kernel that
  * overwrites). */
-static void add_from(cg_kernel *k, int slot, const char *t, int64_t n) {
-  cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  dx%d[i] += %s[i];\n", (long long)n, slot, t);
+static void add_from(cg_kernel *k, int slot, cg_x *t, int64_t n) {
+  int i = cg_for_n(k, "i", n);
+  cg_st_op(k, cg_dx(k, slot), cg_v(k, i), CG_X_ADD, cg_ld(k, t, cg_v(k, i)));
+  cg_end(k);
 }
 
 static void conv2d_backward_f32(cg_grad_kernel *gk, const cg_win *w, int64_t group) {
   cg_kernel *k = gk->k;
   const cg_operand *x = &k->in[0], *wt = &k->in[1];
   int64_t M = wt->dims[0];
-  char p[1024];
-  cg_conv2d_params(p, sizeof p, x, wt, group, w);
-  cg_printf(k, "static const apk_conv2d p = %s;\n", p);
+  int64_t conv[CG_CONV_FIELDS];
+  cg_conv2d_params(conv, x, wt, group, w);
   /* Workspace: [temporaries for accumulating outputs][the kernels' own]. */
   int64_t tx = wants(gk, 0) && accs(gk, 0) ? round16(x->numel) : 0;
   int64_t tw = wants(gk, 1) && accs(gk, 1) ? round16(wt->numel) : 0;
@@ -54,35 +63,25 @@ static void conv2d_backward_f32(cg_grad_kernel *gk, const cg_win *w, int64_t gro
     tw = round16(wt->numel); /* the kernel computes dW with dbias: a scratch dW */
   int64_t tb = wants(gk, 2) && accs(gk, 2) ? round16(M) : 0;
   int64_t temps = tx > tw + tb ? tx : tw + tb;
+  cg_x *scratch = cg_at(k, cg_work(k), cg_i64(k, temps));
   if (wants(gk, 0)) {
-    if (tx) {
-      cg_printf(k, "apk_conv2d_backward_data(&p, dy0, x1, work, work + %lld);\n", (long long)temps);
-      add_from(k, 0, "work", x->numel);
-    } else {
-      cg_printf(k, "apk_conv2d_backward_data(&p, dy0, x1, dx0, work + %lld);\n", (long long)temps);
-    }
+    cg_x *args[] = {cg_dy(k, 0), cg_in(k, 1), tx ? cg_work(k) : cg_dx(k, 0), scratch};
+    cg_conv_call(k, CG_CONV_BACKWARD_DATA, conv, 4, args);
+    if (tx)
+      add_from(k, 0, cg_work(k), x->numel);
   }
   if (wgt) {
-    char dw[64], db[64];
-    snprintf(dw, sizeof dw, "%s", tw ? "work" : "dx1");
-    if (!wants(gk, 2))
-      snprintf(db, sizeof db, "NULL");
-    else if (tb)
-      snprintf(db, sizeof db, "work + %lld", (long long)tw);
-    else
-      snprintf(db, sizeof db, "dx2");
-    cg_printf(k, "apk_conv2d_backward_weights(&p, x0, dy0, %s, %s, work + %lld);\n", dw, db,
-              (long long)temps);
+    cg_x *dw = tw ? cg_work(k) : cg_dx(k, 1);
+    cg_x *db = !wants(gk, 2) ? NULL : tb ? cg_at(k, cg_work(k), cg_i64(k, tw)) : cg_dx(k, 2);
+    cg_x *args[] = {cg_in(k, 0), cg_dy(k, 0), dw, db, scratch};
+    cg_conv_call(k, CG_CONV_BACKWARD_WEIGHTS, conv, 5, args);
     if (wants(gk, 1) && tw)
-      add_from(k, 1, "work", wt->numel);
+      add_from(k, 1, cg_work(k), wt->numel);
     if (tb)
       add_from(k, 2, db, M);
   }
-  if (snprintf(k->work_expr, sizeof k->work_expr,
-               "%lld + apk_conv2d_work_floats(&(apk_conv2d)%s)", (long long)temps,
-               p) >= (int)sizeof k->work_expr)
-    ap_die("workspace expression too long");
-  k->needs_kernels_lib = true;
+  cg_work_const(k, temps);
+  cg_work_conv(k, conv);
 }
 
 /* Direct loops over every (n, m, output position, c, tap): any spatial
@@ -103,37 +102,47 @@ static void conv_backward_loops(cg_grad_kernel *gk, const cg_win *w, int64_t gro
   if (wants(gk, 1))
     cg_grad_zero(gk, 1);
   if (wants(gk, 0) || wants(gk, 1)) {
-    cg_printf(k, "{\nint64_t o = 0;\n");
-    cg_printf(k, "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t m = 0; m < %lld; m++) {\n",
-              (long long)y->dims[0], (long long)y->dims[1]);
-    cg_printf(k, "const int64_t g = m / %lld;\n", (long long)mg);
-    cg_loops_open(k, nsp, y->dims + 2, "o");
-    cg_printf(k, "const double d = dy0[o++];\n");
-    cg_printf(k, "for (int64_t c = 0; c < %lld; c++) {\n", (long long)cgrp);
-    cg_loops_open(k, nsp, w->kernel, "k");
-    cg_printf(k, "int inside = 1;\n");
+    int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0));
+    int n = cg_for_n(k, "n", y->dims[0]), m = cg_for_n(k, "m", y->dims[1]);
+    int g = cg_let(k, "g", cg_div(k, cg_v(k, m), cg_i64(k, mg)));
+    int ov[AP_MAX_RANK], kv[AP_MAX_RANK], p[AP_MAX_RANK];
+    cg_loops(k, nsp, y->dims + 2, "o", ov);
+    int d = cg_let(k, "d", cg_cast(k, CG_T_F64, cg_ld(k, cg_dy(k, 0), cg_v(k, o))));
+    cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+    int c = cg_for_n(k, "c", cgrp);
+    cg_loops(k, nsp, w->kernel, "k", kv);
+    int inside = cg_mut(k, "inside", CG_T_I32, cg_int(k, 1));
+    for (int i = 0; i < nsp; i++) {
+      p[i] = cg_let(k, ap_arena_printf(k->g->arena, "p%d", i), cg_add(k, cg_sub(k, cg_mul(k, cg_v(k, ov[i]), cg_i64(k, w->stride[i])),
+                                             cg_i64(k, w->pad_begin[i])),
+                                   cg_mul(k, cg_v(k, kv[i]), cg_i64(k, w->dilation[i]))));
+      cg_set_op(k, inside, CG_X_AND,
+                cg_and(k, cg_ge(k, cg_v(k, p[i]), cg_int(k, 0)),
+                       cg_lt(k, cg_v(k, p[i]), cg_i64(k, x->dims[i + 2]))));
+    }
+    cg_if(k, cg_v(k, inside));
+    cg_x *xe = cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, xs[0])),
+                      cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, g), cg_i64(k, cgrp)), cg_v(k, c)),
+                             cg_i64(k, xs[1])));
     for (int i = 0; i < nsp; i++)
-      cg_printf(k, "const int64_t p%d = o%d * %lld - %lld + k%d * %lld;\n"
-                   "inside &= p%d >= 0 && p%d < %lld;\n",
-                i, i, (long long)w->stride[i], (long long)w->pad_begin[i], i,
-                (long long)w->dilation[i], i, i, (long long)x->dims[i + 2]);
-    cg_printf(k, "if (inside) {\nconst int64_t xi = n * %lld + (g * %lld + c) * %lld",
-              (long long)xs[0], (long long)cgrp, (long long)xs[1]);
+      xe = cg_add(k, xe, cg_mul(k, cg_v(k, p[i]), cg_i64(k, xs[i + 2])));
+    int xi = cg_let(k, "xi", xe);
+    cg_x *we = cg_add(k, cg_mul(k, cg_v(k, m), cg_i64(k, ws[0])), cg_mul(k, cg_v(k, c), cg_i64(k, ws[1])));
     for (int i = 0; i < nsp; i++)
-      cg_printf(k, " + p%d * %lld", i, (long long)xs[i + 2]);
-    cg_printf(k, ";\nconst int64_t wi = m * %lld + c * %lld", (long long)ws[0], (long long)ws[1]);
-    for (int i = 0; i < nsp; i++)
-      cg_printf(k, " + k%d * %lld", i, (long long)ws[i + 2]);
-    cg_printf(k, ";\n");
+      we = cg_add(k, we, cg_mul(k, cg_v(k, kv[i]), cg_i64(k, ws[i + 2])));
+    int wi = cg_let(k, "wi", we);
     if (wants(gk, 0))
-      cg_printf(k, "dx0[xi] += d * x1[wi];\n");
+      cg_st_op(k, cg_dx(k, 0), cg_v(k, xi), CG_X_ADD,
+               cg_mul(k, cg_v(k, d), cg_ld(k, cg_in(k, 1), cg_v(k, wi))));
     if (wants(gk, 1))
-      cg_printf(k, "dx1[wi] += d * x0[xi];\n");
-    cg_printf(k, "}\n");
-    cg_loops_close(k, nsp);
-    cg_printf(k, "}\n");
-    cg_loops_close(k, nsp);
-    cg_printf(k, "}\n}\n");
+      cg_st_op(k, cg_dx(k, 1), cg_v(k, wi), CG_X_ADD,
+               cg_mul(k, cg_v(k, d), cg_ld(k, cg_in(k, 0), cg_v(k, xi))));
+    cg_end(k);
+    cg_loops_end(k, nsp);
+    cg_end(k);
+    cg_loops_end(k, nsp);
+    cg_end(k);
+    cg_end(k);
   }
   if (wants(gk, 2))
     channel_bias_grad(gk, y, plane);
@@ -184,38 +193,48 @@ static ap_status grad_conv_transpose(cg_grad_kernel *gk) {
   if (wants(gk, 1))
     cg_grad_zero(gk, 1);
   if (wants(gk, 0) || wants(gk, 1)) {
-    cg_printf(k, "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t c = 0; c < %lld; c++) {\n",
-              (long long)x->dims[0], (long long)x->dims[1]);
-    cg_printf(k, "const int64_t g = c / %lld;\n", (long long)cg);
-    cg_loops_open(k, nsp, x->dims + 2, "i");
-    cg_printf(k, "const int64_t xi = n * %lld + c * %lld", (long long)xs[0], (long long)xs[1]);
+    int n = cg_for_n(k, "n", x->dims[0]), c = cg_for_n(k, "c", x->dims[1]);
+    int g = cg_let(k, "g", cg_div(k, cg_v(k, c), cg_i64(k, cg)));
+    int iv[AP_MAX_RANK], kv[AP_MAX_RANK], p[AP_MAX_RANK];
+    cg_loops(k, nsp, x->dims + 2, "i", iv);
+    cg_x *xe = cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, xs[0])), cg_mul(k, cg_v(k, c), cg_i64(k, xs[1])));
     for (int i = 0; i < nsp; i++)
-      cg_printf(k, " + i%d * %lld", i, (long long)xs[i + 2]);
-    cg_printf(k, ";\nfor (int64_t m = 0; m < %lld; m++) {\n", (long long)mg);
-    cg_loops_open(k, nsp, kernel, "k");
-    cg_printf(k, "int inside = 1;\n");
+      xe = cg_add(k, xe, cg_mul(k, cg_v(k, iv[i]), cg_i64(k, xs[i + 2])));
+    int xi = cg_let(k, "xi", xe);
+    int m = cg_for_n(k, "m", mg);
+    cg_loops(k, nsp, kernel, "k", kv);
+    int inside = cg_mut(k, "inside", CG_T_I32, cg_int(k, 1));
+    for (int i = 0; i < nsp; i++) {
+      p[i] = cg_let(k, ap_arena_printf(k->g->arena, "p%d", i), cg_sub(k, cg_add(k, cg_mul(k, cg_v(k, iv[i]), cg_i64(k, stride[i])),
+                                             cg_mul(k, cg_v(k, kv[i]), cg_i64(k, dil[i]))),
+                                   cg_i64(k, pb[i])));
+      cg_set_op(k, inside, CG_X_AND,
+                cg_and(k, cg_ge(k, cg_v(k, p[i]), cg_int(k, 0)),
+                       cg_lt(k, cg_v(k, p[i]), cg_i64(k, y->dims[i + 2]))));
+    }
+    cg_if(k, cg_v(k, inside));
+    cg_x *ye = cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, ys[0])),
+                      cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, g), cg_i64(k, mg)), cg_v(k, m)),
+                             cg_i64(k, ys[1])));
     for (int i = 0; i < nsp; i++)
-      cg_printf(k, "const int64_t p%d = i%d * %lld + k%d * %lld - %lld;\n"
-                   "inside &= p%d >= 0 && p%d < %lld;\n",
-                i, i, (long long)stride[i], i, (long long)dil[i], (long long)pb[i], i, i,
-                (long long)y->dims[i + 2]);
-    cg_printf(k, "if (inside) {\nconst int64_t yi = n * %lld + (g * %lld + m) * %lld",
-              (long long)ys[0], (long long)mg, (long long)ys[1]);
+      ye = cg_add(k, ye, cg_mul(k, cg_v(k, p[i]), cg_i64(k, ys[i + 2])));
+    int yi = cg_let(k, "yi", ye);
+    cg_x *we = cg_add(k, cg_mul(k, cg_v(k, c), cg_i64(k, ws[0])), cg_mul(k, cg_v(k, m), cg_i64(k, ws[1])));
     for (int i = 0; i < nsp; i++)
-      cg_printf(k, " + p%d * %lld", i, (long long)ys[i + 2]);
-    cg_printf(k, ";\nconst int64_t wi = c * %lld + m * %lld", (long long)ws[0], (long long)ws[1]);
-    for (int i = 0; i < nsp; i++)
-      cg_printf(k, " + k%d * %lld", i, (long long)ws[i + 2]);
-    cg_printf(k, ";\n");
+      we = cg_add(k, we, cg_mul(k, cg_v(k, kv[i]), cg_i64(k, ws[i + 2])));
+    int wi = cg_let(k, "wi", we);
     if (wants(gk, 0))
-      cg_printf(k, "dx0[xi] += dy0[yi] * x1[wi];\n");
+      cg_st_op(k, cg_dx(k, 0), cg_v(k, xi), CG_X_ADD,
+               cg_mul(k, cg_ld(k, cg_dy(k, 0), cg_v(k, yi)), cg_ld(k, cg_in(k, 1), cg_v(k, wi))));
     if (wants(gk, 1))
-      cg_printf(k, "dx1[wi] += dy0[yi] * x0[xi];\n");
-    cg_printf(k, "}\n");
-    cg_loops_close(k, nsp);
-    cg_printf(k, "}\n");
-    cg_loops_close(k, nsp);
-    cg_printf(k, "}\n");
+      cg_st_op(k, cg_dx(k, 1), cg_v(k, wi), CG_X_ADD,
+               cg_mul(k, cg_ld(k, cg_dy(k, 0), cg_v(k, yi)), cg_ld(k, cg_in(k, 0), cg_v(k, xi))));
+    cg_end(k);
+    cg_loops_end(k, nsp);
+    cg_end(k);
+    cg_loops_end(k, nsp);
+    cg_end(k);
+    cg_end(k);
   }
   if (wants(gk, 2))
     channel_bias_grad(gk, y, plane);
@@ -225,11 +244,8 @@ static ap_status grad_conv_transpose(cg_grad_kernel *gk) {
 /* ---- Gemm ----------------------------------------------------------------- */
 
 static void sgemm_work(cg_kernel *k, int64_t m, int64_t n, int64_t kk) {
-  if (k->in[0].dtype != AP_DT_FLOAT)
-    return;
-  size_t len = strlen(k->work_expr);
-  snprintf(k->work_expr + len, sizeof k->work_expr - len, "%sapk_sgemm_work_floats(%lld, %lld, %lld)",
-           len ? " + " : "", (long long)m, (long long)n, (long long)kk);
+  if (k->in[0].dtype == AP_DT_FLOAT)
+    cg_work_sgemm(k, m, n, kk);
 }
 
 /* Y = alpha op(A) op(B) + beta C, with op(A) m x kk and op(B) kk x n. */
@@ -246,23 +262,20 @@ static ap_status grad_gemm(cg_grad_kernel *gk) {
   int64_t kk = ta ? k->in[0].dims[0] : k->in[0].dims[1];
   if (wants(gk, 0)) {
     if (!ta)
-      cg_grad_gemm(k, t, 0, tb ? 0 : 1, m, kk, n, alpha, "dy0", "x1", accs(gk, 0), "dx0");
+      cg_grad_gemm(k, t, 0, tb ? 0 : 1, m, kk, n, alpha, cg_dy(k, 0), cg_in(k, 1), accs(gk, 0), cg_dx(k, 0));
     else
-      cg_grad_gemm(k, t, tb ? 1 : 0, 1, kk, m, n, alpha, "x1", "dy0", accs(gk, 0), "dx0");
+      cg_grad_gemm(k, t, tb ? 1 : 0, 1, kk, m, n, alpha, cg_in(k, 1), cg_dy(k, 0), accs(gk, 0), cg_dx(k, 0));
     sgemm_work(k, ta ? kk : m, ta ? m : kk, n);
   }
   if (wants(gk, 1)) {
     if (!tb)
-      cg_grad_gemm(k, t, ta ? 0 : 1, 0, kk, n, m, alpha, "x0", "dy0", accs(gk, 1), "dx1");
+      cg_grad_gemm(k, t, ta ? 0 : 1, 0, kk, n, m, alpha, cg_in(k, 0), cg_dy(k, 0), accs(gk, 1), cg_dx(k, 1));
     else
-      cg_grad_gemm(k, t, 1, ta ? 1 : 0, n, kk, m, alpha, "dy0", "x0", accs(gk, 1), "dx1");
+      cg_grad_gemm(k, t, 1, ta ? 1 : 0, n, kk, m, alpha, cg_dy(k, 0), cg_in(k, 0), accs(gk, 1), cg_dx(k, 1));
     sgemm_work(k, tb ? n : kk, tb ? kk : n, m);
   }
-  if (wants(gk, 2)) {
-    char expr[96], lit[64];
-    snprintf(expr, sizeof expr, "%s * dy0[o]", cg_literal(lit, t, beta));
-    cg_grad_unbroadcast(gk, 2, expr);
-  }
+  if (wants(gk, 2))
+    cg_grad_unbroadcast(gk, 2, cg_lit(k, t, beta), false);
   return AP_OK;
 }
 
@@ -309,21 +322,17 @@ static ap_status grad_matmul(cg_grad_kernel *gk) {
     cg_grad_zero(gk, 0);
   if (wants(gk, 1) && sum_b)
     cg_grad_zero(gk, 1);
-  char ia[512], ib[512], iy[512], pa[600], pb[600], py[600], pda[600], pdb[600];
-  cg_index(ia, sizeof ia, rbatch, sa, "b");
-  cg_index(ib, sizeof ib, rbatch, sb, "b");
-  cg_index(iy, sizeof iy, rbatch, sy, "b");
-  snprintf(pa, sizeof pa, "x0 + %s", ia);
-  snprintf(pb, sizeof pb, "x1 + %s", ib);
-  snprintf(py, sizeof py, "dy0 + %s", iy);
-  snprintf(pda, sizeof pda, "dx0 + %s", ia);
-  snprintf(pdb, sizeof pdb, "dx1 + %s", ib);
-  cg_loops_open(k, rbatch, bdims, "b");
+  int bv[AP_MAX_RANK];
+  cg_loops(k, rbatch, bdims, "b", bv);
   if (wants(gk, 0))
-    cg_grad_gemm(k, t, 0, 1, m, kk, n, 1.0, py, pb, sum_a || accs(gk, 0), pda);
+    cg_grad_gemm(k, t, 0, 1, m, kk, n, 1.0, cg_at(k, cg_dy(k, 0), cg_idx(k, rbatch, sy, bv)),
+                 cg_at(k, cg_in(k, 1), cg_idx(k, rbatch, sb, bv)), sum_a || accs(gk, 0),
+                 cg_at(k, cg_dx(k, 0), cg_idx(k, rbatch, sa, bv)));
   if (wants(gk, 1))
-    cg_grad_gemm(k, t, 1, 0, kk, n, m, 1.0, pa, py, sum_b || accs(gk, 1), pdb);
-  cg_loops_close(k, rbatch);
+    cg_grad_gemm(k, t, 1, 0, kk, n, m, 1.0, cg_at(k, cg_in(k, 0), cg_idx(k, rbatch, sa, bv)),
+                 cg_at(k, cg_dy(k, 0), cg_idx(k, rbatch, sy, bv)), sum_b || accs(gk, 1),
+                 cg_at(k, cg_dx(k, 1), cg_idx(k, rbatch, sb, bv)));
+  cg_loops_end(k, rbatch);
   if (wants(gk, 0))
     sgemm_work(k, m, kk, n);
   if (wants(gk, 1))

@@ -18,8 +18,9 @@ static int64_t prod(const int64_t *dims, int from, int to) {
 
 static ap_status grad_copy(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
-  cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  dx0[i] %s dy0[i];\n",
-            (long long)k->in[0].numel, cg_grad_assign(gk, 0));
+  int i = cg_for_n(k, "i", k->in[0].numel);
+  cg_grad_put(gk, 0, cg_v(k, i), cg_ld(k, cg_dy(k, 0), cg_v(k, i)));
+  cg_end(k);
   return AP_OK;
 }
 
@@ -30,12 +31,11 @@ static ap_status grad_transpose(cg_grad_kernel *gk) {
   ap_status s = cg_transpose_strides(k, x, st);
   if (s != AP_OK)
     return s;
-  char idx[512];
-  cg_printf(k, "int64_t o = 0;\n");
-  cg_loops_open(k, y->rank, y->dims, "i");
-  cg_printf(k, "dx0[%s] %s dy0[o++];\n", cg_index(idx, sizeof idx, y->rank, st, "i"),
-            cg_grad_assign(gk, 0));
-  cg_loops_close(k, y->rank);
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  cg_grad_put(gk, 0, cg_idx(k, y->rank, st, iv), cg_ld(k, cg_dy(k, 0), cg_v(k, o)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
   return AP_OK;
 }
 
@@ -51,11 +51,15 @@ static ap_status grad_concat(cg_grad_kernel *gk) {
     if (!x->v)
       continue;
     int64_t run = prod(x->dims, axis, x->rank);
-    if ((gk->want >> i & 1) && run && outer)
-      cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\nfor (int64_t i = 0; i < %lld; i++)\n"
-                   "  dx%d[o * %lld + i] %s dy0[o * %lld + %lld + i];\n",
-                (long long)outer, (long long)run, i, (long long)run, cg_grad_assign(gk, i),
-                (long long)row, (long long)at);
+    if ((gk->want >> i & 1) && run && outer) {
+      int o = cg_for_n(k, "o", outer), j = cg_for_n(k, "i", run);
+      cg_grad_put(gk, i, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, run)), cg_v(k, j)),
+                  cg_ld(k, cg_dy(k, 0),
+                        cg_add(k, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, row)), cg_i64(k, at)),
+                               cg_v(k, j))));
+      cg_end(k);
+      cg_end(k);
+    }
     at += run;
   }
   return AP_OK;
@@ -69,21 +73,21 @@ static ap_status grad_split(cg_grad_kernel *gk) {
   if (axis < 0)
     return cg_error(k, AP_ERR_INVALID, "axis is out of range");
   int64_t outer = prod(x->dims, 0, axis), row = prod(x->dims, axis, x->rank), at = 0;
-  const char *op = cg_grad_assign(gk, 0);
+  bool accumulates = gk->acc & 1;
   for (int i = 0; i < k->n_out; i++) {
     const cg_operand *y = &k->out[i];
     if (!y->v)
       continue;
     int64_t run = prod(y->dims, axis, y->rank);
     bool has = gk->has_dy >> i & 1;
-    if (run && outer && (has || strcmp(op, "=") == 0)) {
-      cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\nfor (int64_t i = 0; i < %lld; i++)\n"
-                   "  dx0[o * %lld + %lld + i] %s ",
-                (long long)outer, (long long)run, (long long)row, (long long)at, op);
-      if (has)
-        cg_printf(k, "dy%d[o * %lld + i];\n", i, (long long)run);
-      else
-        cg_printf(k, "0;\n");
+    if (run && outer && (has || !accumulates)) {
+      int o = cg_for_n(k, "o", outer), j = cg_for_n(k, "i", run);
+      cg_x *di = cg_add(k, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, row)), cg_i64(k, at)), cg_v(k, j));
+      cg_grad_put(gk, 0, di,
+                  has ? cg_ld(k, cg_dy(k, i), cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, run)), cg_v(k, j)))
+                      : cg_int(k, 0));
+      cg_end(k);
+      cg_end(k);
     }
     at += run;
   }
@@ -117,12 +121,12 @@ static ap_status grad_slice(cg_grad_kernel *gk) {
   cg_grad_zero(gk, 0);
   if (!y->numel)
     return AP_OK;
-  char idx[512];
-  cg_printf(k, "int64_t o = 0;\n");
-  cg_loops_open(k, y->rank, y->dims, "i");
-  cg_printf(k, "dx0[%lld + %s] += dy0[o++];\n", (long long)base,
-            cg_index(idx, sizeof idx, y->rank, st, "i"));
-  cg_loops_close(k, y->rank);
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  cg_st_op(k, cg_dx(k, 0), cg_add(k, cg_i64(k, base), cg_idx(k, y->rank, st, iv)), CG_X_ADD,
+           cg_ld(k, cg_dy(k, 0), cg_v(k, o)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
   return AP_OK;
 }
 
@@ -140,21 +144,26 @@ static ap_status grad_gather(cg_grad_kernel *gk) {
   cg_grad_zero(gk, 0);
   if (!k->out[0].numel)
     return AP_OK;
-  cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\n  for (int64_t j = 0; j < %lld; j++) {\n",
-            (long long)outer, (long long)ix->numel);
-  cg_gather_index(k, x, axis);
-  cg_printf(k,
-            "    if (at >= 0 && at < %lld)\n"
-            "      for (int64_t t = 0; t < %lld; t++)\n"
-            "        dx0[(o * %lld + at) * %lld + t] += dy0[(o * %lld + j) * %lld + t];\n"
-            "  }\n",
-            (long long)dim, (long long)inner, (long long)dim, (long long)inner,
-            (long long)ix->numel, (long long)inner);
+  int o = cg_for_n(k, "o", outer), j = cg_for_n(k, "j", ix->numel);
+  int at = cg_gather_index(k, x, axis, j);
+  cg_if(k, cg_and(k, cg_ge(k, cg_v(k, at), cg_int(k, 0)), cg_lt(k, cg_v(k, at), cg_i64(k, dim))));
+  int t = cg_for_n(k, "t", inner);
+  cg_x *di = cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, dim)), cg_v(k, at)),
+                              cg_i64(k, inner)),
+                    cg_v(k, t));
+  cg_x *yi = cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, ix->numel)), cg_v(k, j)),
+                              cg_i64(k, inner)),
+                    cg_v(k, t));
+  cg_st_op(k, cg_dx(k, 0), di, CG_X_ADD, cg_ld(k, cg_dy(k, 0), yi));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 
 static ap_status grad_expand(cg_grad_kernel *gk) {
-  cg_grad_unbroadcast(gk, 0, "dy0[o]");
+  cg_grad_unbroadcast(gk, 0, NULL, false);
   return AP_OK;
 }
 

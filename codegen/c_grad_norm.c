@@ -31,25 +31,35 @@ static ap_status grad_batch_norm(cg_grad_kernel *gk) {
     return cg_error(k, AP_ERR_UNSUPPORTED,
                     "training: BatchNormalization trains with its stored statistics; "
                     "training_mode = 1 (batch statistics) is not supported");
-  char eps[64];
-  cg_literal(eps, AP_DT_DOUBLE, ap_attr_float(k->n, "epsilon", 1e-5f));
+  double eps = ap_attr_float(k->n, "epsilon", 1e-5f);
   int64_t N = x->dims[0], C = x->rank > 1 ? x->dims[1] : 1, plane = prod(x->dims, 2, x->rank);
-  const char *ct = cg_ctype(x->dtype);
-  cg_printf(k, "for (int64_t c = 0; c < %lld; c++) {\n"
-               "const double inv = 1.0 / sqrt((double)x4[c] + %s), mean = x3[c];\n"
-               "double ds = 0, db = 0;\n"
-               "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++) {\n"
-               "const int64_t at = (n * %lld + c) * %lld + i;\nconst double d = dy0[at];\n"
-               "ds += d * (x0[at] - mean) * inv;\ndb += d;\n",
-            (long long)C, eps, (long long)N, (long long)plane, (long long)C, (long long)plane);
+  cg_ty ct = cg_ty_of(x->dtype);
+  int c = cg_for_n(k, "c", C);
+  int inv = cg_let(k, "inv", cg_div(k, cg_f64(k, 1.0),
+                                    cg_fnd(k, CG_FN_SQRT, cg_add(k, cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 4), cg_v(k, c))),
+                                                                 cg_f64(k, eps)))));
+  int mean = cg_let(k, "mean", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 3), cg_v(k, c))));
+  int ds = cg_mut(k, "ds", CG_T_F64, cg_int(k, 0)), db = cg_mut(k, "db", CG_T_F64, cg_int(k, 0));
+  int n = cg_for_n(k, "n", N), i = cg_for_n(k, "i", plane);
+  int at = cg_let(k, "at", cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, C)), cg_v(k, c)),
+                                            cg_i64(k, plane)),
+                                  cg_v(k, i)));
+  int d = cg_let(k, "d", cg_cast(k, CG_T_F64, cg_ld(k, cg_dy(k, 0), cg_v(k, at))));
+  cg_set_op(k, ds, CG_X_ADD,
+            cg_mul(k, cg_mul(k, cg_v(k, d), cg_sub(k, cg_ld(k, cg_in(k, 0), cg_v(k, at)), cg_v(k, mean))),
+                   cg_v(k, inv)));
+  cg_set_op(k, db, CG_X_ADD, cg_v(k, d));
   if (gk->want & 1)
-    cg_printf(k, "dx0[at] %s (%s)(d * x1[c] * inv);\n", cg_grad_assign(gk, 0), ct);
-  cg_printf(k, "}\n");
+    cg_grad_put(gk, 0, cg_v(k, at),
+                cg_cast(k, ct, cg_mul(k, cg_mul(k, cg_v(k, d), cg_ld(k, cg_in(k, 1), cg_v(k, c))),
+                                      cg_v(k, inv))));
+  cg_end(k);
+  cg_end(k);
   if (gk->want & 2)
-    cg_printf(k, "dx1[c] %s (%s)ds;\n", cg_grad_assign(gk, 1), ct);
+    cg_grad_put(gk, 1, cg_v(k, c), cg_cast(k, ct, cg_v(k, ds)));
   if (gk->want & 4)
-    cg_printf(k, "dx2[c] %s (%s)db;\n", cg_grad_assign(gk, 2), ct);
-  cg_printf(k, "(void)ds;\n(void)db;\n}\n");
+    cg_grad_put(gk, 2, cg_v(k, c), cg_cast(k, ct, cg_v(k, db)));
+  cg_end(k);
   return AP_OK;
 }
 
@@ -64,8 +74,7 @@ static ap_status grad_layer_norm(cg_grad_kernel *gk) {
   int axis = cg_norm_axis(ap_attr_int(k->n, "axis", -1), x->rank);
   if (axis < 0)
     return cg_error(k, AP_ERR_INVALID, "axis is out of range");
-  char eps[64];
-  cg_literal(eps, AP_DT_DOUBLE, ap_attr_float(k->n, "epsilon", 1e-5f));
+  double eps = ap_attr_float(k->n, "epsilon", 1e-5f);
   int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis, x->rank);
   int nr = x->rank - axis;
   const int64_t *ndims = x->dims + axis;
@@ -73,45 +82,65 @@ static ap_status grad_layer_norm(cg_grad_kernel *gk) {
   cg_broadcast_strides(scale, nr, ss);
   if (bias->v)
     cg_broadcast_strides(bias, nr, bs);
-  const char *ct = cg_ctype(x->dtype);
-  char si[512], bi[512];
-  cg_index(si, sizeof si, nr, ss, "i");
+  cg_ty ct = cg_ty_of(x->dtype);
   if (gk->want & 2)
     cg_grad_zero(gk, 1);
-  if (gk->want & 4) {
-    cg_grad_zero(gk, 2);
-    cg_index(bi, sizeof bi, nr, bs, "i");
-  }
-  int64_t in1 = inner ? inner : 1;
-  cg_printf(k, "for (int64_t r = 0; r < %lld; r++) {\n"
-               "const %s *xr = x0 + r * %lld, *dyr = dy0 + r * %lld;\n"
-               "double sum = 0, sq = 0;\n"
-               "for (int64_t i = 0; i < %lld; i++)\n  sum += xr[i];\n"
-               "const double mean = sum / %lld;\n"
-               "for (int64_t i = 0; i < %lld; i++) {\n  const double d = xr[i] - mean;\n  sq += d * d;\n}\n"
-               "const double inv = 1.0 / sqrt(sq / %lld + %s);\n"
-               "double s1 = 0, s2 = 0;\n{\nint64_t o = 0;\n",
-            (long long)outer, ct, (long long)inner, (long long)inner, (long long)inner,
-            (long long)in1, (long long)inner, (long long)in1, eps);
-  cg_loops_open(k, nr, ndims, "i");
-  cg_printf(k, "const double xh = (xr[o] - mean) * inv, g = (double)dyr[o] * x1[%s];\n"
-               "s1 += g;\ns2 += g * xh;\n", si);
-  if (gk->want & 2)
-    cg_printf(k, "dx1[%s] += (%s)(dyr[o] * xh);\n", si, ct);
   if (gk->want & 4)
-    cg_printf(k, "dx2[%s] += dyr[o];\n", bi);
-  cg_printf(k, "o++;\n");
-  cg_loops_close(k, nr);
-  cg_printf(k, "}\n");
-  if (gk->want & 1) {
-    cg_printf(k, "%s *dxr = dx0 + r * %lld;\nint64_t o = 0;\n", ct, (long long)inner);
-    cg_loops_open(k, nr, ndims, "i");
-    cg_printf(k, "const double xh = (xr[o] - mean) * inv, g = (double)dyr[o] * x1[%s];\n"
-                 "dxr[o] %s (%s)(inv * (g - s1 / %lld - xh * s2 / %lld));\no++;\n",
-              si, cg_grad_assign(gk, 0), ct, (long long)in1, (long long)in1);
-    cg_loops_close(k, nr);
+    cg_grad_zero(gk, 2);
+  int64_t in1 = inner ? inner : 1;
+  int r = cg_for_n(k, "r", outer);
+  int xr = cg_let(k, "xr", cg_at(k, cg_in(k, 0), cg_mul(k, cg_v(k, r), cg_i64(k, inner))));
+  int dyr = cg_let(k, "dyr", cg_at(k, cg_dy(k, 0), cg_mul(k, cg_v(k, r), cg_i64(k, inner))));
+  int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0)), sq = cg_mut(k, "sq", CG_T_F64, cg_int(k, 0));
+  int i = cg_for_n(k, "i", inner);
+  cg_set_op(k, sum, CG_X_ADD, cg_ld(k, cg_v(k, xr), cg_v(k, i)));
+  cg_end(k);
+  int mean = cg_let(k, "mean", cg_div(k, cg_v(k, sum), cg_i64(k, in1)));
+  i = cg_for_n(k, "i", inner);
+  int dv = cg_let(k, "d", cg_sub(k, cg_ld(k, cg_v(k, xr), cg_v(k, i)), cg_v(k, mean)));
+  cg_set_op(k, sq, CG_X_ADD, cg_mul(k, cg_v(k, dv), cg_v(k, dv)));
+  cg_end(k);
+  int inv = cg_let(k, "inv", cg_div(k, cg_f64(k, 1.0),
+                                    cg_fnd(k, CG_FN_SQRT, cg_add(k, cg_div(k, cg_v(k, sq), cg_i64(k, in1)),
+                                                                 cg_f64(k, eps)))));
+  int s1 = cg_mut(k, "s1", CG_T_F64, cg_int(k, 0)), s2 = cg_mut(k, "s2", CG_T_F64, cg_int(k, 0));
+  int iv[AP_MAX_RANK];
+  {
+    int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0));
+    cg_loops(k, nr, ndims, "i", iv);
+    int xh = cg_let(k, "xh", cg_mul(k, cg_sub(k, cg_ld(k, cg_v(k, xr), cg_v(k, o)), cg_v(k, mean)),
+                                    cg_v(k, inv)));
+    int g = cg_let(k, "g", cg_mul(k, cg_cast(k, CG_T_F64, cg_ld(k, cg_v(k, dyr), cg_v(k, o))),
+                                  cg_ld(k, cg_in(k, 1), cg_idx(k, nr, ss, iv))));
+    cg_set_op(k, s1, CG_X_ADD, cg_v(k, g));
+    cg_set_op(k, s2, CG_X_ADD, cg_mul(k, cg_v(k, g), cg_v(k, xh)));
+    if (gk->want & 2)
+      cg_st_op(k, cg_dx(k, 1), cg_idx(k, nr, ss, iv), CG_X_ADD,
+               cg_cast(k, ct, cg_mul(k, cg_ld(k, cg_v(k, dyr), cg_v(k, o)), cg_v(k, xh))));
+    if (gk->want & 4)
+      cg_st_op(k, cg_dx(k, 2), cg_idx(k, nr, bs, iv), CG_X_ADD, cg_ld(k, cg_v(k, dyr), cg_v(k, o)));
+    cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+    cg_loops_end(k, nr);
   }
-  cg_printf(k, "(void)s1;\n(void)s2;\n}\n");
+  if (gk->want & 1) {
+    int dxr = cg_let(k, "dxr", cg_at(k, cg_dx(k, 0), cg_mul(k, cg_v(k, r), cg_i64(k, inner))));
+    int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0));
+    cg_loops(k, nr, ndims, "i", iv);
+    int xh = cg_let(k, "xh", cg_mul(k, cg_sub(k, cg_ld(k, cg_v(k, xr), cg_v(k, o)), cg_v(k, mean)),
+                                    cg_v(k, inv)));
+    int g = cg_let(k, "g", cg_mul(k, cg_cast(k, CG_T_F64, cg_ld(k, cg_v(k, dyr), cg_v(k, o))),
+                                  cg_ld(k, cg_in(k, 1), cg_idx(k, nr, ss, iv))));
+    cg_x *val = cg_cast(k, ct, cg_mul(k, cg_v(k, inv),
+                                      cg_sub(k, cg_sub(k, cg_v(k, g), cg_div(k, cg_v(k, s1), cg_i64(k, in1))),
+                                             cg_div(k, cg_mul(k, cg_v(k, xh), cg_v(k, s2)), cg_i64(k, in1)))));
+    if (gk->acc & 1)
+      cg_st_op(k, cg_v(k, dxr), cg_v(k, o), CG_X_ADD, val);
+    else
+      cg_st(k, cg_v(k, dxr), cg_v(k, o), val);
+    cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+    cg_loops_end(k, nr);
+  }
+  cg_end(k);
   return AP_OK;
 }
 
@@ -126,21 +155,25 @@ static ap_status softmax(cg_grad_kernel *gk, bool log_out) {
   int64_t outer, n, inner;
   if ((s = cg_softmax_geometry(k, x, &outer, &n, &inner)) != AP_OK)
     return s;
-  const char *ct = cg_ctype(x->dtype);
-  char term[160];
-  if (log_out)
-    snprintf(term, sizeof term, "dy0[base + i * %lld]", (long long)inner);
-  else
-    snprintf(term, sizeof term, "(double)dy0[base + i * %lld] * y0[base + i * %lld]",
-             (long long)inner, (long long)inner);
-  cg_printf(k, "for (int64_t r = 0; r < %lld; r++)\nfor (int64_t q = 0; q < %lld; q++) {\n"
-               "const int64_t base = r * %lld + q;\ndouble s = 0;\n"
-               "for (int64_t i = 0; i < %lld; i++)\n  s += %s;\n"
-               "for (int64_t i = 0; i < %lld; i++) {\n  const int64_t at = base + i * %lld;\n"
-               "  dx0[at] %s (%s)(%s);\n}\n}\n",
-            (long long)outer, (long long)inner, (long long)(n * inner), (long long)n, term,
-            (long long)n, (long long)inner, cg_grad_assign(gk, 0), ct,
-            log_out ? "dy0[at] - exp((double)y0[at]) * s" : "y0[at] * (dy0[at] - s)");
+  cg_ty ct = cg_ty_of(x->dtype);
+  int r = cg_for_n(k, "r", outer), q = cg_for_n(k, "q", inner);
+  int base = cg_let(k, "base", cg_add(k, cg_mul(k, cg_v(k, r), cg_i64(k, n * inner)), cg_v(k, q)));
+  int sum = cg_mut(k, "s", CG_T_F64, cg_int(k, 0));
+  int i = cg_for_n(k, "i", n);
+  cg_x *at = cg_add(k, cg_v(k, base), cg_mul(k, cg_v(k, i), cg_i64(k, inner)));
+  cg_set_op(k, sum, CG_X_ADD,
+            log_out ? cg_ld(k, cg_dy(k, 0), at)
+                    : cg_mul(k, cg_cast(k, CG_T_F64, cg_ld(k, cg_dy(k, 0), at)), cg_ld(k, cg_out(k, 0), at)));
+  cg_end(k);
+  i = cg_for_n(k, "i", n);
+  int a = cg_let(k, "at", cg_add(k, cg_v(k, base), cg_mul(k, cg_v(k, i), cg_i64(k, inner))));
+  cg_x *dy = cg_ld(k, cg_dy(k, 0), cg_v(k, a)), *y = cg_ld(k, cg_out(k, 0), cg_v(k, a));
+  cg_x *val = log_out ? cg_sub(k, dy, cg_mul(k, cg_fnd(k, CG_FN_EXP, cg_cast(k, CG_T_F64, y)), cg_v(k, sum)))
+                      : cg_mul(k, y, cg_sub(k, dy, cg_v(k, sum)));
+  cg_grad_put(gk, 0, cg_v(k, a), cg_cast(k, ct, val));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 

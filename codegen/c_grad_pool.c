@@ -17,9 +17,6 @@ static ap_status need_float(cg_kernel *k, ap_dtype t) {
 }
 
 
-
-
-
 static ap_status grad_max_pool(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
   const cg_operand *x = &k->in[0], *y = &k->out[0];
@@ -30,18 +27,25 @@ static ap_status grad_max_pool(cg_grad_kernel *gk) {
   if ((s = cg_window(k, x, y, NULL, true, &w)) != AP_OK)
     return s;
   cg_grad_zero(gk, 0);
-  cg_win_open(k, x, y, &w);
-  cg_printf(k, "%s best = 0;\nint64_t at = -1;\n", cg_ctype(x->dtype));
-  cg_win_taps(k, &w);
-  cg_printf(k, "if (");
-  cg_win_inside(k, x, &w, false);
-  cg_printf(k, ") {\nconst int64_t i = ");
-  cg_win_x_index(k, x, w.nsp);
-  cg_printf(k, ";\nif (x0[i] > best || at < 0) {\nbest = x0[i];\nat = i;\n}\n}\n");
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "if (at >= 0)\n  dx0[at] += dy0[o];\no++;\n");
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "}\n");
+  cg_wloops l;
+  cg_win_open(k, x, y, &w, &l);
+  int best = cg_mut(k, "best", cg_ty_of(x->dtype), cg_int(k, 0));
+  int at = cg_mut(k, "at", CG_T_I64, cg_int(k, -1));
+  cg_win_taps(k, &w, &l);
+  cg_if(k, cg_win_inside(k, x, &w, false, &l));
+  int i = cg_let(k, "i", cg_win_x_index(k, x, w.nsp, &l));
+  cg_if(k, cg_or(k, cg_gt(k, cg_ld(k, cg_in(k, 0), cg_v(k, i)), cg_v(k, best)),
+                 cg_lt(k, cg_v(k, at), cg_int(k, 0))));
+  cg_set(k, best, cg_ld(k, cg_in(k, 0), cg_v(k, i)));
+  cg_set(k, at, cg_v(k, i));
+  cg_end(k);
+  cg_end(k);
+  cg_loops_end(k, w.nsp);
+  cg_if(k, cg_ge(k, cg_v(k, at), cg_int(k, 0)));
+  cg_st_op(k, cg_dx(k, 0), cg_v(k, at), CG_X_ADD, cg_ld(k, cg_dy(k, 0), cg_v(k, l.o)));
+  cg_end(k);
+  cg_set_op(k, l.o, CG_X_ADD, cg_i64(k, 1));
+  cg_win_close(k, &w);
   return AP_OK;
 }
 
@@ -56,24 +60,24 @@ static ap_status grad_average_pool(cg_grad_kernel *gk) {
     return s;
   bool include_pad = ap_attr_int(k->n, "count_include_pad", 0) != 0;
   cg_grad_zero(gk, 0);
-  cg_win_open(k, x, y, &w);
-  cg_printf(k, "int64_t count = 0;\n");
-  cg_win_taps(k, &w);
-  cg_printf(k, "if (");
-  cg_win_inside(k, x, &w, include_pad);
-  cg_printf(k, ")\n  count++;\n");
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "if (count) {\nconst double d = dy0[o] / (double)count;\n");
-  cg_win_taps(k, &w);
-  cg_printf(k, "if (");
-  cg_win_inside(k, x, &w, false);
-  cg_printf(k, ")\n  dx0[");
-  cg_win_x_index(k, x, w.nsp);
-  cg_printf(k, "] += d;\n");
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "}\no++;\n");
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "}\n");
+  cg_wloops l;
+  cg_win_open(k, x, y, &w, &l);
+  int count = cg_mut(k, "count", CG_T_I64, cg_int(k, 0));
+  cg_win_taps(k, &w, &l);
+  cg_if(k, cg_win_inside(k, x, &w, include_pad, &l));
+  cg_set_op(k, count, CG_X_ADD, cg_int(k, 1));
+  cg_end(k);
+  cg_loops_end(k, w.nsp);
+  cg_if(k, cg_v(k, count));
+  int d = cg_let(k, "d", cg_div(k, cg_ld(k, cg_dy(k, 0), cg_v(k, l.o)), cg_cast(k, CG_T_F64, cg_v(k, count))));
+  cg_win_taps(k, &w, &l);
+  cg_if(k, cg_win_inside(k, x, &w, false, &l));
+  cg_st_op(k, cg_dx(k, 0), cg_win_x_index(k, x, w.nsp, &l), CG_X_ADD, cg_v(k, d));
+  cg_end(k);
+  cg_loops_end(k, w.nsp);
+  cg_end(k);
+  cg_set_op(k, l.o, CG_X_ADD, cg_i64(k, 1));
+  cg_win_close(k, &w);
   return AP_OK;
 }
 
@@ -86,18 +90,29 @@ static ap_status grad_global_pool(cg_grad_kernel *gk, bool max) {
   int64_t plane = 1;
   for (int i = 2; i < x->rank; i++)
     plane *= x->dims[i];
-  const char *ct = cg_ctype(x->dtype), *op = cg_grad_assign(gk, 0);
-  cg_printf(k, "for (int64_t nc = 0; nc < %lld; nc++) {\n", (long long)(x->dims[0] * x->dims[1]));
-  if (max)
-    cg_printf(k, "int64_t at = 0;\nfor (int64_t i = 1; i < %lld; i++)\n"
-                 "  if (x0[nc * %lld + i] > x0[nc * %lld + at])\n    at = i;\n"
-                 "for (int64_t i = 0; i < %lld; i++)\n"
-                 "  dx0[nc * %lld + i] %s (%s)(i == at ? dy0[nc] : 0);\n}\n",
-              (long long)plane, (long long)plane, (long long)plane, (long long)plane,
-              (long long)plane, op, ct);
-  else
-    cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  dx0[nc * %lld + i] %s (%s)(dy0[nc] / %lld.0);\n}\n",
-              (long long)plane, (long long)plane, op, ct, (long long)(plane ? plane : 1));
+  cg_ty ct = cg_ty_of(x->dtype);
+  int nc = cg_for_n(k, "nc", x->dims[0] * x->dims[1]);
+#define X(i) cg_ld(k, cg_in(k, 0), cg_add(k, cg_mul(k, cg_v(k, nc), cg_i64(k, plane)), (i)))
+  cg_x *dyn = cg_ld(k, cg_dy(k, 0), cg_v(k, nc));
+  if (max) {
+    int at = cg_mut(k, "at", CG_T_I64, cg_int(k, 0));
+    int i = cg_for(k, "i", cg_i64(k, 1), cg_i64(k, plane));
+    cg_if(k, cg_gt(k, X(cg_v(k, i)), X(cg_v(k, at))));
+    cg_set(k, at, cg_v(k, i));
+    cg_end(k);
+    cg_end(k);
+    i = cg_for_n(k, "i", plane);
+    cg_grad_put(gk, 0, cg_add(k, cg_mul(k, cg_v(k, nc), cg_i64(k, plane)), cg_v(k, i)),
+                cg_cast(k, ct, cg_sel(k, cg_eq(k, cg_v(k, i), cg_v(k, at)), dyn, cg_int(k, 0))));
+    cg_end(k);
+  } else {
+    int i = cg_for_n(k, "i", plane);
+    cg_grad_put(gk, 0, cg_add(k, cg_mul(k, cg_v(k, nc), cg_i64(k, plane)), cg_v(k, i)),
+                cg_cast(k, ct, cg_div(k, dyn, cg_f64(k, (double)(plane ? plane : 1)))));
+    cg_end(k);
+  }
+#undef X
+  cg_end(k);
   return AP_OK;
 }
 
@@ -120,37 +135,49 @@ static ap_status grad_lrn(cg_grad_kernel *gk) {
     return cg_error(k, AP_ERR_INVALID, "attribute 'size' must be positive");
   double alpha = ap_attr_float(k->n, "alpha", 1e-4f), beta = ap_attr_float(k->n, "beta", 0.75f),
          bias = ap_attr_float(k->n, "bias", 1.0f);
-  int64_t C = x->dims[1], plane = 1, lo = (size - 1) / 2, hi = size / 2;
+  int64_t C = x->dims[1], plane = 1, lo_off = (size - 1) / 2, hi_off = size / 2;
   for (int i = 2; i < x->rank; i++)
     plane *= x->dims[i];
-  char la[64], lb[64], lbias[64];
-  cg_literal(la, AP_DT_DOUBLE, alpha / (double)size);
-  cg_literal(lb, AP_DT_DOUBLE, beta);
-  cg_literal(lbias, AP_DT_DOUBLE, bias);
-  snprintf(k->work_expr, sizeof k->work_expr, "(size_t)%lld", (long long)(2 * C));
-  cg_printf(k,
-            "double *den = (double *)(void *)work;\n"
-            "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++) {\n"
-            "const int64_t base = n * %lld + i;\n"
-            "for (int64_t c = 0; c < %lld; c++) {\n"
-            "const int64_t a = c - %lld < 0 ? 0 : c - %lld, b = c + %lld > %lld ? %lld : c + %lld;\n"
-            "double sq = 0;\nfor (int64_t j = a; j <= b; j++) {\n"
-            "  const double v = x0[base + j * %lld];\n  sq += v * v;\n}\n"
-            "den[c] = %s + %s * sq;\n}\n",
-            (long long)x->dims[0], (long long)plane, (long long)(C * plane), (long long)C,
-            (long long)lo, (long long)lo, (long long)hi, (long long)(C - 1), (long long)(C - 1),
-            (long long)hi, (long long)plane, lbias, la);
-  cg_printf(k,
-            "for (int64_t j = 0; j < %lld; j++) {\n"
-            "const int64_t a = j - %lld < 0 ? 0 : j - %lld, b = j + %lld > %lld ? %lld : j + %lld;\n"
-            "double sum = 0;\nfor (int64_t c = a; c <= b; c++) {\n"
-            "  const int64_t at = base + c * %lld;\n"
-            "  sum += dy0[at] * x0[at] * pow(den[c], -%s - 1);\n}\n"
-            "const int64_t at = base + j * %lld;\n"
-            "dx0[at] %s (%s)(dy0[at] * pow(den[j], -%s) - 2 * %s * %s * x0[at] * sum);\n}\n}\n",
-            (long long)C, (long long)hi, (long long)hi, (long long)lo, (long long)(C - 1),
-            (long long)(C - 1), (long long)lo, (long long)plane, lb, (long long)plane,
-            cg_grad_assign(gk, 0), cg_ctype(x->dtype), lb, la, lb);
+  cg_x *la = cg_f64(k, alpha / (double)size);
+  cg_work_const(k, 2 * C);
+  int den = cg_let(k, "den", cg_view(k, cg_work(k), CG_T_F64));
+  int n = cg_for_n(k, "n", x->dims[0]), i = cg_for_n(k, "i", plane);
+  int base = cg_let(k, "base", cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, C * plane)), cg_v(k, i)));
+  /* the window [max(0, c - lo_off), min(C - 1, c + hi_off)] of channel c */
+#define WIN(c, lo, hi)                                                                     \
+  cg_x *cm_##c = cg_sub(k, cg_v(k, c), cg_i64(k, lo)), *cp_##c = cg_add(k, cg_v(k, c), cg_i64(k, hi)); \
+  int a_##c = cg_let(k, "a", cg_sel(k, cg_lt(k, cm_##c, cg_int(k, 0)), cg_int(k, 0), cm_##c));         \
+  int b_##c = cg_let(k, "b", cg_sel(k, cg_gt(k, cp_##c, cg_i64(k, C - 1)), cg_i64(k, C - 1), cp_##c))
+  int c = cg_for_n(k, "c", C);
+  WIN(c, lo_off, hi_off);
+  int sq = cg_mut(k, "sq", CG_T_F64, cg_int(k, 0));
+  int j = cg_for(k, "j", cg_v(k, a_c), cg_add(k, cg_v(k, b_c), cg_i64(k, 1)));
+  int v = cg_let(k, "v", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 0), cg_add(k, cg_v(k, base), cg_mul(k, cg_v(k, j), cg_i64(k, plane))))));
+  cg_set_op(k, sq, CG_X_ADD, cg_mul(k, cg_v(k, v), cg_v(k, v)));
+  cg_end(k);
+  cg_st(k, cg_v(k, den), cg_v(k, c), cg_add(k, cg_f64(k, bias), cg_mul(k, la, cg_v(k, sq))));
+  cg_end(k);
+  j = cg_for_n(k, "j", C);
+  WIN(j, hi_off, lo_off);
+#undef WIN
+  int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0));
+  c = cg_for(k, "c", cg_v(k, a_j), cg_add(k, cg_v(k, b_j), cg_i64(k, 1)));
+  int at = cg_let(k, "at", cg_add(k, cg_v(k, base), cg_mul(k, cg_v(k, c), cg_i64(k, plane))));
+  cg_set_op(k, sum, CG_X_ADD,
+            cg_mul(k, cg_mul(k, cg_ld(k, cg_dy(k, 0), cg_v(k, at)), cg_ld(k, cg_in(k, 0), cg_v(k, at))),
+                   cg_fn2(k, CG_FN_POW, cg_ld(k, cg_v(k, den), cg_v(k, c)),
+                          cg_sub(k, cg_f64(k, -beta), cg_int(k, 1)))));
+  cg_end(k);
+  int at2 = cg_let(k, "at", cg_add(k, cg_v(k, base), cg_mul(k, cg_v(k, j), cg_i64(k, plane))));
+  cg_x *t1 = cg_mul(k, cg_ld(k, cg_dy(k, 0), cg_v(k, at2)),
+                    cg_fn2(k, CG_FN_POW, cg_ld(k, cg_v(k, den), cg_v(k, j)), cg_f64(k, -beta)));
+  cg_x *t2 = cg_mul(k, cg_mul(k, cg_mul(k, cg_mul(k, cg_int(k, 2), cg_f64(k, alpha / (double)size)), cg_f64(k, beta)),
+                              cg_ld(k, cg_in(k, 0), cg_v(k, at2))),
+                    cg_v(k, sum));
+  cg_grad_put(gk, 0, cg_v(k, at2), cg_cast(k, cg_ty_of(x->dtype), cg_sub(k, t1, t2)));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 

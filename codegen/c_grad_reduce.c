@@ -70,31 +70,43 @@ static ap_status grad_reduce(cg_grad_kernel *gk, reduce_kind kind) {
   if (ap_numel(x->rank, kept) != y->numel)
     return cg_error(k, AP_ERR_INVALID, "the output has %lld elements, the reduction gives %lld",
                     (long long)y->numel, (long long)ap_numel(x->rank, kept));
-  const char *ct = cg_ctype(x->dtype);
-  char idx[512];
-  cg_index(idx, sizeof idx, x->rank, os, "i");
+  cg_ty ct = cg_ty_of(x->dtype);
   if (kind != RED_MAX) {
-    char scale[64];
-    cg_literal(scale, AP_DT_DOUBLE, kind == RED_MEAN ? 1.0 / (double)(count ? count : 1) : 1.0);
-    cg_printf(k, "int64_t i = 0;\n");
-    cg_loops_open(k, x->rank, x->dims, "i");
-    cg_printf(k, "dx0[i++] %s (%s)(dy0[%s] * %s);\n", cg_grad_assign(gk, 0), ct, idx, scale);
-    cg_loops_close(k, x->rank);
+    double scale = kind == RED_MEAN ? 1.0 / (double)(count ? count : 1) : 1.0;
+    int i = cg_mut(k, "i", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+    cg_loops(k, x->rank, x->dims, "i", iv);
+    cg_grad_put(gk, 0, cg_v(k, i),
+                cg_cast(k, ct, cg_mul(k, cg_ld(k, cg_dy(k, 0), cg_idx(k, x->rank, os, iv)), cg_f64(k, scale))));
+    cg_set_op(k, i, CG_X_ADD, cg_i64(k, 1));
+    cg_loops_end(k, x->rank);
     return AP_OK;
   }
   int64_t slots = y->numel ? y->numel : 1;
-  snprintf(k->work_expr, sizeof k->work_expr, "(size_t)%lld", (long long)(4 * slots));
+  cg_work_const(k, 4 * slots);
   cg_grad_zero(gk, 0);
-  cg_printf(k, "double *best = (double *)(void *)work;\nint64_t *at = (int64_t *)(best + %lld);\n"
-               "for (int64_t r = 0; r < %lld; r++)\n  at[r] = -1;\nint64_t i = 0;\n",
-            (long long)slots, (long long)slots);
-  cg_loops_open(k, x->rank, x->dims, "i");
-  cg_printf(k, "const int64_t r = %s;\n"
-               "if (at[r] < 0 || x0[i] > best[r] || x0[i] != x0[i]) {\n"
-               "  best[r] = x0[i];\n  at[r] = i;\n}\ni++;\n", idx);
-  cg_loops_close(k, x->rank);
-  cg_printf(k, "for (int64_t r = 0; r < %lld; r++)\n  if (at[r] >= 0)\n    dx0[at[r]] += dy0[r];\n",
-            (long long)y->numel);
+  int best = cg_let(k, "best", cg_view(k, cg_work(k), CG_T_F64));
+  int at = cg_let(k, "at", cg_view(k, cg_at(k, cg_v(k, best), cg_i64(k, slots)), CG_T_I64));
+  int r = cg_for_n(k, "r", slots);
+  cg_st(k, cg_v(k, at), cg_v(k, r), cg_int(k, -1));
+  cg_end(k);
+  int i = cg_mut(k, "i", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, x->rank, x->dims, "i", iv);
+  r = cg_let(k, "r", cg_idx(k, x->rank, os, iv));
+  cg_x *xi = cg_ld(k, cg_in(k, 0), cg_v(k, i));
+  cg_if(k, cg_or(k, cg_or(k, cg_lt(k, cg_ld(k, cg_v(k, at), cg_v(k, r)), cg_int(k, 0)),
+                          cg_gt(k, xi, cg_ld(k, cg_v(k, best), cg_v(k, r)))),
+                 cg_ne(k, xi, xi)));
+  cg_st(k, cg_v(k, best), cg_v(k, r), cg_ld(k, cg_in(k, 0), cg_v(k, i)));
+  cg_st(k, cg_v(k, at), cg_v(k, r), cg_v(k, i));
+  cg_end(k);
+  cg_set_op(k, i, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, x->rank);
+  r = cg_for_n(k, "r", y->numel);
+  cg_if(k, cg_ge(k, cg_ld(k, cg_v(k, at), cg_v(k, r)), cg_int(k, 0)));
+  cg_st_op(k, cg_dx(k, 0), cg_ld(k, cg_v(k, at), cg_v(k, r)), CG_X_ADD,
+           cg_ld(k, cg_dy(k, 0), cg_v(k, r)));
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 

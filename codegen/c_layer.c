@@ -61,19 +61,15 @@ static ap_status need_type(cg_kernel *k, ap_dtype t) {
 
 /* ---- Conv ---------------------------------------------------------------- */
 
-void cg_conv2d_params(char *buf, size_t cap, const cg_operand *x, const cg_operand *wt,
-                      int64_t group, const cg_win *w) {
-  snprintf(buf, cap,
-           "{.batch = %lld, .in_channels = %lld, .in_h = %lld, .in_w = %lld, "
-           ".out_channels = %lld, .kernel_h = %lld, .kernel_w = %lld, .stride_h = %lld, "
-           ".stride_w = %lld, .pad_top = %lld, .pad_left = %lld, .pad_bottom = %lld, "
-           ".pad_right = %lld, .dilation_h = %lld, .dilation_w = %lld, .groups = %lld}",
-           (long long)x->dims[0], (long long)x->dims[1], (long long)x->dims[2],
-           (long long)x->dims[3], (long long)wt->dims[0], (long long)w->kernel[0],
-           (long long)w->kernel[1], (long long)w->stride[0], (long long)w->stride[1],
-           (long long)w->pad_begin[0], (long long)w->pad_begin[1], (long long)w->pad_end[0],
-           (long long)w->pad_end[1], (long long)w->dilation[0], (long long)w->dilation[1],
-           (long long)group);
+void cg_conv2d_params(int64_t *conv, const cg_operand *x, const cg_operand *wt, int64_t group,
+                      const cg_win *w) {
+  int64_t v[CG_CONV_FIELDS] = {x->dims[0],      x->dims[1],      x->dims[2],
+                               x->dims[3],      wt->dims[0],     w->kernel[0],
+                               w->kernel[1],    w->stride[0],    w->stride[1],
+                               w->pad_begin[0], w->pad_begin[1], w->pad_end[0],
+                               w->pad_end[1],   w->dilation[0],  w->dilation[1],
+                               group};
+  memcpy(conv, v, sizeof v);
 }
 
 ap_status cg_emit_CONV(cg_kernel *k) {
@@ -86,48 +82,58 @@ ap_status cg_emit_CONV(cg_kernel *k) {
     return s;
   int64_t group = ap_attr_int(k->n, "group", 1);
   if (x->dtype == AP_DT_FLOAT && w.nsp == 2) {
-    char p[1024];
-    cg_conv2d_params(p, sizeof p, x, wt, group, &w);
-    cg_printf(k, "static const apk_conv2d p = %s;\n", p);
-    cg_printf(k, "apk_conv2d_forward(&p, x0, x1, %s, y0, work);\n", b->v ? "x2" : "NULL");
-    if (snprintf(k->work_expr, sizeof k->work_expr, "apk_conv2d_work_floats(&(apk_conv2d)%s)",
-                 p) >= (int)sizeof k->work_expr)
-      ap_die("workspace expression too long");
-    k->needs_kernels_lib = true;
+    int64_t conv[CG_CONV_FIELDS];
+    cg_conv2d_params(conv, x, wt, group, &w);
+    cg_x *args[] = {cg_in(k, 0), cg_in(k, 1), b->v ? cg_in(k, 2) : NULL, cg_out(k, 0),
+                    cg_work(k)};
+    cg_conv_call(k, CG_CONV_FORWARD, conv, 5, args);
+    cg_work_conv(k, conv);
     return AP_OK;
   }
   /* Direct loops: any rank, float64. */
-  const char *ct = cg_ctype(x->dtype);
+  cg_ty ct = cg_ty_of(x->dtype);
   int nsp = w.nsp;
   int64_t cg = wt->dims[1], mg = wt->dims[0] / group;
   int64_t xs[AP_MAX_RANK], ws[AP_MAX_RANK];
   cg_strides(x->rank, x->dims, xs);
   cg_strides(wt->rank, wt->dims, ws);
-  cg_printf(k, "int64_t o = 0;\n");
-  cg_printf(k, "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t m = 0; m < %lld; m++) {\n",
-            (long long)y->dims[0], (long long)y->dims[1]);
-  cg_printf(k, "const int64_t g = m / %lld;\n", (long long)mg);
-  cg_loops_open(k, nsp, y->dims + 2, "o");
-  cg_printf(k, "%s acc = %s;\n", ct, b->v ? "x2[m]" : "0");
-  cg_printf(k, "for (int64_t c = 0; c < %lld; c++) {\n", (long long)cg);
-  cg_loops_open(k, nsp, w.kernel, "k");
-  cg_printf(k, "int inside = 1;\n");
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0));
+  int n = cg_for_n(k, "n", y->dims[0]);
+  int m = cg_for_n(k, "m", y->dims[1]);
+  int g = cg_let(k, "g", cg_div(k, cg_v(k, m), cg_i64(k, mg)));
+  int ov[AP_MAX_RANK], kv[AP_MAX_RANK], p[AP_MAX_RANK];
+  cg_loops(k, nsp, y->dims + 2, "o", ov);
+  int acc = cg_mut(k, "acc", ct, b->v ? cg_ld(k, cg_in(k, 2), cg_v(k, m)) : cg_int(k, 0));
+  int c = cg_for_n(k, "c", cg);
+  cg_loops(k, nsp, w.kernel, "k", kv);
+  int inside = cg_mut(k, "inside", CG_T_I32, cg_int(k, 1));
+  for (int i = 0; i < nsp; i++) {
+    p[i] = cg_let(k, ap_arena_printf(k->g->arena, "p%d", i), cg_add(k, cg_sub(k, cg_mul(k, cg_v(k, ov[i]), cg_i64(k, w.stride[i])),
+                                           cg_i64(k, w.pad_begin[i])),
+                                 cg_mul(k, cg_v(k, kv[i]), cg_i64(k, w.dilation[i]))));
+    cg_set_op(k, inside, CG_X_AND,
+              cg_and(k, cg_ge(k, cg_v(k, p[i]), cg_int(k, 0)),
+                     cg_lt(k, cg_v(k, p[i]), cg_i64(k, x->dims[i + 2]))));
+  }
+  cg_if(k, cg_v(k, inside));
+  cg_x *xi = cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, xs[0])),
+                    cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, g), cg_i64(k, cg)), cg_v(k, c)),
+                           cg_i64(k, xs[1])));
   for (int i = 0; i < nsp; i++)
-    cg_printf(k, "const int64_t p%d = o%d * %lld - %lld + k%d * %lld;\ninside &= p%d >= 0 && p%d < %lld;\n",
-              i, i, (long long)w.stride[i], (long long)w.pad_begin[i], i,
-              (long long)w.dilation[i], i, i, (long long)x->dims[i + 2]);
-  cg_printf(k, "if (inside)\n  acc += x0[n * %lld + (g * %lld + c) * %lld", (long long)xs[0],
-            (long long)cg, (long long)xs[1]);
+    xi = cg_add(k, xi, cg_mul(k, cg_v(k, p[i]), cg_i64(k, xs[i + 2])));
+  cg_x *wi = cg_add(k, cg_mul(k, cg_v(k, m), cg_i64(k, ws[0])),
+                    cg_mul(k, cg_v(k, c), cg_i64(k, ws[1])));
   for (int i = 0; i < nsp; i++)
-    cg_printf(k, " + p%d * %lld", i, (long long)xs[i + 2]);
-  cg_printf(k, "] * x1[m * %lld + c * %lld", (long long)ws[0], (long long)ws[1]);
-  for (int i = 0; i < nsp; i++)
-    cg_printf(k, " + k%d * %lld", i, (long long)ws[i + 2]);
-  cg_printf(k, "];\n");
-  cg_loops_close(k, nsp);
-  cg_printf(k, "}\ny0[o++] = acc;\n");
-  cg_loops_close(k, nsp);
-  cg_printf(k, "}\n");
+    wi = cg_add(k, wi, cg_mul(k, cg_v(k, kv[i]), cg_i64(k, ws[i + 2])));
+  cg_set_op(k, acc, CG_X_ADD, cg_mul(k, cg_ld(k, cg_in(k, 0), xi), cg_ld(k, cg_in(k, 1), wi)));
+  cg_end(k);
+  cg_loops_end(k, nsp);
+  cg_end(k);
+  cg_st(k, cg_out(k, 0), cg_v(k, o), cg_v(k, acc));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, nsp);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 
@@ -180,59 +186,65 @@ ap_status cg_emit_CONV_TRANSPOSE(cg_kernel *k) {
   int64_t group = ap_attr_int(k->n, "group", 1);
   int64_t kernel[AP_MAX_RANK], stride[AP_MAX_RANK], dil[AP_MAX_RANK], pb[AP_MAX_RANK];
   cg_conv_transpose_geometry(k, x, wt, y, kernel, stride, dil, pb);
-  const char *ct = cg_ctype(x->dtype);
   int64_t cg = x->dims[1] / group, mg = wt->dims[1];
   int64_t xs[AP_MAX_RANK], ws[AP_MAX_RANK], ys[AP_MAX_RANK];
   cg_strides(x->rank, x->dims, xs);
   cg_strides(wt->rank, wt->dims, ws);
   cg_strides(y->rank, y->dims, ys);
   /* Bias (or zero) first, then every input element scatters its window. */
-  cg_printf(k, "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t m = 0; m < %lld; m++)\n"
-               "for (int64_t i = 0; i < %lld; i++)\n  y0[(n * %lld + m) * %lld + i] = %s;\n",
-            (long long)y->dims[0], (long long)y->dims[1], (long long)ys[1],
-            (long long)y->dims[1], (long long)ys[1], b->v ? "x2[m]" : "0");
-  cg_printf(k, "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t c = 0; c < %lld; c++) {\n",
-            (long long)x->dims[0], (long long)x->dims[1]);
-  cg_printf(k, "const int64_t g = c / %lld;\n", (long long)cg);
-  cg_loops_open(k, nsp, x->dims + 2, "i");
-  cg_printf(k, "const %s v = x0[n * %lld + c * %lld", ct, (long long)xs[0], (long long)xs[1]);
+  {
+    int n = cg_for_n(k, "n", y->dims[0]);
+    int m = cg_for_n(k, "m", y->dims[1]);
+    int i = cg_for_n(k, "i", ys[1]);
+    cg_x *at = cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, y->dims[1])),
+                                          cg_v(k, m)),
+                                cg_i64(k, ys[1])),
+                      cg_v(k, i));
+    cg_st(k, cg_out(k, 0), at, b->v ? cg_ld(k, cg_in(k, 2), cg_v(k, m)) : cg_int(k, 0));
+    cg_end(k);
+    cg_end(k);
+    cg_end(k);
+  }
+  int n = cg_for_n(k, "n", x->dims[0]);
+  int c = cg_for_n(k, "c", x->dims[1]);
+  int g = cg_let(k, "g", cg_div(k, cg_v(k, c), cg_i64(k, cg)));
+  int iv[AP_MAX_RANK], kv[AP_MAX_RANK], p[AP_MAX_RANK];
+  cg_loops(k, nsp, x->dims + 2, "i", iv);
+  cg_x *xi = cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, xs[0])), cg_mul(k, cg_v(k, c), cg_i64(k, xs[1])));
   for (int i = 0; i < nsp; i++)
-    cg_printf(k, " + i%d * %lld", i, (long long)xs[i + 2]);
-  cg_printf(k, "];\nfor (int64_t m = 0; m < %lld; m++) {\n", (long long)mg);
-  cg_loops_open(k, nsp, kernel, "k");
-  cg_printf(k, "int inside = 1;\n");
+    xi = cg_add(k, xi, cg_mul(k, cg_v(k, iv[i]), cg_i64(k, xs[i + 2])));
+  int v = cg_let(k, "v", cg_ld(k, cg_in(k, 0), xi));
+  int m = cg_for_n(k, "m", mg);
+  cg_loops(k, nsp, kernel, "k", kv);
+  int inside = cg_mut(k, "inside", CG_T_I32, cg_int(k, 1));
+  for (int i = 0; i < nsp; i++) {
+    p[i] = cg_let(k, ap_arena_printf(k->g->arena, "p%d", i), cg_sub(k, cg_add(k, cg_mul(k, cg_v(k, iv[i]), cg_i64(k, stride[i])),
+                                           cg_mul(k, cg_v(k, kv[i]), cg_i64(k, dil[i]))),
+                                 cg_i64(k, pb[i])));
+    cg_set_op(k, inside, CG_X_AND,
+              cg_and(k, cg_ge(k, cg_v(k, p[i]), cg_int(k, 0)),
+                     cg_lt(k, cg_v(k, p[i]), cg_i64(k, y->dims[i + 2]))));
+  }
+  cg_if(k, cg_v(k, inside));
+  cg_x *yi = cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, ys[0])),
+                    cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, g), cg_i64(k, mg)), cg_v(k, m)),
+                           cg_i64(k, ys[1])));
   for (int i = 0; i < nsp; i++)
-    cg_printf(k, "const int64_t p%d = i%d * %lld + k%d * %lld - %lld;\ninside &= p%d >= 0 && p%d < %lld;\n",
-              i, i, (long long)stride[i], i, (long long)dil[i], (long long)pb[i], i, i,
-              (long long)y->dims[i + 2]);
-  cg_printf(k, "if (inside)\n  y0[n * %lld + (g * %lld + m) * %lld", (long long)ys[0],
-            (long long)mg, (long long)ys[1]);
+    yi = cg_add(k, yi, cg_mul(k, cg_v(k, p[i]), cg_i64(k, ys[i + 2])));
+  cg_x *wi = cg_add(k, cg_mul(k, cg_v(k, c), cg_i64(k, ws[0])), cg_mul(k, cg_v(k, m), cg_i64(k, ws[1])));
   for (int i = 0; i < nsp; i++)
-    cg_printf(k, " + p%d * %lld", i, (long long)ys[i + 2]);
-  cg_printf(k, "] += v * x1[c * %lld + m * %lld", (long long)ws[0], (long long)ws[1]);
-  for (int i = 0; i < nsp; i++)
-    cg_printf(k, " + k%d * %lld", i, (long long)ws[i + 2]);
-  cg_printf(k, "];\n");
-  cg_loops_close(k, nsp);
-  cg_printf(k, "}\n");
-  cg_loops_close(k, nsp);
-  cg_printf(k, "}\n");
+    wi = cg_add(k, wi, cg_mul(k, cg_v(k, kv[i]), cg_i64(k, ws[i + 2])));
+  cg_st_op(k, cg_out(k, 0), yi, CG_X_ADD, cg_mul(k, cg_v(k, v), cg_ld(k, cg_in(k, 1), wi)));
+  cg_end(k);
+  cg_loops_end(k, nsp);
+  cg_end(k);
+  cg_loops_end(k, nsp);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 
 /* ---- Gemm and MatMul ----------------------------------------------------- */
-
-/* Y (m x n) = alpha * op(A) op(B) + beta * Y in float32 through apk_sgemm,
- * with A at a, B at b and Y at y (C expressions). */
-static void sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk,
-                  const char *alpha, const char *a, const char *b, const char *beta,
-                  const char *y) {
-  int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
-  cg_printf(k, "apk_sgemm(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld, work);\n",
-            ta, tb, (long long)m, (long long)n, (long long)kk, alpha, a, (long long)lda, b,
-            (long long)ldb, beta, y, (long long)n);
-  k->needs_kernels_lib = true;
-}
 
 ap_status cg_emit_GEMM(cg_kernel *k) {
   const cg_operand *c = &k->in[2], *y = &k->out[0];
@@ -243,30 +255,37 @@ ap_status cg_emit_GEMM(cg_kernel *k) {
   int ta = ap_attr_int(k->n, "transA", 0) != 0, tb = ap_attr_int(k->n, "transB", 0) != 0;
   int64_t m = y->dims[0], n = y->dims[1];
   int64_t kk = ta ? k->in[0].dims[0] : k->in[0].dims[1];
-  char alpha[64], beta[64];
-  cg_literal(alpha, t, ap_attr_float(k->n, "alpha", 1.0f));
-  cg_literal(beta, t, c->v ? ap_attr_float(k->n, "beta", 1.0f) : 0.0);
+  double alpha = ap_attr_float(k->n, "alpha", 1.0f);
+  double beta = c->v ? ap_attr_float(k->n, "beta", 1.0f) : 0.0;
   if (c->v) { /* Y starts as C broadcast to m x n; the product adds beta * Y. */
     int slot = 2;
-    cg_map(k, 0, 1, &slot, "a0");
+    cg_map_begin(k, 0, 1, &slot);
+    cg_map_end(k, cg_map_arg(k, 0));
   }
   if (t == AP_DT_FLOAT) {
-    snprintf(k->work_expr, sizeof k->work_expr, "apk_sgemm_work_floats(%lld, %lld, %lld)",
-             (long long)m, (long long)n, (long long)kk);
-    sgemm(k, ta, tb, m, n, kk, alpha, "x0", "x1", beta, "y0");
+    cg_work_sgemm(k, m, n, kk);
+    cg_sgemm(k, ta, tb, m, n, kk, alpha, cg_in(k, 0), cg_in(k, 1), beta, cg_out(k, 0));
     return AP_OK;
   }
   /* float64: direct loops. */
-  char ai[64], bi[64];
-  snprintf(ai, sizeof ai, ta ? "l * %lld + i" : "i * %lld + l", (long long)(ta ? m : kk));
-  snprintf(bi, sizeof bi, tb ? "j * %lld + l" : "l * %lld + j", (long long)(tb ? kk : n));
-  cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\nfor (int64_t j = 0; j < %lld; j++) {\n"
-               "double acc = 0;\nfor (int64_t l = 0; l < %lld; l++)\n  acc += x0[%s] * x1[%s];\n"
-               "y0[i * %lld + j] = %s * acc",
-            (long long)m, (long long)n, (long long)kk, ai, bi, (long long)n, alpha);
+  int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
+  int i = cg_for_n(k, "i", m);
+  int j = cg_for_n(k, "j", n);
+  int acc = cg_mut(k, "acc", CG_T_F64, cg_int(k, 0));
+  int l = cg_for_n(k, "l", kk);
+  cg_x *ai = ta ? cg_add(k, cg_mul(k, cg_v(k, l), cg_i64(k, lda)), cg_v(k, i))
+                : cg_add(k, cg_mul(k, cg_v(k, i), cg_i64(k, lda)), cg_v(k, l));
+  cg_x *bi = tb ? cg_add(k, cg_mul(k, cg_v(k, j), cg_i64(k, ldb)), cg_v(k, l))
+                : cg_add(k, cg_mul(k, cg_v(k, l), cg_i64(k, ldb)), cg_v(k, j));
+  cg_set_op(k, acc, CG_X_ADD, cg_mul(k, cg_ld(k, cg_in(k, 0), ai), cg_ld(k, cg_in(k, 1), bi)));
+  cg_end(k);
+  cg_x *yi = cg_add(k, cg_mul(k, cg_v(k, i), cg_i64(k, n)), cg_v(k, j));
+  cg_x *val = cg_mul(k, cg_lit(k, t, alpha), cg_v(k, acc));
   if (c->v)
-    cg_printf(k, " + %s * y0[i * %lld + j]", beta, (long long)n);
-  cg_printf(k, ";\n}\n");
+    val = cg_add(k, val, cg_mul(k, cg_lit(k, t, beta), cg_ld(k, cg_out(k, 0), yi)));
+  cg_st(k, cg_out(k, 0), yi, val);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 
@@ -302,24 +321,28 @@ ap_status cg_emit_MATMUL(cg_kernel *k) {
     acc_y *= bdims[i];
   }
   if (t == AP_DT_FLOAT)
-    snprintf(k->work_expr, sizeof k->work_expr, "apk_sgemm_work_floats(%lld, %lld, %lld)",
-             (long long)m, (long long)n, (long long)kk);
-  char ia[512], ib[512], iy[512], pa[600], pb[600], py[600];
-  cg_loops_open(k, rbatch, bdims, "b");
-  snprintf(pa, sizeof pa, "x0 + %s", cg_index(ia, sizeof ia, rbatch, sa, "b"));
-  snprintf(pb, sizeof pb, "x1 + %s", cg_index(ib, sizeof ib, rbatch, sb, "b"));
-  snprintf(py, sizeof py, "y0 + %s", cg_index(iy, sizeof iy, rbatch, sy, "b"));
+    cg_work_sgemm(k, m, n, kk);
+  int bv[AP_MAX_RANK];
+  cg_loops(k, rbatch, bdims, "b", bv);
+  cg_x *pa = cg_at(k, cg_in(k, 0), cg_idx(k, rbatch, sa, bv));
+  cg_x *pb = cg_at(k, cg_in(k, 1), cg_idx(k, rbatch, sb, bv));
+  cg_x *py = cg_at(k, cg_out(k, 0), cg_idx(k, rbatch, sy, bv));
   if (t == AP_DT_FLOAT) {
-    sgemm(k, 0, 0, m, n, kk, "1.0f", pa, pb, "0.0f", py);
+    cg_sgemm(k, 0, 0, m, n, kk, 1.0, pa, pb, 0.0, py);
   } else {
-    const char *ct = cg_ctype(t);
-    cg_printf(k, "{\nconst %s *A = %s, *B = %s;\n%s *Y = %s;\n", ct, pa, pb, ct, py);
-    cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\nfor (int64_t j = 0; j < %lld; j++) {\n"
-                 "%s acc = 0;\nfor (int64_t l = 0; l < %lld; l++)\n  acc += A[i * %lld + l] * B[l * %lld + j];\n"
-                 "Y[i * %lld + j] = acc;\n}\n}\n",
-              (long long)m, (long long)n, ct, (long long)kk, (long long)kk, (long long)n,
-              (long long)n);
+    int A = cg_let(k, "A", pa), B = cg_let(k, "B", pb), Y = cg_let(k, "Y", py);
+    int i = cg_for_n(k, "i", m);
+    int j = cg_for_n(k, "j", n);
+    int acc = cg_mut(k, "acc", cg_ty_of(t), cg_int(k, 0));
+    int l = cg_for_n(k, "l", kk);
+    cg_set_op(k, acc, CG_X_ADD,
+              cg_mul(k, cg_ld(k, cg_v(k, A), cg_add(k, cg_mul(k, cg_v(k, i), cg_i64(k, kk)), cg_v(k, l))),
+                     cg_ld(k, cg_v(k, B), cg_add(k, cg_mul(k, cg_v(k, l), cg_i64(k, n)), cg_v(k, j)))));
+    cg_end(k);
+    cg_st(k, cg_v(k, Y), cg_add(k, cg_mul(k, cg_v(k, i), cg_i64(k, n)), cg_v(k, j)), cg_v(k, acc));
+    cg_end(k);
+    cg_end(k);
   }
-  cg_loops_close(k, rbatch);
+  cg_loops_end(k, rbatch);
   return AP_OK;
 }

@@ -55,12 +55,23 @@ ap_status cg_emit_TRANSPOSE(cg_kernel *k) {
   ap_status s = cg_transpose_strides(k, x, st);
   if (s != AP_OK)
     return s;
-  char idx[512];
-  cg_printf(k, "int64_t o = 0;\n");
-  cg_loops_open(k, y->rank, y->box.size, "i");
-  cg_printf(k, "y0[o++] = x0[%s];\n", cg_index(idx, sizeof idx, y->rank, st, "i"));
-  cg_loops_close(k, y->rank);
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
+  cg_st(k, cg_out(k, 0), cg_v(k, o), cg_ld(k, cg_in(k, 0), cg_idx(k, y->rank, st, iv)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
   return AP_OK;
+}
+
+/* Copies, for o in [0, outer), run elements from src + o * src_row +
+ * src_at to dst + o * dst_row + dst_at. */
+static void copy_rows(cg_kernel *k, cg_x *dst, int64_t dst_row, int64_t dst_at, cg_x *src,
+                      int64_t src_row, int64_t src_at, int64_t outer, int64_t run, size_t es) {
+  int o = cg_for_n(k, "o", outer);
+  cg_memcpy(k, cg_at(k, dst, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, dst_row)), cg_i64(k, dst_at))),
+            cg_at(k, src, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, src_row)), cg_i64(k, src_at))),
+            cg_i64(k, run * (int64_t)es));
+  cg_end(k);
 }
 
 /* Concat and Split copy rows: for every index of the dims before axis, each
@@ -79,9 +90,7 @@ ap_status cg_emit_CONCAT(cg_kernel *k) {
       continue;
     int64_t run = prod(x->dims, axis, x->rank);
     if (run && outer)
-      cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\n  memcpy(y0 + o * %lld + %lld, x%d + o * %lld, %lld);\n",
-                (long long)outer, (long long)row, (long long)at, i, (long long)run,
-                (long long)(run * (int64_t)es));
+      copy_rows(k, cg_out(k, 0), row, at, cg_in(k, i), run, 0, outer, run, es);
     at += run;
   }
   return AP_OK;
@@ -102,9 +111,7 @@ ap_status cg_emit_SPLIT(cg_kernel *k) {
       continue;
     int64_t run = prod(y->dims, axis, y->rank);
     if (run && outer)
-      cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\n  memcpy(y%d + o * %lld, x0 + o * %lld + %lld, %lld);\n",
-                (long long)outer, i, (long long)run, (long long)row, (long long)at,
-                (long long)(run * (int64_t)es));
+      copy_rows(k, cg_out(k, i), run, 0, cg_in(k, 0), row, at, outer, run, es);
     at += run;
   }
   return AP_OK;
@@ -138,23 +145,26 @@ ap_status cg_emit_SLICE(cg_kernel *k) {
   }
   if (!y->numel)
     return AP_OK;
-  char idx[512];
-  cg_printf(k, "int64_t o = 0;\n");
-  cg_loops_open(k, y->rank, y->box.size, "i");
-  cg_printf(k, "y0[o++] = x0[%lld + %s];\n", (long long)base,
-            cg_index(idx, sizeof idx, y->rank, st, "i"));
-  cg_loops_close(k, y->rank);
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
+  cg_st(k, cg_out(k, 0), cg_v(k, o),
+        cg_ld(k, cg_in(k, 0), cg_add(k, cg_i64(k, base), cg_idx(k, y->rank, st, iv))));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
   return AP_OK;
 }
 
 /* Indices are read at run time; negative ones count from the end, and an
  * index outside the axis gives zeros (ONNX leaves it undefined). */
-void cg_gather_index(cg_kernel *k, const cg_operand *x, int axis) {
+int cg_gather_index(cg_kernel *k, const cg_operand *x, int axis, int j) {
   int64_t whole = x->v->dims[axis], start = x->box.start[axis];
-  cg_printf(k, "    int64_t at = (int64_t)x1[j];\n    if (at < 0)\n      at += %lld;\n",
-            (long long)whole);
+  int at = cg_mut(k, "at", CG_T_I64, cg_ld(k, cg_in(k, 1), cg_v(k, j)));
+  cg_if(k, cg_lt(k, cg_v(k, at), cg_int(k, 0)));
+  cg_set_op(k, at, CG_X_ADD, cg_i64(k, whole));
+  cg_end(k);
   if (start)
-    cg_printf(k, "    at -= %lld;\n", (long long)start);
+    cg_set_op(k, at, CG_X_SUB, cg_i64(k, start));
+  return at;
 }
 
 ap_status cg_emit_GATHER(cg_kernel *k) {
@@ -169,49 +179,46 @@ ap_status cg_emit_GATHER(cg_kernel *k) {
     return AP_OK;
   /* A device holding some rows of the table (an embedding split by rows)
    * gives zeros for the others: its output is a summand. */
-  cg_printf(k, "for (int64_t o = 0; o < %lld; o++)\n  for (int64_t j = 0; j < %lld; j++) {\n",
-            (long long)outer, (long long)ix->numel);
-  cg_gather_index(k, x, axis);
-  cg_printf(k,
-            "    if (at < 0 || at >= %lld)\n"
-            "      memset(y0 + (o * %lld + j) * %lld, 0, %lld);\n"
-            "    else\n"
-            "      memcpy(y0 + (o * %lld + j) * %lld, x0 + (o * %lld + at) * %lld, %lld);\n"
-            "  }\n",
-            (long long)dim, (long long)ix->numel, (long long)inner, (long long)(inner * es),
-            (long long)ix->numel, (long long)inner, (long long)dim, (long long)inner,
-            (long long)(inner * es));
+  int o = cg_for_n(k, "o", outer);
+  int j = cg_for_n(k, "j", ix->numel);
+  int at = cg_gather_index(k, x, axis, j);
+  cg_x *dst = cg_at(k, cg_out(k, 0),
+                    cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, ix->numel)), cg_v(k, j)),
+                           cg_i64(k, inner)));
+  cg_if(k, cg_or(k, cg_lt(k, cg_v(k, at), cg_int(k, 0)), cg_ge(k, cg_v(k, at), cg_i64(k, dim))));
+  cg_memset(k, dst, 0, cg_i64(k, inner * es));
+  cg_else(k);
+  cg_memcpy(k, dst,
+            cg_at(k, cg_in(k, 0),
+                  cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, o), cg_i64(k, dim)), cg_v(k, at)),
+                         cg_i64(k, inner))),
+            cg_i64(k, inner * es));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 
 ap_status cg_emit_EXPAND(cg_kernel *k) {
   k->skip_in |= (uint64_t)1 << 1;
   int slot = 0;
-  cg_map(k, 0, 1, &slot, "a0");
+  cg_map_begin(k, 0, 1, &slot);
+  cg_map_end(k, cg_map_arg(k, 0));
   return AP_OK;
 }
 
 /* ---- constants the folding pass left ------------------------------------- */
 
-/* y0 = the elements of t, from a literal table. */
+/* y0 = the elements of t, from a constant table. */
 static ap_status fill_from(cg_kernel *k, const ap_tensor *t) {
   const cg_operand *y = &k->out[0];
   if (t->numel != y->numel || t->dtype != y->dtype)
     return cg_error(k, AP_ERR_INVALID, "the constant does not match the output's type and shape");
   if (!y->numel)
     return AP_OK;
-  char lit[64];
-  cg_printf(k, "static const %s data[%lld] = {", cg_ctype(y->dtype), (long long)y->numel);
-  for (int64_t i = 0; i < t->numel; i++) {
-    if (y->dtype == AP_DT_FLOAT || y->dtype == AP_DT_DOUBLE)
-      cg_literal(lit, y->dtype, ap_tensor_get_f64(t, i));
-    else if (y->dtype == AP_DT_UINT64)
-      snprintf(lit, sizeof lit, "UINT64_C(%llu)", (unsigned long long)ap_tensor_get_i64(t, i));
-    else
-      cg_literal(lit, y->dtype, (double)ap_tensor_get_i64(t, i));
-    cg_printf(k, "%s%s", i ? ", " : "", lit);
-  }
-  cg_printf(k, "};\nmemcpy(y0, data, sizeof data);\n");
+  int id = cg_table_add(k, y->dtype, y->numel, t->data);
+  cg_memcpy(k, cg_out(k, 0), cg_table(k, id),
+            cg_i64(k, y->numel * (int64_t)ap_dtype_size(y->dtype)));
   return AP_OK;
 }
 
@@ -228,13 +235,13 @@ ap_status cg_emit_CONSTANT_OF_SHAPE(cg_kernel *k) {
   if (s != AP_OK)
     return s;
   k->skip_in |= 1;
-  char lit[64];
   const cg_operand *y = &k->out[0];
-  if (y->dtype == AP_DT_FLOAT || y->dtype == AP_DT_DOUBLE)
-    cg_literal(lit, y->dtype, ap_tensor_get_f64(&value, 0));
-  else
-    cg_literal(lit, y->dtype, (double)ap_tensor_get_i64(&value, 0));
-  cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  y0[i] = %s;\n", (long long)y->numel, lit);
+  cg_x *lit = y->dtype == AP_DT_FLOAT || y->dtype == AP_DT_DOUBLE
+                  ? cg_lit(k, y->dtype, ap_tensor_get_f64(&value, 0))
+                  : cg_lit(k, y->dtype, (double)ap_tensor_get_i64(&value, 0));
+  int i = cg_for_n(k, "i", y->numel);
+  cg_st(k, cg_out(k, 0), cg_v(k, i), lit);
+  cg_end(k);
   return AP_OK;
 }
 
@@ -243,13 +250,13 @@ ap_status cg_emit_SHAPE(cg_kernel *k) {
   ap_shape_range(k->n, k->in[0].rank, &start, &end);
   k->skip_in |= 1;
   for (int i = start; i < end; i++)
-    cg_printf(k, "y0[%d] = %lld;\n", i - start, (long long)k->in[0].dims[i]);
+    cg_st(k, cg_out(k, 0), cg_i64(k, i - start), cg_i64(k, k->in[0].dims[i]));
   return AP_OK;
 }
 
 ap_status cg_emit_SIZE(cg_kernel *k) {
   k->skip_in |= 1;
-  cg_printf(k, "y0[0] = %lld;\n", (long long)k->in[0].numel);
+  cg_st(k, cg_out(k, 0), cg_i64(k, 0), cg_i64(k, k->in[0].numel));
   return AP_OK;
 }
 
@@ -259,14 +266,15 @@ ap_status cg_emit_RANGE(cg_kernel *k) {
     return cg_error(k, AP_ERR_UNSUPPORTED, "start and delta must be constants");
   k->skip_in |= 7;
   ap_dtype t = k->out[0].dtype;
-  char a[64], b[64];
+  cg_ty ct = cg_ty_of(t);
+  int i = cg_for_n(k, "i", k->out[0].numel);
   if (t == AP_DT_FLOAT || t == AP_DT_DOUBLE)
-    cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  y0[i] = %s + (%s)i * %s;\n",
-              (long long)k->out[0].numel, cg_literal(a, t, start), cg_ctype(t),
-              cg_literal(b, t, delta));
+    cg_st(k, cg_out(k, 0), cg_v(k, i),
+          cg_add(k, cg_lit(k, t, start), cg_mul(k, cg_cast(k, ct, cg_v(k, i)), cg_lit(k, t, delta))));
   else
-    cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  y0[i] = (%s)(%s + i * %s);\n",
-              (long long)k->out[0].numel, cg_ctype(t), cg_literal(a, AP_DT_INT64, start),
-              cg_literal(b, AP_DT_INT64, delta));
+    cg_st(k, cg_out(k, 0), cg_v(k, i),
+          cg_cast(k, ct, cg_add(k, cg_lit(k, AP_DT_INT64, start),
+                                cg_mul(k, cg_v(k, i), cg_lit(k, AP_DT_INT64, delta)))));
+  cg_end(k);
   return AP_OK;
 }

@@ -26,47 +26,64 @@ ap_status cg_emit_BATCH_NORM(cg_kernel *k) {
   ap_status s = need_float(k, x);
   if (s != AP_OK)
     return s;
-  char eps[64], mom[64];
-  cg_literal(eps, AP_DT_DOUBLE, ap_attr_float(k->n, "epsilon", 1e-5f));
-  cg_literal(mom, AP_DT_DOUBLE, ap_attr_float(k->n, "momentum", 0.9f));
+  double eps = ap_attr_float(k->n, "epsilon", 1e-5f), mom = ap_attr_float(k->n, "momentum", 0.9f);
   int64_t N = x->dims[0], C = x->rank > 1 ? x->dims[1] : 1, plane = prod(x->dims, 2, x->rank);
   int64_t per_channel = N * plane > 0 ? N * plane : 1;
-  const char *ct = cg_ctype(x->dtype);
+  cg_ty ct = cg_ty_of(x->dtype);
   bool training = cg_opset(k) >= 14 && ap_attr_int(k->n, "training_mode", 0) != 0;
   if (cg_opset(k) < 9 && ap_attr_int(k->n, "spatial", 1) == 0)
     return cg_error(k, AP_ERR_UNSUPPORTED, "spatial = 0 (per-element statistics) is not supported");
   for (int i = 3; i < k->n_out; i++)
     if (k->out[i].v)
       return cg_error(k, AP_ERR_UNSUPPORTED, "the saved mean and variance outputs are not supported");
-  cg_printf(k, "for (int64_t c = 0; c < %lld; c++) {\n", (long long)C);
+  int c = cg_for_n(k, "c", C);
+  int mean, var;
+  /* x0[(n * C + c) * plane + i] */
+#define AT(n, i) cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, C)), cg_v(k, c)), \
+                                  cg_i64(k, plane)),                                           \
+                        cg_v(k, i))
   if (training) {
     /* Batch statistics (population variance), as the ONNX reference. */
-    cg_printf(k, "double sum = 0, sq = 0;\n"
-                 "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++)\n"
-                 "  sum += x0[(n * %lld + c) * %lld + i];\n"
-                 "const double mean = sum / %lld;\n"
-                 "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++) {\n"
-                 "  const double d = x0[(n * %lld + c) * %lld + i] - mean;\n  sq += d * d;\n}\n"
-                 "const double var = sq / %lld;\n",
-              (long long)N, (long long)plane, (long long)C, (long long)plane,
-              (long long)per_channel, (long long)N, (long long)plane,
-              (long long)C, (long long)plane, (long long)per_channel);
-    if (k->out[1].v)
-      cg_printf(k, "y1[c] = (%s)(x3[c] * %s + mean * (1 - %s));\n", ct, mom, mom);
-    if (k->out[2].v)
-      cg_printf(k, "y2[c] = (%s)(x4[c] * %s + var * (1 - %s));\n", ct, mom, mom);
+    int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0)), sq = cg_mut(k, "sq", CG_T_F64, cg_int(k, 0));
+    int n = cg_for_n(k, "n", N), i = cg_for_n(k, "i", plane);
+    cg_set_op(k, sum, CG_X_ADD, cg_ld(k, cg_in(k, 0), AT(n, i)));
+    cg_end(k);
+    cg_end(k);
+    mean = cg_let(k, "mean", cg_div(k, cg_v(k, sum), cg_i64(k, per_channel)));
+    n = cg_for_n(k, "n", N);
+    i = cg_for_n(k, "i", plane);
+    int dv = cg_let(k, "d", cg_sub(k, cg_ld(k, cg_in(k, 0), AT(n, i)), cg_v(k, mean)));
+    cg_set_op(k, sq, CG_X_ADD, cg_mul(k, cg_v(k, dv), cg_v(k, dv)));
+    cg_end(k);
+    cg_end(k);
+    var = cg_let(k, "var", cg_div(k, cg_v(k, sq), cg_i64(k, per_channel)));
+    for (int o = 1; o < 3; o++)
+      if (k->out[o].v)
+        cg_st(k, cg_out(k, o), cg_v(k, c),
+              cg_cast(k, ct, cg_add(k, cg_mul(k, cg_ld(k, cg_in(k, o + 2), cg_v(k, c)), cg_f64(k, mom)),
+                                    cg_mul(k, cg_v(k, o == 1 ? mean : var),
+                                           cg_sub(k, cg_int(k, 1), cg_f64(k, mom))))));
   } else {
-    cg_printf(k, "const double mean = x3[c], var = x4[c];\n");
+    mean = cg_let(k, "mean", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 3), cg_v(k, c))));
+    var = cg_let(k, "var", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 4), cg_v(k, c))));
     /* Outputs only training defines: the statistics, unchanged. */
     for (int i = 1; i < k->n_out && i < 3; i++)
       if (k->out[i].v)
-        cg_printf(k, "y%d[c] = x%d[c];\n", i, i + 2);
+        cg_st(k, cg_out(k, i), cg_v(k, c), cg_ld(k, cg_in(k, i + 2), cg_v(k, c)));
   }
-  cg_printf(k, "const double scale = x1[c] / sqrt(var + %s), shift = x2[c];\n"
-               "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t i = 0; i < %lld; i++) {\n"
-               "  const int64_t at = (n * %lld + c) * %lld + i;\n"
-               "  y0[at] = (%s)((x0[at] - mean) * scale + shift);\n}\n}\n",
-            eps, (long long)N, (long long)plane, (long long)C, (long long)plane, ct);
+  int scale = cg_let(k, "scale", cg_div(k, cg_ld(k, cg_in(k, 1), cg_v(k, c)),
+                                        cg_fnd(k, CG_FN_SQRT, cg_add(k, cg_v(k, var), cg_f64(k, eps)))));
+  int shift = cg_let(k, "shift", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 2), cg_v(k, c))));
+  int n = cg_for_n(k, "n", N), i = cg_for_n(k, "i", plane);
+  int at = cg_let(k, "at", AT(n, i));
+#undef AT
+  cg_st(k, cg_out(k, 0), cg_v(k, at),
+        cg_cast(k, ct, cg_add(k, cg_mul(k, cg_sub(k, cg_ld(k, cg_in(k, 0), cg_v(k, at)), cg_v(k, mean)),
+                                        cg_v(k, scale)),
+                              cg_v(k, shift))));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 
@@ -78,9 +95,9 @@ ap_status cg_emit_LAYER_NORM(cg_kernel *k) {
   int axis = cg_norm_axis(ap_attr_int(k->n, "axis", -1), x->rank);
   if (axis < 0)
     return cg_error(k, AP_ERR_INVALID, "axis is out of range");
-  char eps[64];
-  cg_literal(eps, AP_DT_DOUBLE, ap_attr_float(k->n, "epsilon", 1e-5f));
+  double eps = ap_attr_float(k->n, "epsilon", 1e-5f);
   int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis, x->rank);
+  int64_t in1 = inner ? inner : 1;
   /* Scale and bias broadcast (numpy rules) over the normalized dims. */
   cg_operand norm = *x;
   norm.rank = x->rank - axis;
@@ -89,30 +106,37 @@ ap_status cg_emit_LAYER_NORM(cg_kernel *k) {
   cg_broadcast_strides(scale, norm.rank, ss);
   if (bias->v)
     cg_broadcast_strides(bias, norm.rank, bs);
-  const char *ct = cg_ctype(x->dtype);
-  cg_printf(k, "for (int64_t r = 0; r < %lld; r++) {\n"
-               "const %s *xr = x0 + r * %lld;\n%s *yr = y0 + r * %lld;\n"
-               "double sum = 0, sq = 0;\n"
-               "for (int64_t i = 0; i < %lld; i++)\n  sum += xr[i];\n"
-               "const double mean = sum / %lld;\n"
-               "for (int64_t i = 0; i < %lld; i++) {\n  const double d = xr[i] - mean;\n  sq += d * d;\n}\n"
-               "const double inv = 1.0 / sqrt(sq / %lld + %s);\n",
-            (long long)outer, ct, (long long)inner, ct, (long long)inner, (long long)inner,
-            (long long)(inner ? inner : 1), (long long)inner, (long long)(inner ? inner : 1), eps);
+  cg_ty ct = cg_ty_of(x->dtype);
+  int r = cg_for_n(k, "r", outer);
+  int xr = cg_let(k, "xr", cg_at(k, cg_in(k, 0), cg_mul(k, cg_v(k, r), cg_i64(k, inner))));
+  int yr = cg_let(k, "yr", cg_at(k, cg_out(k, 0), cg_mul(k, cg_v(k, r), cg_i64(k, inner))));
+  int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0)), sq = cg_mut(k, "sq", CG_T_F64, cg_int(k, 0));
+  int i = cg_for_n(k, "i", inner);
+  cg_set_op(k, sum, CG_X_ADD, cg_ld(k, cg_v(k, xr), cg_v(k, i)));
+  cg_end(k);
+  int mean = cg_let(k, "mean", cg_div(k, cg_v(k, sum), cg_i64(k, in1)));
+  i = cg_for_n(k, "i", inner);
+  int dv = cg_let(k, "d", cg_sub(k, cg_ld(k, cg_v(k, xr), cg_v(k, i)), cg_v(k, mean)));
+  cg_set_op(k, sq, CG_X_ADD, cg_mul(k, cg_v(k, dv), cg_v(k, dv)));
+  cg_end(k);
+  int inv = cg_let(k, "inv", cg_div(k, cg_f64(k, 1.0),
+                                    cg_fnd(k, CG_FN_SQRT, cg_add(k, cg_div(k, cg_v(k, sq), cg_i64(k, in1)),
+                                                                 cg_f64(k, eps)))));
   if (k->out[1].v)
-    cg_printf(k, "y1[r] = (%s)mean;\n", ct);
+    cg_st(k, cg_out(k, 1), cg_v(k, r), cg_cast(k, ct, cg_v(k, mean)));
   if (k->out[2].v)
-    cg_printf(k, "y2[r] = (%s)inv;\n", ct);
-  char si[512], bi[512];
-  cg_printf(k, "int64_t o = 0;\n");
-  cg_loops_open(k, norm.rank, norm.dims, "i");
-  cg_printf(k, "yr[o] = (%s)((xr[o] - mean) * inv * x1[%s]", ct,
-            cg_index(si, sizeof si, norm.rank, ss, "i"));
+    cg_st(k, cg_out(k, 2), cg_v(k, r), cg_cast(k, ct, cg_v(k, inv)));
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, norm.rank, norm.dims, "i", iv);
+  cg_x *val = cg_mul(k, cg_mul(k, cg_sub(k, cg_ld(k, cg_v(k, xr), cg_v(k, o)), cg_v(k, mean)),
+                               cg_v(k, inv)),
+                     cg_ld(k, cg_in(k, 1), cg_idx(k, norm.rank, ss, iv)));
   if (bias->v)
-    cg_printf(k, " + x2[%s]", cg_index(bi, sizeof bi, norm.rank, bs, "i"));
-  cg_printf(k, ");\no++;\n");
-  cg_loops_close(k, norm.rank);
-  cg_printf(k, "}\n");
+    val = cg_add(k, val, cg_ld(k, cg_in(k, 2), cg_idx(k, norm.rank, bs, iv)));
+  cg_st(k, cg_v(k, yr), cg_v(k, o), cg_cast(k, ct, val));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, norm.rank);
+  cg_end(k);
   return AP_OK;
 }
 
@@ -144,26 +168,40 @@ static ap_status softmax(cg_kernel *k, bool log_out) {
   int64_t outer, n, inner;
   if ((s = cg_softmax_geometry(k, x, &outer, &n, &inner)) != AP_OK)
     return s;
-  const char *ct = cg_ctype(x->dtype), *e = x->dtype == AP_DT_FLOAT ? "expf" : "exp";
-  cg_printf(k, "for (int64_t r = 0; r < %lld; r++)\nfor (int64_t q = 0; q < %lld; q++) {\n"
-               "const %s *xr = x0 + r * %lld + q;\n%s *yr = y0 + r * %lld + q;\n"
-               "%s top = xr[0];\n"
-               "for (int64_t i = 1; i < %lld; i++)\n  if (xr[i * %lld] > top)\n    top = xr[i * %lld];\n"
-               "double sum = 0;\n",
-            (long long)outer, (long long)inner, ct, (long long)(n * inner), ct,
-            (long long)(n * inner), ct, (long long)n, (long long)inner, (long long)inner);
-  if (log_out)
-    cg_printf(k, "for (int64_t i = 0; i < %lld; i++)\n  sum += %s(xr[i * %lld] - top);\n"
-                 "const double lse = log(sum);\n"
-                 "for (int64_t i = 0; i < %lld; i++)\n  yr[i * %lld] = (%s)((xr[i * %lld] - top) - lse);\n}\n",
-              (long long)n, e, (long long)inner, (long long)n, (long long)inner, ct,
-              (long long)inner);
-  else
-    cg_printf(k, "for (int64_t i = 0; i < %lld; i++) {\n  yr[i * %lld] = %s(xr[i * %lld] - top);\n"
-                 "  sum += yr[i * %lld];\n}\n"
-                 "for (int64_t i = 0; i < %lld; i++)\n  yr[i * %lld] = (%s)(yr[i * %lld] / sum);\n}\n",
-              (long long)n, (long long)inner, e, (long long)inner, (long long)inner,
-              (long long)n, (long long)inner, ct, (long long)inner);
+  cg_ty ct = cg_ty_of(x->dtype);
+  int r = cg_for_n(k, "r", outer), q = cg_for_n(k, "q", inner);
+  cg_x *base = cg_add(k, cg_mul(k, cg_v(k, r), cg_i64(k, n * inner)), cg_v(k, q));
+  int xr = cg_let(k, "xr", cg_at(k, cg_in(k, 0), base));
+  int yr = cg_let(k, "yr", cg_at(k, cg_out(k, 0), base));
+  int top = cg_mut(k, "top", ct, cg_ldi(k, cg_v(k, xr), 0));
+#define AT(v) cg_mul(k, cg_v(k, v), cg_i64(k, inner))
+  int i = cg_for(k, "i", cg_i64(k, 1), cg_i64(k, n));
+  cg_if(k, cg_gt(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top)));
+  cg_set(k, top, cg_ld(k, cg_v(k, xr), AT(i)));
+  cg_end(k);
+  cg_end(k);
+  int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0));
+  if (log_out) {
+    i = cg_for_n(k, "i", n);
+    cg_set_op(k, sum, CG_X_ADD, cg_fn1(k, CG_FN_EXP, cg_sub(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top))));
+    cg_end(k);
+    int lse = cg_let(k, "lse", cg_fnd(k, CG_FN_LOG, cg_v(k, sum)));
+    i = cg_for_n(k, "i", n);
+    cg_st(k, cg_v(k, yr), AT(i),
+          cg_cast(k, ct, cg_sub(k, cg_sub(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top)), cg_v(k, lse))));
+    cg_end(k);
+  } else {
+    i = cg_for_n(k, "i", n);
+    cg_st(k, cg_v(k, yr), AT(i), cg_fn1(k, CG_FN_EXP, cg_sub(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top))));
+    cg_set_op(k, sum, CG_X_ADD, cg_ld(k, cg_v(k, yr), AT(i)));
+    cg_end(k);
+    i = cg_for_n(k, "i", n);
+    cg_st(k, cg_v(k, yr), AT(i), cg_cast(k, ct, cg_div(k, cg_ld(k, cg_v(k, yr), AT(i)), cg_v(k, sum))));
+    cg_end(k);
+  }
+#undef AT
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }
 

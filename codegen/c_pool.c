@@ -4,54 +4,63 @@
  * inference (which applies ceil_mode); a window is clipped to the input, and
  * for AveragePool with count_include_pad to the padded input, so a window
  * that ceil_mode adds past the end pad averages only what it covers. */
+#include <math.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
 
-/* The lowest value of an element type, as a C expression. */
-static const char *lowest(ap_dtype t) {
+/* The lowest value of an element type. */
+static cg_x *lowest(cg_kernel *k, ap_dtype t) {
   switch (t) {
-  case AP_DT_FLOAT: return "-INFINITY";
-  case AP_DT_DOUBLE: return "-(double)INFINITY";
-  case AP_DT_INT8: return "INT8_MIN";
-  case AP_DT_INT16: return "INT16_MIN";
-  case AP_DT_INT32: return "INT32_MIN";
-  case AP_DT_INT64: return "INT64_MIN";
-  default: return "0";
+  case AP_DT_FLOAT: return cg_f32(k, -INFINITY);
+  case AP_DT_DOUBLE: return cg_f64(k, -INFINITY);
+  case AP_DT_INT8: return cg_int(k, INT8_MIN);
+  case AP_DT_INT16: return cg_int(k, INT16_MIN);
+  case AP_DT_INT32: return cg_int(k, INT32_MIN);
+  case AP_DT_INT64: return cg_i64(k, INT64_MIN);
+  default: return cg_int(k, 0);
   }
 }
 
-/* Opens the loops over (N*C, output positions, kernel taps) and defines
- * p<i>, the input position of tap k<i> at output o<i>. */
-void cg_win_open(cg_kernel *k, const cg_operand *x, const cg_operand *y,
-                        const cg_win *w) {
-  cg_printf(k, "int64_t o = 0;\nfor (int64_t nc = 0; nc < %lld; nc++) {\n",
-            (long long)(x->dims[0] * x->dims[1]));
-  cg_loops_open(k, w->nsp, y->dims + 2, "o");
+void cg_win_open(cg_kernel *k, const cg_operand *x, const cg_operand *y, const cg_win *w,
+                 cg_wloops *l) {
+  l->o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0));
+  l->nc = cg_for_n(k, "nc", x->dims[0] * x->dims[1]);
+  cg_loops(k, w->nsp, y->dims + 2, "o", l->ov);
 }
 
-void cg_win_taps(cg_kernel *k, const cg_win *w) {
-  cg_loops_open(k, w->nsp, w->kernel, "k");
+void cg_win_close(cg_kernel *k, const cg_win *w) {
+  cg_loops_end(k, w->nsp);
+  cg_end(k);
+}
+
+void cg_win_taps(cg_kernel *k, const cg_win *w, cg_wloops *l) {
+  cg_loops(k, w->nsp, w->kernel, "k", l->kv);
   for (int i = 0; i < w->nsp; i++)
-    cg_printf(k, "const int64_t p%d = o%d * %lld - %lld + k%d * %lld;\n", i, i,
-              (long long)w->stride[i], (long long)w->pad_begin[i], i, (long long)w->dilation[i]);
+    l->p[i] = cg_let(k, ap_arena_printf(k->g->arena, "p%d", i), cg_add(k, cg_sub(k, cg_mul(k, cg_v(k, l->ov[i]), cg_i64(k, w->stride[i])),
+                                              cg_i64(k, w->pad_begin[i])),
+                                    cg_mul(k, cg_v(k, l->kv[i]), cg_i64(k, w->dilation[i]))));
 }
 
-/* "p0 >= lo0 && p0 < hi0 && ...": the tap lies in [-pad_lo, in + pad_hi). */
-void cg_win_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded) {
-  for (int i = 0; i < w->nsp; i++)
-    cg_printf(k, "%sp%d >= %lld && p%d < %lld", i ? " && " : "", i,
-              (long long)(padded ? -w->pad_begin[i] : 0), i,
-              (long long)(x->dims[i + 2] + (padded ? w->pad_end[i] : 0)));
+cg_x *cg_win_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded,
+                    const cg_wloops *l) {
+  cg_x *c = NULL;
+  for (int i = 0; i < w->nsp; i++) {
+    cg_x *t = cg_and(k, cg_ge(k, cg_v(k, l->p[i]), cg_i64(k, padded ? -w->pad_begin[i] : 0)),
+                     cg_lt(k, cg_v(k, l->p[i]),
+                           cg_i64(k, x->dims[i + 2] + (padded ? w->pad_end[i] : 0))));
+    c = c ? cg_and(k, c, t) : t;
+  }
+  return c ? c : cg_int(k, 1);
 }
 
-/* x0's element at input position p within image/channel nc. */
-void cg_win_x_index(cg_kernel *k, const cg_operand *x, int nsp) {
+cg_x *cg_win_x_index(cg_kernel *k, const cg_operand *x, int nsp, const cg_wloops *l) {
   int64_t xs[AP_MAX_RANK];
   cg_strides(x->rank, x->dims, xs);
-  cg_printf(k, "nc * %lld", (long long)xs[1]);
-  for (int i = 0; i < nsp; i++)
-    cg_printf(k, " + p%d * %lld", i, (long long)xs[i + 2]);
+  cg_x *i = cg_mul(k, cg_v(k, l->nc), cg_i64(k, xs[1]));
+  for (int d = 0; d < nsp; d++)
+    i = cg_add(k, i, cg_mul(k, cg_v(k, l->p[d]), cg_i64(k, xs[d + 2])));
+  return i;
 }
 
 ap_status cg_emit_MAX_POOL(cg_kernel *k) {
@@ -62,34 +71,37 @@ ap_status cg_emit_MAX_POOL(cg_kernel *k) {
     return s;
   bool indices = k->out[1].v != NULL;
   int64_t order = ap_attr_int(k->n, "storage_order", 0);
-  cg_win_open(k, x, y, &w);
-  cg_printf(k, "%s best = %s;\nint64_t at = -1;\n", cg_ctype(x->dtype), lowest(x->dtype));
-  cg_win_taps(k, &w);
-  cg_printf(k, "if (");
-  cg_win_inside(k, x, &w, false);
-  cg_printf(k, ") {\nconst int64_t i = ");
-  cg_win_x_index(k, x, w.nsp);
-  cg_printf(k, ";\nif (x0[i] > best || at < 0) {\nbest = x0[i];\nat = ");
+  cg_wloops l;
+  cg_win_open(k, x, y, &w, &l);
+  int best = cg_mut(k, "best", cg_ty_of(x->dtype), lowest(k, x->dtype));
+  int at = cg_mut(k, "at", CG_T_I64, cg_int(k, -1));
+  cg_win_taps(k, &w, &l);
+  cg_if(k, cg_win_inside(k, x, &w, false, &l));
+  int i = cg_let(k, "i", cg_win_x_index(k, x, w.nsp, &l));
+  cg_x *xi = cg_ld(k, cg_in(k, 0), cg_v(k, i));
+  cg_if(k, cg_or(k, cg_gt(k, xi, cg_v(k, best)), cg_lt(k, cg_v(k, at), cg_int(k, 0))));
+  cg_set(k, best, cg_ld(k, cg_in(k, 0), cg_v(k, i)));
   if (order == 1) { /* column-major over the spatial dims */
     int64_t plane = 1, st = 1;
-    for (int i = 0; i < w.nsp; i++)
-      plane *= x->dims[i + 2];
-    cg_printf(k, "nc * %lld", (long long)plane);
-    for (int i = 0; i < w.nsp; i++) {
-      cg_printf(k, " + p%d * %lld", i, (long long)st);
-      st *= x->dims[i + 2];
+    for (int d = 0; d < w.nsp; d++)
+      plane *= x->dims[d + 2];
+    cg_x *e = cg_mul(k, cg_v(k, l.nc), cg_i64(k, plane));
+    for (int d = 0; d < w.nsp; d++) {
+      e = cg_add(k, e, cg_mul(k, cg_v(k, l.p[d]), cg_i64(k, st)));
+      st *= x->dims[d + 2];
     }
-    cg_printf(k, ";\n");
+    cg_set(k, at, e);
   } else {
-    cg_printf(k, "i;\n");
+    cg_set(k, at, cg_v(k, i));
   }
-  cg_printf(k, "}\n}\n");
-  cg_loops_close(k, w.nsp);
+  cg_end(k);
+  cg_end(k);
+  cg_loops_end(k, w.nsp);
   if (indices)
-    cg_printf(k, "y1[o] = at;\n");
-  cg_printf(k, "y0[o++] = best;\n");
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "}\n");
+    cg_st(k, cg_out(k, 1), cg_v(k, l.o), cg_v(k, at));
+  cg_st(k, cg_out(k, 0), cg_v(k, l.o), cg_v(k, best));
+  cg_set_op(k, l.o, CG_X_ADD, cg_i64(k, 1));
+  cg_win_close(k, &w);
   return AP_OK;
 }
 
@@ -103,23 +115,28 @@ ap_status cg_emit_AVERAGE_POOL(cg_kernel *k) {
   if (s != AP_OK)
     return s;
   bool include_pad = ap_attr_int(k->n, "count_include_pad", 0) != 0;
-  cg_win_open(k, x, y, &w);
-  cg_printf(k, "double sum = 0;\nint64_t count = 0;\n");
-  cg_win_taps(k, &w);
+  cg_wloops l;
+  cg_win_open(k, x, y, &w, &l);
+  int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0));
+  int count = cg_mut(k, "count", CG_T_I64, cg_int(k, 0));
+  cg_win_taps(k, &w, &l);
   if (include_pad) {
-    cg_printf(k, "if (");
-    cg_win_inside(k, x, &w, true);
-    cg_printf(k, ")\n  count++;\n");
+    cg_if(k, cg_win_inside(k, x, &w, true, &l));
+    cg_set_op(k, count, CG_X_ADD, cg_int(k, 1));
+    cg_end(k);
   }
-  cg_printf(k, "if (");
-  cg_win_inside(k, x, &w, false);
-  cg_printf(k, ") {\nsum += x0[");
-  cg_win_x_index(k, x, w.nsp);
-  cg_printf(k, "];\n%s}\n", include_pad ? "" : "count++;\n");
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "y0[o++] = (%s)(count ? sum / (double)count : 0);\n", cg_ctype(y->dtype));
-  cg_loops_close(k, w.nsp);
-  cg_printf(k, "}\n");
+  cg_if(k, cg_win_inside(k, x, &w, false, &l));
+  cg_set_op(k, sum, CG_X_ADD, cg_ld(k, cg_in(k, 0), cg_win_x_index(k, x, w.nsp, &l)));
+  if (!include_pad)
+    cg_set_op(k, count, CG_X_ADD, cg_int(k, 1));
+  cg_end(k);
+  cg_loops_end(k, w.nsp);
+  cg_st(k, cg_out(k, 0), cg_v(k, l.o),
+        cg_cast(k, cg_ty_of(y->dtype),
+                cg_sel(k, cg_v(k, count), cg_div(k, cg_v(k, sum), cg_cast(k, CG_T_F64, cg_v(k, count))),
+                       cg_int(k, 0))));
+  cg_set_op(k, l.o, CG_X_ADD, cg_i64(k, 1));
+  cg_win_close(k, &w);
   return AP_OK;
 }
 
@@ -131,17 +148,27 @@ static ap_status global_pool(cg_kernel *k, bool max) {
   int64_t plane = 1;
   for (int i = 2; i < x->rank; i++)
     plane *= x->dims[i];
-  const char *ct = cg_ctype(y->dtype);
-  cg_printf(k, "for (int64_t nc = 0; nc < %lld; nc++) {\n", (long long)(x->dims[0] * x->dims[1]));
-  if (max)
-    cg_printf(k, "%s best = %s;\nfor (int64_t i = 0; i < %lld; i++)\n"
-                 "  if (x0[nc * %lld + i] > best || i == 0)\n    best = x0[nc * %lld + i];\n"
-                 "y0[nc] = best;\n}\n",
-              ct, lowest(x->dtype), (long long)plane, (long long)plane, (long long)plane);
-  else
-    cg_printf(k, "double sum = 0;\nfor (int64_t i = 0; i < %lld; i++)\n  sum += x0[nc * %lld + i];\n"
-                 "y0[nc] = (%s)(sum / %lld);\n}\n",
-              (long long)plane, (long long)plane, ct, (long long)(plane ? plane : 1));
+  cg_ty ct = cg_ty_of(y->dtype);
+  int nc = cg_for_n(k, "nc", x->dims[0] * x->dims[1]);
+#define X(i) cg_ld(k, cg_in(k, 0), cg_add(k, cg_mul(k, cg_v(k, nc), cg_i64(k, plane)), cg_v(k, i)))
+  if (max) {
+    int best = cg_mut(k, "best", ct, lowest(k, x->dtype));
+    int i = cg_for_n(k, "i", plane);
+    cg_if(k, cg_or(k, cg_gt(k, X(i), cg_v(k, best)), cg_eq(k, cg_v(k, i), cg_int(k, 0))));
+    cg_set(k, best, X(i));
+    cg_end(k);
+    cg_end(k);
+    cg_st(k, cg_out(k, 0), cg_v(k, nc), cg_v(k, best));
+  } else {
+    int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0));
+    int i = cg_for_n(k, "i", plane);
+    cg_set_op(k, sum, CG_X_ADD, X(i));
+    cg_end(k);
+    cg_st(k, cg_out(k, 0), cg_v(k, nc),
+          cg_cast(k, ct, cg_div(k, cg_v(k, sum), cg_i64(k, plane ? plane : 1))));
+  }
+#undef X
+  cg_end(k);
   return AP_OK;
 }
 
@@ -163,21 +190,23 @@ ap_status cg_emit_LRN(cg_kernel *k) {
   int64_t C = x->dims[1], plane = 1;
   for (int i = 2; i < x->rank; i++)
     plane *= x->dims[i];
-  char la[64], lb[64], lbias[64];
-  cg_literal(la, AP_DT_DOUBLE, alpha / (double)size);
-  cg_literal(lb, AP_DT_DOUBLE, beta);
-  cg_literal(lbias, AP_DT_DOUBLE, bias);
-  cg_printf(k,
-            "for (int64_t n = 0; n < %lld; n++)\nfor (int64_t c = 0; c < %lld; c++)\n"
-            "for (int64_t i = 0; i < %lld; i++) {\n"
-            "const int64_t lo = c - %lld < 0 ? 0 : c - %lld, hi = c + %lld > %lld ? %lld : c + %lld;\n"
-            "double sq = 0;\nfor (int64_t j = lo; j <= hi; j++) {\n"
-            "  const double v = x0[(n * %lld + j) * %lld + i];\n  sq += v * v;\n}\n"
-            "const int64_t at = (n * %lld + c) * %lld + i;\n"
-            "y0[at] = (%s)(x0[at] / pow(%s + %s * sq, %s));\n}\n",
-            (long long)x->dims[0], (long long)C, (long long)plane, (long long)((size - 1) / 2),
-            (long long)((size - 1) / 2), (long long)(size / 2), (long long)(C - 1),
-            (long long)(C - 1), (long long)(size / 2), (long long)C, (long long)plane,
-            (long long)C, (long long)plane, cg_ctype(x->dtype), lbias, la, lb);
+  int64_t lo_off = (size - 1) / 2, hi_off = size / 2;
+  int n = cg_for_n(k, "n", x->dims[0]), c = cg_for_n(k, "c", C), i = cg_for_n(k, "i", plane);
+  cg_x *cm = cg_sub(k, cg_v(k, c), cg_i64(k, lo_off)), *cp = cg_add(k, cg_v(k, c), cg_i64(k, hi_off));
+  int lo = cg_let(k, "lo", cg_sel(k, cg_lt(k, cm, cg_int(k, 0)), cg_int(k, 0), cm));
+  int hi = cg_let(k, "hi", cg_sel(k, cg_gt(k, cp, cg_i64(k, C - 1)), cg_i64(k, C - 1), cp));
+  int sq = cg_mut(k, "sq", CG_T_F64, cg_int(k, 0));
+  int j = cg_for(k, "j", cg_v(k, lo), cg_add(k, cg_v(k, hi), cg_i64(k, 1)));
+  int v = cg_let(k, "v", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 0), cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, C)), cg_v(k, j)), cg_i64(k, plane)), cg_v(k, i)))));
+  cg_set_op(k, sq, CG_X_ADD, cg_mul(k, cg_v(k, v), cg_v(k, v)));
+  cg_end(k);
+  int at = cg_let(k, "at", cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, n), cg_i64(k, C)), cg_v(k, c)), cg_i64(k, plane)), cg_v(k, i)));
+  cg_x *den = cg_fn2(k, CG_FN_POW, cg_add(k, cg_f64(k, bias), cg_mul(k, cg_f64(k, alpha / (double)size), cg_v(k, sq))),
+                     cg_f64(k, beta));
+  cg_st(k, cg_out(k, 0), cg_v(k, at),
+        cg_cast(k, cg_ty_of(x->dtype), cg_div(k, cg_ld(k, cg_in(k, 0), cg_v(k, at)), den)));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }

@@ -4,6 +4,7 @@
  * noop_with_empty_axes is set. The output's shape comes from shape
  * inference; the kernel walks the input once and accumulates into the
  * output element whose reduced indices are zero. */
+#include <math.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -58,45 +59,57 @@ static ap_status reduce(cg_kernel *k, reduce_kind kind) {
   if (!is_float && kind == RED_MEAN)
     return cg_error(k, AP_ERR_UNSUPPORTED, "element type %s is not supported (float32, float64)",
                     ap_dtype_name(y->dtype));
-  const char *ct = cg_ctype(y->dtype);
+  cg_ty ct = cg_ty_of(y->dtype);
   /* Sums accumulate in double (integers in their own type, wrapping). */
-  const char *acc_t = is_float && kind != RED_MAX ? "double" : ct;
+  cg_ty acc_t = is_float && kind != RED_MAX ? CG_T_F64 : ct;
   /* The accumulators live in the workspace: kernels are shared by the
    * devices, which run as threads of one process. */
   int64_t slots = y->numel ? y->numel : 1;
-  size_t acc_bytes = strcmp(acc_t, "double") == 0 ? 8 : ap_dtype_size(y->dtype);
-  int64_t bytes = slots * (int64_t)acc_bytes + slots;
-  snprintf(k->work_expr, sizeof k->work_expr, "(size_t)%lld", (long long)((bytes + 7) / 4));
-  cg_printf(k, "%s *acc = (%s *)(void *)work;\nmemset(acc, 0, %lld);\n", acc_t, acc_t,
-            (long long)(slots * (int64_t)acc_bytes));
-  if (kind == RED_MAX)
-    cg_printf(k, "uint8_t *seen = (uint8_t *)(acc + %lld);\nmemset(seen, 0, %lld);\n",
-              (long long)slots, (long long)slots);
-  cg_printf(k, "int64_t i = 0;\n");
-  char idx[512];
-  cg_loops_open(k, x->rank, x->dims, "i");
-  cg_printf(k, "const int64_t r = %s;\n", cg_index(idx, sizeof idx, x->rank, os, "i"));
-  if (kind == RED_MAX)
-    cg_printf(k, "if (!seen[r] || x0[i] > acc[r] || x0[i] != x0[i]) {\n  acc[r] = x0[i];\n"
-                 "  seen[r] = 1;\n}\ni++;\n");
-  else if (is_float)
-    cg_printf(k, "acc[r] += x0[i++];\n");
-  else
-    cg_printf(k, "acc[r] = (%s)((uint64_t)acc[r] + (uint64_t)x0[i++]);\n", ct);
-  cg_loops_close(k, x->rank);
+  int64_t acc_bytes = acc_t == CG_T_F64 ? 8 : (int64_t)ap_dtype_size(y->dtype);
+  int64_t bytes = slots * acc_bytes + slots;
+  cg_work_const(k, (bytes + 7) / 4);
+  int acc = cg_let(k, "acc", cg_view(k, cg_work(k), acc_t));
+  cg_memset(k, cg_v(k, acc), 0, cg_i64(k, slots * acc_bytes));
+  int seen = -1;
+  if (kind == RED_MAX) {
+    seen = cg_let(k, "seen", cg_view(k, cg_at(k, cg_v(k, acc), cg_i64(k, slots)), CG_T_U8));
+    cg_memset(k, cg_v(k, seen), 0, cg_i64(k, slots));
+  }
+  int i = cg_mut(k, "i", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, x->rank, x->dims, "i", iv);
+  int r = cg_let(k, "r", cg_idx(k, x->rank, os, iv));
+  cg_x *xi = cg_ld(k, cg_in(k, 0), cg_v(k, i));
+  cg_x *ar = cg_ld(k, cg_v(k, acc), cg_v(k, r));
+  if (kind == RED_MAX) {
+    cg_if(k, cg_or(k, cg_or(k, cg_not(k, cg_ld(k, cg_v(k, seen), cg_v(k, r))), cg_gt(k, xi, ar)),
+                   cg_ne(k, xi, xi)));
+    cg_st(k, cg_v(k, acc), cg_v(k, r), cg_ld(k, cg_in(k, 0), cg_v(k, i)));
+    cg_st(k, cg_v(k, seen), cg_v(k, r), cg_int(k, 1));
+    cg_end(k);
+    cg_set_op(k, i, CG_X_ADD, cg_i64(k, 1));
+  } else if (is_float) {
+    cg_st_op(k, cg_v(k, acc), cg_v(k, r), CG_X_ADD, xi);
+    cg_set_op(k, i, CG_X_ADD, cg_i64(k, 1));
+  } else {
+    cg_st(k, cg_v(k, acc), cg_v(k, r),
+          cg_cast(k, ct, cg_add(k, cg_cast(k, CG_T_U64, ar), cg_cast(k, CG_T_U64, xi))));
+    cg_set_op(k, i, CG_X_ADD, cg_i64(k, 1));
+  }
+  cg_loops_end(k, x->rank);
+  int o = cg_for_n(k, "r", y->numel);
+  cg_x *ao = cg_ld(k, cg_v(k, acc), cg_v(k, o));
   if (kind == RED_MAX)
     /* An empty reduction gives the lowest value, as numpy's identity. */
-    cg_printf(k, "for (int64_t r = 0; r < %lld; r++)\n  y0[r] = seen[r] ? acc[r] : %s;\n",
-              (long long)y->numel, is_float ? "-INFINITY" : "0");
+    cg_st(k, cg_out(k, 0), cg_v(k, o),
+          cg_sel(k, cg_ld(k, cg_v(k, seen), cg_v(k, o)), ao,
+                 is_float ? cg_f32(k, -INFINITY) : cg_int(k, 0)));
   else if (kind == RED_MEAN)
-    cg_printf(k, "for (int64_t r = 0; r < %lld; r++)\n  y0[r] = (%s)(acc[r] / %lld);\n",
-              (long long)y->numel, ct, (long long)(count ? count : 1));
+    cg_st(k, cg_out(k, 0), cg_v(k, o), cg_cast(k, ct, cg_div(k, ao, cg_i64(k, count ? count : 1))));
   else
-    cg_printf(k, "for (int64_t r = 0; r < %lld; r++)\n  y0[r] = (%s)acc[r];\n",
-              (long long)y->numel, ct);
+    cg_st(k, cg_out(k, 0), cg_v(k, o), cg_cast(k, ct, ao));
+  cg_end(k);
   return AP_OK;
 }
-
 ap_status cg_emit_REDUCE_MEAN(cg_kernel *k) { return reduce(k, RED_MEAN); }
 ap_status cg_emit_REDUCE_SUM(cg_kernel *k) { return reduce(k, RED_SUM); }
 ap_status cg_emit_REDUCE_MAX(cg_kernel *k) { return reduce(k, RED_MAX); }

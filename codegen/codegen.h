@@ -20,24 +20,367 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
+#include "passes/distribute.h"
 
-/* ---- emit_c.c ----------------------------------------------------------- */
+/* ---- kir.c: kernels as loop nests -----------------------------------------
+ *
+ * Every kernel is a small loop-nest program the backends print (C) or build
+ * (LLVM): loops with literal bounds, integer index arithmetic, loads and
+ * stores of the operands' elements, scalar expressions (the math functions
+ * the operators need), selects, local variables, and calls to the
+ * project's GEMM and convolution (codegen/kernels). Its semantics are C's:
+ * the builder below applies C's integer promotions and usual arithmetic
+ * conversions when it makes an expression, and records every conversion
+ * as an explicit cast, so the backends never convert implicitly. */
+
+/* Scalar types of expressions and elements (an ONNX bool is stored as
+ * uint8). CG_T_BOOL is the result of a comparison or a logical operator (C's
+ * int 0 or 1). */
+typedef enum cg_ty {
+  CG_T_VOID, CG_T_BOOL, CG_T_I8, CG_T_U8, CG_T_I16, CG_T_U16, CG_T_I32, CG_T_U32,
+  CG_T_I64, CG_T_U64, CG_T_F32, CG_T_F64, CG_T_PTR
+} cg_ty;
+
+cg_ty cg_ty_of(ap_dtype t);                /* CG_T_VOID for types kernels do not support */
+const char *cg_ty_c(cg_ty t);              /* "float", "int64_t", "int" (bool) */
+bool cg_ty_float(cg_ty t);
+bool cg_ty_signed(cg_ty t);                /* signed integer types */
+int cg_ty_bits(cg_ty t);
+
+typedef enum cg_xop {
+  CG_X_CONST,      /* i (integers, bool) or f (floats) */
+  CG_X_VAR,        /* local variable id */
+  CG_X_PARAM,      /* pointer parameter (role, slot) */
+  CG_X_DATA,       /* pointer to constant table id of the kernel */
+  CG_X_LOAD,       /* a[0][a[1]] */
+  CG_X_INDEX,      /* &a[0][a[1]] */
+  CG_X_VIEW,       /* pointer a[0] read as pointer to elem (scratch reinterpreted) */
+  CG_X_CAST,       /* a[0] converted to ty (C semantics) */
+  CG_X_NEG, CG_X_NOT,
+  CG_X_ADD, CG_X_SUB, CG_X_MUL, CG_X_DIV, CG_X_REM,
+  CG_X_LT, CG_X_LE, CG_X_GT, CG_X_GE, CG_X_EQ, CG_X_NE,
+  CG_X_AND, CG_X_OR, /* C's && and || (a[1] evaluated only when needed) */
+  CG_X_MAX, CG_X_MIN, /* numpy's maximum and minimum: a NaN operand wins, else a[0] unless
+                         a[1] is strictly beyond it */
+  CG_X_SELECT,     /* a[0] ? a[1] : a[2] (only the chosen operand is evaluated) */
+  CG_X_CALL        /* math function fn of a[0] (and a[1]) in ty: expf for float... */
+} cg_xop;
+
+typedef enum cg_fn { CG_FN_EXP, CG_FN_LOG, CG_FN_SQRT, CG_FN_TANH, CG_FN_ERF, CG_FN_FABS,
+                     CG_FN_POW } cg_fn;
+
+/* Who a pointer parameter is: forward inputs x<slot> and outputs y<slot>,
+ * the gradients dy<slot> and dx<slot> of a backward kernel, the scratch,
+ * and the operands of the loss and update kernels. */
+typedef enum cg_role {
+  CG_R_X, CG_R_Y, CG_R_DY, CG_R_DX, CG_R_WORK,
+  CG_R_LABELS, CG_R_ALL_LABELS, CG_R_LOSS_W, CG_R_LOSS,  /* the loss kernel */
+  CG_R_W, CG_R_G, CG_R_V, CG_R_LR                         /* the update kernel */
+} cg_role;
+
+typedef struct cg_x {
+  uint8_t op;        /* cg_xop */
+  uint8_t ty;        /* cg_ty of the value */
+  uint8_t elem;      /* pointers: the element type */
+  uint8_t fn;        /* CG_X_CALL: cg_fn */
+  bool is_const;     /* pointers: to const elements */
+  int16_t role, slot;/* CG_X_PARAM */
+  int id;            /* CG_X_VAR, CG_X_DATA */
+  int64_t i;         /* CG_X_CONST of an integer type */
+  double f;          /* CG_X_CONST of a float type */
+  struct cg_x *a[3];
+} cg_x;
+
+typedef enum cg_sop {
+  CG_ST_DECL,   /* var = a[0] */
+  CG_ST_SET,    /* var = a[0] (var is mutable) */
+  CG_ST_STORE,  /* a[0][a[1]] = a[2] */
+  CG_ST_FOR,    /* for (var = a[0]; var < a[1]; var++) body */
+  CG_ST_IF,     /* if (a[0]) body else els */
+  CG_ST_MEMCPY, /* memcpy(a[0], a[1], a[2] bytes) */
+  CG_ST_MEMSET, /* memset(a[0], 0 or 1 (a[2]), a[1] bytes) */
+  CG_ST_SGEMM,  /* apk_sgemm(ta, tb, m, n, k, alpha, A=a[0], lda, B=a[1], ldb, beta, C=a[2],
+                   ldc, work=a[3]): iarg = {ta, tb, m, n, k, lda, ldb, ldc}, farg = {alpha,
+                   beta} */
+  CG_ST_CONV    /* apk_conv2d_<lib>(&conv, args...): the five or six pointers in args */
+} cg_sop;
+
+/* The library functions of CG_ST_CONV. */
+typedef enum cg_conv_fn {
+  CG_CONV_FORWARD,          /* (x, w, bias or NULL, y, work) */
+  CG_CONV_BACKWARD_DATA,    /* (dy, w, dx, work) */
+  CG_CONV_BACKWARD_WEIGHTS  /* (x, dy, dw, dbias or NULL, work) */
+} cg_conv_fn;
+
+/* apk_conv2d's fields, in its order (codegen/kernels/kernels.h). */
+enum { CG_CONV_FIELDS = 16 };
+
+typedef struct cg_s {
+  uint8_t op;          /* cg_sop */
+  uint8_t lib;         /* CG_ST_CONV: cg_conv_fn */
+  int var;             /* CG_ST_DECL, CG_ST_SET, CG_ST_FOR */
+  int n_args;          /* CG_ST_CONV */
+  cg_x *a[6];          /* operands; a NULL pointer operand is C's NULL */
+  int64_t iarg[CG_CONV_FIELDS];
+  double farg[2];
+  struct cg_s *body, *els, *next;
+} cg_s;
+
+typedef struct cg_var {
+  const char *name;    /* a hint for the printed name */
+  uint8_t ty, elem;    /* elem: pointers */
+  bool is_const;       /* pointers: to const elements */
+  bool mut;            /* assigned after its declaration */
+} cg_var;
+
+/* A pointer parameter or the learning rate. */
+typedef struct cg_param {
+  uint8_t role, slot;
+  uint8_t ty;          /* the element type (CG_R_LR: the scalar's) */
+  bool is_const, is_restrict, scalar;
+} cg_param;
+
+/* A constant table a kernel reads (Constant's value). */
+typedef struct cg_table {
+  uint8_t ty;
+  int64_t n;
+  const void *data;    /* n elements of ty */
+} cg_ktable;
+
+/* One term of the scratch a kernel needs, in floats. */
+typedef struct cg_work_term {
+  bool conv;                       /* apk_conv2d_work_floats(&conv) */
+  int64_t v[CG_CONV_FIELDS];       /* conv: its fields; else apk_sgemm_work_floats(m, n, k) */
+} cg_work_term;
+
+typedef struct cg_kir {
+  const char *key;       /* operator, direction, element types, box sizes, attributes */
+  cg_param *params;
+  int n_params;
+  cg_var *vars;
+  int n_vars, cap_vars;
+  cg_s *body;
+  cg_ktable *tables;
+  int n_tables, cap_tables;
+  int64_t work_floats;   /* scratch: this many floats plus the terms */
+  cg_work_term *work_terms;
+  int n_work_terms, cap_work_terms;
+  bool uses_lib;         /* calls apk_* */
+} cg_kir;
+
+/* Whether a kernel needs scratch (a work parameter). */
+bool cg_kir_needs_work(const cg_kir *k);
+/* Whether two kernels are the same program (parameters, statements,
+ * tables, scratch). */
+bool cg_kir_equal(const cg_kir *a, const cg_kir *b);
+
+/* ---- lower.c: the program of steps ---------------------------------------
+ *
+ * Code generation lowers once and prints twice (DESIGN.md, "Pipeline"): the
+ * annotated graph becomes, per device, a backend-neutral program of steps
+ * (kernel calls on buffers of the device's memory, the transfers and
+ * collectives of passes/distribute.h, phase marks), and every distinct
+ * kernel a definition the backends print (print_c.c) or build. Inference and
+ * training are the same lowering: a training program is the forward steps
+ * followed by the loss, the backward steps (every forward transfer's
+ * adjoint among them), the weights' gradient sums and the updates, run
+ * --steps times. */
+
+typedef enum cg_loss {
+  CG_LOSS_SOFTMAX_CE,  /* softmax cross-entropy over the last axis of the final output
+                          [..., classes] against int64 labels [...] (its shape without
+                          the last axis: [N] for a classifier, [N, S] per token for a
+                          language model), the mean over the labels that are not
+                          CG_IGNORE_INDEX */
+  CG_LOSS_WEIGHTED_SUM /* sum(w * y) of the final output y with a fed w of
+                          y's shape: dL/dy = w, for gradient checks */
+} cg_loss;
+
+/* Labels equal to it count for nothing (PyTorch's CrossEntropyLoss default). */
+enum { CG_IGNORE_INDEX = -100 };
+
+typedef struct cg_lower_opts {
+  bool train;              /* a training program; else inference */
+  cg_loss loss;            /* training */
+  double momentum;         /* SGD momentum mu (v = mu v + g; w -= lr v); 0: plain SGD */
+  bool grad_inputs;        /* float graph inputs get gradients too (gradient checks) */
+  bool export_grads;       /* extra outputs: the last step's loss (float64 "loss") and
+                              the gradient of every differentiable graph input and
+                              weight ("grad:NAME"); one device only */
+  bool export_weights;     /* extra outputs after those: every trainable weight as the
+                              last step left it, named as the weight, in value order */
+  const char *model_name;  /* for the program's diagnostics ("mnist-8") */
+  const char *device_kind; /* the one device's kind name when there is no plan ("cpu") */
+} cg_lower_opts;
+
+/* Where a buffer lives on its device. */
+typedef enum cg_storage {
+  CG_NONE,
+  CG_INPUT,  /* a run-time input, whole: the runtime's copy of input_N.pb */
+  CG_CONST,  /* the constant blob (weights.bin) */
+  CG_PARAM,  /* the writable copy of the device's boxes of the trainable weights */
+  CG_MOM,    /* the momentum of a trainable weight */
+  CG_ARENA,  /* the activation arena, planned from last use */
+  CG_INBOX,  /* the device's box of a run-time input, packed once before the steps */
+  CG_ALIAS   /* another buffer's storage (Reshape, Identity...) */
+} cg_storage;
+
+/* One buffer of a device: a box of a value (or a gradient or momentum of
+ * one), or staging for a transfer. Buffer ids: value v is v, its gradient
+ * NV + v, its momentum 2 NV + v, 3 NV the loss's fed operand (labels or
+ * weights), and every id after those a box made for a reader (a slice, a
+ * transferred box, a constant's box, an error to send back) or staging. */
+typedef struct cg_buf {
+  cg_storage st;
+  ap_dtype dtype;
+  int64_t bytes;
+  int64_t offset;   /* into the blob, the params, the momentum, the inbox or the arena */
+  int64_t src;      /* CG_PARAM: where the blob holds its initial value */
+  int input_index;  /* CG_INPUT, CG_INBOX: the program input */
+  int alias_of;     /* CG_ALIAS */
+  int last_use;     /* the last step reading or writing it (through aliases) */
+  bool placed;      /* CG_ARENA: offset assigned */
+  int value;        /* the value it holds a box of; -1: staging */
+  ap_dbox box;      /* which box of the value (the fed operand: of the logits) */
+  bool slice;       /* a local slice of what the device holds (shared by its readers) */
+} cg_buf;
+
+typedef enum cg_phase {
+  CG_PH_FORWARD, CG_PH_LOSS, CG_PH_BACKWARD, CG_PH_GRADIENT, CG_PH_UPDATE
+} cg_phase;
+
+typedef enum cg_step_kind {
+  CG_S_KERNEL,    /* a kernel call: args are buffers or CG_ARG_* */
+  CG_S_ZERO,      /* args[0] = 0 */
+  CG_S_SLICE,     /* args[1] = its box of args[0], copied locally */
+  CG_S_ADDBOX,    /* args[0] added into its box of args[1] (float32) */
+  CG_S_XCHG,      /* the pieces of xfer from args[0] into args[1] (mode) */
+  CG_S_ALLREDUCE  /* args[0] summed over the device's group of xfer, in place */
+} cg_step_kind;
+
+/* Where an exchange's received pieces go. */
+typedef enum cg_xchg_mode {
+  CG_XM_BOX,      /* into their boxes of args[1] */
+  CG_XM_ADD,      /* packed one after another into the staging args[2], then added into
+                     their boxes of args[1] */
+  CG_XM_SUMMANDS  /* into args[1] holding one copy of args[0]'s box per summand (the
+                     piece's summand's), its own included */
+} cg_xchg_mode;
+
+/* Kernel arguments that are not buffers. */
+enum { CG_ARG_LOSS = -1, CG_ARG_LR = -2, CG_ARG_LABELS = -3 };
+
+typedef struct cg_step {
+  cg_step_kind kind;
+  cg_phase phase;
+  int node;                 /* for the comment; -1 */
+  int value;                /* for the comment; -1 */
+  const char *what;         /* "forward", "backward", "transfer", "sgd"... */
+  int kernel;               /* CG_S_KERNEL */
+  int n_args;
+  int *args;                /* buffers, CG_ARG_* */
+  uint64_t writes;          /* bit a: args[a] is written */
+  bool work;                /* CG_S_KERNEL: passes the workspace */
+  bool reports_loss;        /* CG_S_KERNEL: the loss; aprt_step_loss follows */
+  const ap_dxfer *xfer;
+  cg_xchg_mode mode;        /* CG_S_XCHG */
+  bool reverse;             /* CG_S_XCHG: every piece sent from its receiver to its sender */
+  bool skip_local;          /* CG_S_XCHG: pieces a device sends itself are left out */
+  int tag;                  /* communication steps: the message tag, equal on every device */
+} cg_step;
+
+/* An output a device writes after its steps: its box of the value. */
+typedef struct cg_out {
+  int index;        /* program output */
+  int value;        /* for the shape; -1: the loss (a float64 scalar) */
+  ap_dbox box;
+  int buf;          /* CG_ARG_LOSS for the loss */
+} cg_output;
+
+typedef struct cg_device {
+  int dev;
+  cg_buf *bufs;
+  int n_bufs, cap_bufs;
+  cg_step *steps;
+  int n_steps, cap_steps;
+  cg_output *outs;
+  int n_outs;
+  int64_t arena_bytes, unshared_bytes, params_bytes, inbox_bytes;
+  uint64_t step_bytes;      /* bytes it sends in one step (or one inference run) */
+} cg_device;
+
+/* A program input or output as the runtime sees it (aprt_tensor_spec). */
+typedef struct cg_spec {
+  const char *name;
+  ap_dtype dtype;
+  int rank;
+  int64_t dims[AP_MAX_RANK];
+  int64_t classes, ignore;  /* int64 inputs: values in [0, classes), or ignore */
+  int value;                /* the value it is; -1 for labels, loss weights, the loss */
+} cg_spec;
+
+/* A box of a constant (or of a weight's initial value) in weights.bin. */
+typedef struct cg_blob_entry {
+  int value;
+  ap_dbox box;
+  const ap_value *view;     /* the box's data (cg_const_view) */
+  int64_t offset;
+} cg_blob_entry;
+
+typedef struct cg_program {
+  ap_graph *g;
+  const ap_dist *dist;
+  cg_lower_opts o;
+  int n_dev;
+  cg_device *devs;
+  cg_kir **kernels;         /* the distinct kernels, called cgk_<index> */
+  int n_kernels, cap_kernels;
+  bool needs_kernels_lib;   /* a kernel calls the project's GEMM or convolution */
+  cg_blob_entry *blob;
+  int n_blob, cap_blob;
+  int64_t blob_bytes;
+  cg_spec *inputs, *outputs;
+  int n_inputs, n_outputs;
+  int *bound_inputs;        /* per program input: the blob offset of the tensor bound at
+                               compile time (the run must feed the same), or -1 */
+  double *predicted_bytes;  /* per device: of an inference run (the distribution's
+                               forward bytes) or of one training step (its steps') */
+  double *plan_step_bytes;  /* training on several devices: the distribution's, per device */
+} cg_program;
+
+/* Lowers g (after ap_run_pipeline; after ap_partition when the array has
+ * several devices) to *out, in g's arena. Graph inputs that are not
+ * initializers become the program's inputs, in graph order (input_N.pb);
+ * inputs bound to constants before the pipeline stay inputs, checked at
+ * run time against the bound values. A training program's inputs are then
+ * followed by the labels (CE loss) or the loss weights; its outputs are the
+ * graph's, then what export_grads and export_weights add. */
+ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_diag *d);
+
+/* What a backend is told besides the program. */
+typedef struct cg_emit_opts {
+  bool emit_llvm;          /* llvm: also write OUTDIR/model.ll, the module as generated */
+} cg_emit_opts;
+
+/* ---- print_c.c: the C backend ------------------------------------------- */
+
+/* Writes OUTDIR/kernels.h, kernels.c, dev<d>.c for every device, main.c and
+ * weights.bin of p, each through a temporary and a rename (o may be NULL). */
+ap_status cg_print_c(const cg_program *p, const char *outdir, const cg_emit_opts *o,
+                     ap_diag *d);
+/* Writes OUTDIR/weights.bin, the blob of p. */
+ap_status cg_write_blob(const cg_program *p, const char *outdir, ap_diag *d);
 
 typedef struct ap_codegen_opts {
   const char *outdir;      /* created if missing; generated files are replaced */
   const char *model_name;  /* for the program's diagnostics ("mnist-8") */
-  bool train;              /* a training program (one device so far: codegen/train.h) */
+  bool train;              /* a training program (codegen/train.h) */
   double momentum;         /* SGD momentum of a training program; 0: plain SGD */
   const char *device_kind; /* the one device's kind name ("cpu") */
 } ap_codegen_opts;
 
-/* Writes OUTDIR/kernels.h, kernels.c, dev<d>.c for every device, main.c and
- * weights.bin for g (after ap_run_pipeline, and after ap_partition when the
- * array has several devices: each device computes its box of every value,
- * passes/distribute.h). Graph inputs that are not initializers become the
- * program's inputs, in graph order (input_N.pb); inputs bound to constants
- * before the pipeline stay inputs, checked at run time against the bound
- * values. Files are written to temporaries and renamed. */
+/* cg_lower then cg_print_c; a training program exports its updated
+ * weights. */
 ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d);
 
 typedef struct ap_build_opts {
@@ -59,6 +402,10 @@ typedef struct ap_build_opts {
  * compiler's messages are left in OUTDIR/build.log, which the diagnostic
  * names. */
 ap_status ap_codegen_build(const ap_build_opts *b, ap_diag *d);
+/* Writes script (sh) as OUTDIR/name and runs it with its output in
+ * OUTDIR/build.log; a failure names the log and the tool (cc). */
+ap_status cg_run_build_script(const char *outdir, const char *name, const char *script,
+                              const char *tool, ap_diag *d);
 
 /* Which node inputs ONNX needs as constants to know shapes (Reshape's shape,
  * Slice's starts...). */
@@ -68,7 +415,7 @@ bool cg_input_needs_constant(ap_op op, int slot);
  * inputs, with the file's (concrete) shape. */
 ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d);
 
-/* ---- emit_util.c: shared by the inference and training emitters ---- */
+/* ---- emit_util.c: files, text, operands, the arena, main.c's parts ---- */
 
 /* A growable text buffer: write to f; s and len hold the text once closed. */
 typedef struct cg_text {
@@ -102,28 +449,6 @@ void cg_put_cstring(FILE *f, const char *s);
 /* A comment-safe rendering of a name (no "*" "/" pairs). */
 void cg_put_comment_name(FILE *f, const char *s);
 
-/* The distinct kernels of a program: cgk_<i>(sig) { body }, needing work
- * (a C expression of floats of scratch, "" for none). */
-typedef struct cg_kernel_text {
-  char *sig, *body, *work;
-} cg_kernel_text;
-
-typedef struct cg_kernel_set {
-  cg_kernel_text *k;
-  int n, cap;
-} cg_kernel_set;
-
-/* The index of kernel (sig, body), added unless an identical one is there;
- * takes ownership of both (malloc'd). work NULL is "". -1: out of memory. */
-int cg_add_kernel(ap_graph *g, cg_kernel_set *ks, char *sig, char *body, const char *work);
-/* Frees the sig and body of every kernel (the rest is arena memory). */
-void cg_kernel_set_free(cg_kernel_set *ks);
-/* Writes OUTDIR/kernels.h and kernels.c (the project's GEMM and convolution
- * included when needs_kernels_lib); training names the program's kind in
- * the heading. */
-ap_status cg_write_kernels(ap_graph *g, ap_diag *d, const char *outdir, const cg_kernel_set *ks,
-                           bool needs_kernels_lib, bool training);
-
 /* The alignment of the arena, the blob and their parts. */
 enum { CG_ALIGN = 64 };
 int64_t cg_align_up(int64_t x);
@@ -152,7 +477,7 @@ void cg_put_spec(FILE *f, const char *name, ap_dtype dt, int rank, const int64_t
 /* run(): device aprt_rank(c) runs ap_device_<rank>. */
 void cg_put_run(FILE *f, int n_dev);
 
-/* ---- shared by the operator emitters (emit_c.c) -------------------------- */
+/* ---- shared by the operator emitters (emit_util.c) ------------------------ */
 
 /* A box: the indices [start, start + size) of a tensor, per dim. A device
  * computes a box of every output and holds a box of every input; on one
@@ -183,13 +508,26 @@ void cg_operand_of(const ap_value *v, const struct ap_dbox *b, cg_operand *o);
 /* Box b of constant v as a value of its own (dims = the box's sizes, its
  * data sliced), in g's arena; v itself when b is whole. NULL: out of memory. */
 const ap_value *cg_const_view(ap_graph *g, int v, const struct ap_dbox *b);
-/* Writes an aprt_box initializer of box b inside the dense row-major buffer
- * of box within ({rank, offset, {sizes}, {strides}}), the offset moved on by
- * shift elements. */
+/* The aprt_box (runtime/accpar_rt.h) of box b inside the dense row-major
+ * buffer of box within, its offset moved on by shift elements. */
+typedef struct cg_rtbox {
+  int rank;
+  int64_t offset;
+  int64_t size[AP_MAX_RANK], stride[AP_MAX_RANK];
+} cg_rtbox;
+cg_rtbox cg_rt_box(int rank, const struct ap_dbox *b, const struct ap_dbox *within,
+                   int64_t shift);
+/* The same as a C initializer ({rank, offset, {sizes}, {strides}}). */
 void cg_put_box(FILE *f, int rank, const struct ap_dbox *b, const struct ap_dbox *within,
                 int64_t shift);
 
-/* What an emitter receives and fills for one node. */
+/* What an emitter receives and fills for one node: it builds the body of
+ * the node's kernel with the cg_* builder below. The kernel's parameters
+ * are its inputs x<i> (cg_in), outputs y<i> (cg_out), the gradients dy<i>
+ * and dx<i> of a backward kernel (cg_dy, cg_dx) and the scratch (cg_work);
+ * which of them a kernel receives, and in what order, is the lowering's
+ * business. */
+enum { CG_MAX_DEPTH = 48 };    /* nested loops and ifs of one kernel */
 typedef struct cg_kernel {
   ap_graph *g;
   const ap_node *n;
@@ -197,13 +535,19 @@ typedef struct cg_kernel {
   int n_in, n_out;               /* slots, omitted ones included */
   cg_operand in[CG_MAX_OPERANDS];
   cg_operand out[CG_MAX_OPERANDS];
-  FILE *body;                    /* the kernel's body; parameters x<i> (inputs), y<i> (outputs), work */
   uint64_t skip_in;              /* bit i: input i is read at compile time, not passed */
-  char work_expr[1536];          /* C expression (size_t) of the floats of scratch the kernel
-                                    needs, evaluated in kernels.c; "" for none. The kernel
-                                    receives it as float *work */
   int alias_in;                  /* >= 0: output 0 is input alias_in's storage; no kernel */
-  bool needs_kernels_lib;        /* the body calls apk_* (codegen/kernels) */
+  bool backward;                 /* a backward kernel: it reads the outputs y<i> */
+  /* The body being built. */
+  cg_kir *ir;
+  cg_s **tail;                   /* where the next statement goes */
+  cg_s *open[CG_MAX_DEPTH];      /* the open loops and ifs, innermost last */
+  cg_s **saved_tail[CG_MAX_DEPTH];
+  int depth;
+  bool oom;                      /* an allocation failed: the kernel is garbage */
+  /* cg_map's loop */
+  int map_out, map_n, map_o, map_loops;
+  int map_arg[CG_MAX_OPERANDS];
 } cg_kernel;
 
 typedef ap_status (*cg_emit_fn)(cg_kernel *k);
@@ -215,8 +559,6 @@ typedef ap_status (*cg_emit_fn)(cg_kernel *k);
 /* A user error about the node being emitted: "FILE: node 'N' (OP): ...". */
 ap_status cg_error(cg_kernel *k, ap_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Appends to the kernel body. */
-void cg_printf(cg_kernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The C type of an element ("float", "int64_t"; bool is "uint8_t"), or NULL. */
 const char *cg_ctype(ap_dtype t);
 bool cg_dtype_is_unsigned(ap_dtype t); /* unsigned integers and bool */
@@ -228,37 +570,122 @@ bool cg_const_i64(const cg_operand *o, int64_t i, int64_t *out);
 bool cg_const_f64(const cg_operand *o, int64_t i, double *out);
 /* Row-major strides (in elements) of dims. */
 void cg_strides(int rank, const int64_t *dims, int64_t *strides);
-/* Opens `for (int64_t <var>K = 0; <var>K < dims[K]; <var>K++) {` for every
- * K < rank; cg_loops_close closes them. */
-void cg_loops_open(cg_kernel *k, int rank, const int64_t *dims, const char *var);
-void cg_loops_close(cg_kernel *k, int rank);
-/* Writes "<var>0*s0 + <var>1*s1 ..." (terms with a zero stride dropped; "0"
- * when none is left) into buf of size cap. */
-const char *cg_index(char *buf, size_t cap, int rank, const int64_t *strides,
-                     const char *var);
 /* Strides of operand o broadcast (numpy rules) to an output of rank r and
  * dims: 0 along the dims o repeats. */
 void cg_broadcast_strides(const cg_operand *o, int r, int64_t *strides);
-/* y<out> = expr, element by element over output out's box, where expr
- * reads a<j>, the element of input slots[j] broadcast (numpy rules) to the
- * output (c_ewise.c). */
-void cg_map(cg_kernel *k, int out, int n_args, const int *slots, const char *expr);
 /* The operator's ONNX opset version in this graph (default domain). */
 int64_t cg_opset(const cg_kernel *k);
 /* An axis attribute normalised to [0, rank), or -1 when out of range. */
 int cg_norm_axis(int64_t axis, int rank);
+
+/* ---- kir.c: the builder ------------------------------------------------------- */
+
+/* Starts k's body in ir (zeroed). */
+void cg_kernel_begin(cg_kernel *k, cg_kir *ir);
+
+/* Constants: of type ty (floats rounded to it, integers saturated), C's
+ * int, int64_t, uint64_t, float, double, and an element type's. */
+cg_x *cg_const(cg_kernel *k, cg_ty ty, double v);
+cg_x *cg_int(cg_kernel *k, int64_t v);
+cg_x *cg_i64(cg_kernel *k, int64_t v);
+cg_x *cg_u64(cg_kernel *k, uint64_t v);
+cg_x *cg_f32(cg_kernel *k, double v);
+cg_x *cg_f64(cg_kernel *k, double v);
+cg_x *cg_lit(cg_kernel *k, ap_dtype t, double v);
+/* The parameters: input, output, their gradients, the scratch (float), the
+ * loss's and the update's operands, and the learning rate (a float). */
+cg_x *cg_in(cg_kernel *k, int slot);
+cg_x *cg_out(cg_kernel *k, int slot);
+cg_x *cg_dy(cg_kernel *k, int slot);
+cg_x *cg_dx(cg_kernel *k, int slot);
+cg_x *cg_work(cg_kernel *k);
+cg_x *cg_param_ptr(cg_kernel *k, cg_role role, cg_ty elem, bool is_const);
+cg_x *cg_lr(cg_kernel *k);
+/* A constant table of n elements of type t (data stays the caller's, in
+ * the arena) and the pointer to it. */
+int cg_table_add(cg_kernel *k, ap_dtype t, int64_t n, const void *data);
+cg_x *cg_table(cg_kernel *k, int id);
+/* Local variable var's value. */
+cg_x *cg_v(cg_kernel *k, int var);
+/* p[i] (an element), &p[i] (a pointer), p as a pointer to elem. */
+cg_x *cg_ld(cg_kernel *k, cg_x *p, cg_x *i);
+cg_x *cg_ldi(cg_kernel *k, cg_x *p, int64_t i);
+cg_x *cg_at(cg_kernel *k, cg_x *p, cg_x *i);
+cg_x *cg_view(cg_kernel *k, cg_x *p, cg_ty elem);
+/* Operators with C's conversions; comparisons and logical operators are
+ * conditions (CG_T_BOOL). */
+cg_x *cg_bin(cg_kernel *k, cg_xop op, cg_x *a, cg_x *b);
+cg_x *cg_add(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_sub(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_mul(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_div(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_lt(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_le(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_gt(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_ge(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_eq(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_ne(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_and(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_or(cg_kernel *k, cg_x *a, cg_x *b);
+cg_x *cg_not(cg_kernel *k, cg_x *a);
+cg_x *cg_neg(cg_kernel *k, cg_x *a);
+cg_x *cg_cast(cg_kernel *k, cg_ty ty, cg_x *a);
+cg_x *cg_sel(cg_kernel *k, cg_x *c, cg_x *a, cg_x *b);
+/* numpy's maximum (max) or minimum of a and b converted to t. */
+cg_x *cg_minmax(cg_kernel *k, bool max, cg_ty t, cg_x *a, cg_x *b);
+/* fn of a in a's float type (expf of a float), in double (exp) whatever
+ * a is, and of two operands (powf when both are float). */
+cg_x *cg_fn1(cg_kernel *k, cg_fn fn, cg_x *a);
+cg_x *cg_fnd(cg_kernel *k, cg_fn fn, cg_x *a);
+cg_x *cg_fn2(cg_kernel *k, cg_fn fn, cg_x *a, cg_x *b);
+
+/* Statements, appended where the builder is: a variable declared with its
+ * initial value (cg_let: never assigned again; cg_mut: of type ty, assigned
+ * with cg_set), stores converting to the element type (cg_st_op: p[i] = p[i]
+ * op x), loops over [lo, hi) (cg_for_n: [0, n)) and ifs closed by cg_end,
+ * memcpy/memset, the project's GEMM (C = alpha op(A) op(B) + beta C,
+ * row-major and dense, with the scratch) and convolution kernels. */
+int cg_let(cg_kernel *k, const char *name, cg_x *init);
+int cg_mut(cg_kernel *k, const char *name, cg_ty ty, cg_x *init);
+void cg_set(cg_kernel *k, int var, cg_x *x);
+void cg_set_op(cg_kernel *k, int var, cg_xop op, cg_x *x);
+void cg_st(cg_kernel *k, cg_x *p, cg_x *i, cg_x *x);
+void cg_st_op(cg_kernel *k, cg_x *p, cg_x *i, cg_xop op, cg_x *x);
+int cg_for(cg_kernel *k, const char *name, cg_x *lo, cg_x *hi);
+int cg_for_n(cg_kernel *k, const char *name, int64_t n);
+void cg_if(cg_kernel *k, cg_x *cond);
+void cg_else(cg_kernel *k);
+void cg_end(cg_kernel *k);
+void cg_memcpy(cg_kernel *k, cg_x *dst, cg_x *src, cg_x *bytes);
+void cg_memset(cg_kernel *k, cg_x *dst, int byte, cg_x *bytes);
+void cg_sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
+              cg_x *a, cg_x *b, double beta, cg_x *c);
+void cg_conv_call(cg_kernel *k, cg_conv_fn fn, const int64_t *conv, int n, cg_x *const *args);
+/* Scratch the kernel needs, in floats: a count, apk_sgemm's for (m, n, kk),
+ * a convolution's (all three of its kernels). */
+void cg_work_const(cg_kernel *k, int64_t floats);
+void cg_work_sgemm(cg_kernel *k, int64_t m, int64_t n, int64_t kk);
+void cg_work_conv(cg_kernel *k, const int64_t *conv);
+
+/* sum of var[i] * strides[i] (terms with a zero stride dropped; 0 when
+ * none is left), an int64. */
+cg_x *cg_idx(cg_kernel *k, int rank, const int64_t *strides, const int *vars);
+/* Opens a loop over [0, dims[i]) for every i < rank, outermost first, into
+ * vars; cg_loops_end closes them. */
+void cg_loops(cg_kernel *k, int rank, const int64_t *dims, const char *name, int *vars);
+void cg_loops_end(cg_kernel *k, int rank);
+/* y<out> = x element by element over output out's box, where x reads
+ * cg_map_arg(k, j), the element of input slots[j] broadcast (numpy rules)
+ * to the output: cg_map_begin opens the loops and loads the arguments,
+ * cg_map_end stores x and closes them (c_ewise.c). */
+void cg_map_begin(cg_kernel *k, int out, int n_args, const int *slots);
+cg_x *cg_map_arg(cg_kernel *k, int j);
+void cg_map_end(cg_kernel *k, cg_x *x);
 /* The kernel adding the bias a partial layer left out once its partial sums
  * are resolved (k->n: the layer; k->in[0]: the bias's box, k->out[0]: the
  * output's): per channel for Conv and ConvTranspose, beta * C broadcast for
- * Gemm. Body into k->body; the signature (x0 the bias, y0 the output) into
- * sig. */
-void cg_emit_bias_add(cg_kernel *k, FILE *sig);
-/* The bias-add kernel of layer n added to ks (emit_util.c): output y's box
- * ybox, bias b's box bbox (b a constant's view when sliced); k is scratch.
- * The kernel's index, or -1 when out of memory. */
-int cg_bias_kernel(ap_graph *g, ap_diag *d, cg_kernel_set *ks, cg_kernel *k, const ap_node *n,
-                   const ap_value *y, const struct ap_dbox *ybox, const ap_value *b,
-                   const struct ap_dbox *bbox);
+ * Gemm; x0 the bias, y0 the output (emit_util.c). */
+void cg_emit_bias_add(cg_kernel *k);
 
 /* ---- c_layer.c ------------------------------------------------------------ */
 
@@ -283,9 +710,9 @@ void cg_conv_transpose_geometry(const cg_kernel *k, const cg_operand *x, const c
 
 /* ---- c_layer.c, c_move.c, c_norm.c: geometry shared with the backward ---- */
 
-/* The apk_conv2d initializer of a 2-d convolution (c_layer.c). */
-void cg_conv2d_params(char *buf, size_t cap, const cg_operand *x, const cg_operand *wt,
-                      int64_t group, const cg_win *w);
+/* The apk_conv2d fields of a 2-d convolution, in its order (c_layer.c). */
+void cg_conv2d_params(int64_t *conv, const cg_operand *x, const cg_operand *wt, int64_t group,
+                      const cg_win *w);
 /* Transpose's input strides in output order (perm, default reversed), into
  * st (c_move.c). */
 ap_status cg_transpose_strides(cg_kernel *k, const cg_operand *x, int64_t *st);
@@ -296,22 +723,36 @@ ap_status cg_softmax_geometry(cg_kernel *k, const cg_operand *x, int64_t *outer,
 
 /* ---- c_move.c: Gather's index, shared with its gradient ------------------ */
 
-/* Inside loops over j, the indices' elements: `at`, the row of x's box that
- * index x1[j] names (negative indices count from the whole tensor's end;
- * outside [0, box size) when the index is outside the box). */
-void cg_gather_index(cg_kernel *k, const cg_operand *x, int axis);
+/* Inside a loop over j, the indices' elements: a new variable holding the
+ * row of x's box that index x1[j] names (negative indices count from the
+ * whole tensor's end; outside [0, box size) when the index is outside the
+ * box). */
+int cg_gather_index(cg_kernel *k, const cg_operand *x, int axis, int j);
 
 /* ---- c_pool.c: window loops, shared by pooling and its gradient ----------- */
 
-/* Opens the loops over (N*C, output positions o<i>) of a pooling kernel. */
-void cg_win_open(cg_kernel *k, const cg_operand *x, const cg_operand *y, const cg_win *w);
-/* Opens the loops over the kernel taps k<i> and defines p<i>, the input
- * position of tap k<i> at output o<i>. */
-void cg_win_taps(cg_kernel *k, const cg_win *w);
-/* "p0 >= lo0 && p0 < hi0 && ...": the tap lies in [-pad_lo, in + pad_hi)
- * (padded) or inside the input. */
-void cg_win_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded);
-/* x's element at input position p within image/channel nc. */
-void cg_win_x_index(cg_kernel *k, const cg_operand *x, int nsp);
+/* The variables of a pooling kernel's loops. */
+typedef struct cg_wloops {
+  int o;                      /* the output's flat index, counted by the kernel */
+  int nc;                     /* image and channel */
+  int ov[AP_MAX_RANK];        /* output position */
+  int kv[AP_MAX_RANK];        /* kernel tap */
+  int p[AP_MAX_RANK];         /* input position of the tap */
+} cg_wloops;
+
+/* Declares o = 0 and opens the loops over (N*C, output positions). */
+void cg_win_open(cg_kernel *k, const cg_operand *x, const cg_operand *y, const cg_win *w,
+                 cg_wloops *l);
+/* Closes them. */
+void cg_win_close(cg_kernel *k, const cg_win *w);
+/* Opens the loops over the kernel taps and defines p<i>, the input
+ * position of tap k<i> at output o<i>; closed with cg_loops_end(k, nsp). */
+void cg_win_taps(cg_kernel *k, const cg_win *w, cg_wloops *l);
+/* Whether the tap lies in [-pad_lo, in + pad_hi) (padded) or inside the
+ * input. */
+cg_x *cg_win_inside(cg_kernel *k, const cg_operand *x, const cg_win *w, bool padded,
+                    const cg_wloops *l);
+/* x's element index at input position p within image/channel nc. */
+cg_x *cg_win_x_index(cg_kernel *k, const cg_operand *x, int nsp, const cg_wloops *l);
 
 #endif

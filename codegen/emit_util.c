@@ -1,10 +1,12 @@
-/* What the inference (emit_c.c) and training (train.c) program emitters
- * share: text buffers, writing the output folder's files through a
- * temporary and a rename, C literals and comments, the deduplicated kernel
- * table and kernels.h / kernels.c, first-fit arena planning, and the parts
- * of main.c that do not depend on the kind of program. */
+/* What the lowering and the backends share: text buffers, writing the
+ * output folder's files through a temporary and a rename, C literals and
+ * comments, operands and constant views, first-fit arena planning, the
+ * parts of main.c that do not depend on the kind of program, and the
+ * helpers of the operator emitters. */
 #define _XOPEN_SOURCE 700 /* open_memstream, realpath */
 #include <errno.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -174,23 +176,34 @@ const ap_value *cg_const_view(ap_graph *g, int v, const ap_dbox *b) {
   return view;
 }
 
-void cg_put_box(FILE *f, int rank, const ap_dbox *b, const ap_dbox *within, int64_t shift) {
-  int64_t st[AP_MAX_RANK], dims[AP_MAX_RANK] = {0}, off = shift;
+cg_rtbox cg_rt_box(int rank, const ap_dbox *b, const ap_dbox *within, int64_t shift) {
+  cg_rtbox r;
+  memset(&r, 0, sizeof r);
+  int64_t dims[AP_MAX_RANK] = {0};
+  r.rank = rank;
+  r.offset = shift;
   for (int i = 0; i < rank; i++)
     dims[i] = within->hi[i] - within->lo[i];
-  cg_strides(rank, dims, st);
+  cg_strides(rank, dims, r.stride);
+  for (int i = 0; i < rank; i++) {
+    r.offset += (b->lo[i] - within->lo[i]) * r.stride[i];
+    r.size[i] = b->hi[i] - b->lo[i];
+  }
+  return r;
+}
+
+void cg_put_box(FILE *f, int rank, const ap_dbox *b, const ap_dbox *within, int64_t shift) {
+  cg_rtbox r = cg_rt_box(rank, b, within, shift);
+  fprintf(f, "{%d, %lld, {", rank, (long long)r.offset);
   for (int i = 0; i < rank; i++)
-    off += (b->lo[i] - within->lo[i]) * st[i];
-  fprintf(f, "{%d, %lld, {", rank, (long long)off);
-  for (int i = 0; i < rank; i++)
-    fprintf(f, "%s%lld", i ? ", " : "", (long long)(b->hi[i] - b->lo[i]));
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)r.size[i]);
   fprintf(f, "%s}, {", rank ? "" : "0");
   for (int i = 0; i < rank; i++)
-    fprintf(f, "%s%lld", i ? ", " : "", (long long)st[i]);
+    fprintf(f, "%s%lld", i ? ", " : "", (long long)r.stride[i]);
   fprintf(f, "%s}}", rank ? "" : "0");
 }
 
-void cg_emit_bias_add(cg_kernel *k, FILE *sig) {
+void cg_emit_bias_add(cg_kernel *k) {
   const cg_operand *yo = &k->out[0], *bo = &k->in[0];
   int64_t ys[AP_MAX_RANK], bs[AP_MAX_RANK];
   cg_strides(yo->rank, yo->dims, ys);
@@ -202,125 +215,11 @@ void cg_emit_bias_add(cg_kernel *k, FILE *sig) {
     for (int i = 0; i < yo->rank; i++)
       bs[i] = i == 1;
   }
-  char lit[64], yi[512], bi[512];
-  cg_literal(lit, yo->dtype, scale);
-  cg_loops_open(k, yo->rank, yo->dims, "i");
-  cg_printf(k, "y0[%s] += %s * x0[%s];\n", cg_index(yi, sizeof yi, yo->rank, ys, "i"), lit,
-            cg_index(bi, sizeof bi, yo->rank, bs, "i"));
-  cg_loops_close(k, yo->rank);
-  fprintf(sig, "const %s *restrict x0, %s *restrict y0", cg_ctype(yo->dtype), cg_ctype(yo->dtype));
-}
-
-int cg_bias_kernel(ap_graph *g, ap_diag *d, cg_kernel_set *ks, cg_kernel *k, const ap_node *n,
-                   const ap_value *y, const ap_dbox *ybox, const ap_value *b,
-                   const ap_dbox *bbox) {
-  memset(k, 0, sizeof *k);
-  k->g = g;
-  k->n = n;
-  k->d = d;
-  cg_operand_of(y, ybox, &k->out[0]);
-  cg_operand_of(b, bbox, &k->in[0]);
-  cg_text body, sig;
-  if (!cg_text_open(&body))
-    return -1;
-  if (!cg_text_open(&sig)) {
-    cg_text_close(&body);
-    free(body.s);
-    return -1;
-  }
-  k->body = body.f;
-  cg_emit_bias_add(k, sig.f);
-  bool ok = cg_text_close(&body);
-  ok &= cg_text_close(&sig);
-  if (!ok) {
-    free(body.s);
-    free(sig.s);
-    return -1;
-  }
-  return cg_add_kernel(g, ks, sig.s, body.s, "");
-}
-
-/* ---- kernels ----------------------------------------------------------------- */
-
-static int find_kernel(const cg_kernel_set *ks, const char *sig, const char *body) {
-  for (int i = 0; i < ks->n; i++)
-    if (strcmp(ks->k[i].sig, sig) == 0 && strcmp(ks->k[i].body, body) == 0)
-      return i;
-  return -1;
-}
-
-int cg_add_kernel(ap_graph *g, cg_kernel_set *ks, char *sig, char *body, const char *work) {
-  int ki = find_kernel(ks, sig, body);
-  if (ki >= 0) {
-    free(sig);
-    free(body);
-    return ki;
-  }
-  char *w = ap_arena_strdup(g->arena, work ? work : "");
-  if (!w || !ap_arena_grow(g->arena, (void **)&ks->k, &ks->cap, ks->n + 1, sizeof *ks->k)) {
-    free(sig);
-    free(body);
-    return -1;
-  }
-  ks->k[ks->n] = (cg_kernel_text){sig, body, w};
-  return ks->n++;
-}
-
-void cg_kernel_set_free(cg_kernel_set *ks) {
-  for (int i = 0; i < ks->n; i++) {
-    free(ks->k[i].sig);
-    free(ks->k[i].body);
-  }
-}
-
-static const char kernels_minmax[] =
-    "#define AP_MINMAX(T) \\\n"
-    "  static inline T ap_max_##T(T p, T q) { return (p != p || p > q) ? p : q; } \\\n"
-    "  static inline T ap_min_##T(T p, T q) { return (p != p || p < q) ? p : q; }\n"
-    "AP_MINMAX(float)\nAP_MINMAX(double)\nAP_MINMAX(int8_t)\nAP_MINMAX(uint8_t)\n"
-    "AP_MINMAX(int16_t)\nAP_MINMAX(uint16_t)\nAP_MINMAX(int32_t)\nAP_MINMAX(uint32_t)\n"
-    "AP_MINMAX(int64_t)\nAP_MINMAX(uint64_t)\n";
-
-ap_status cg_write_kernels(ap_graph *g, ap_diag *d, const char *outdir, const cg_kernel_set *ks,
-                           bool needs_kernels_lib, bool training) {
-  cg_text h, c;
-  if (!cg_text_open(&h))
-    return cg_oom(g, d);
-  if (!cg_text_open(&c)) {
-    cg_text_close(&h);
-    free(h.s);
-    return cg_oom(g, d);
-  }
-  fprintf(h.f, "/* Generated by accparc: kernel prototypes. */\n#ifndef ACCPAR_GEN_KERNELS_H\n"
-               "#define ACCPAR_GEN_KERNELS_H\n#include <stddef.h>\n#include <stdint.h>\n\n"
-               "/* Floats of scratch the largest kernel needs. */\nsize_t cgk_work_floats(void);\n");
-  fprintf(c.f, "/* Generated by accparc: the kernels of this %s, each emitted once. */\n"
-               "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
-               "#include \"kernels.h\"\n\n%s%s",
-          training ? "training program" : "program",
-          training ? "" : "/* Max and Min as numpy's maximum and minimum: a NaN operand wins. */\n",
-          kernels_minmax);
-  if (needs_kernels_lib)
-    fprintf(c.f, "\n/* The project's GEMM and convolution, static in this unit so the\n"
-                 " * compiler specialises them for the constant shapes of the calls. */\n"
-                 "#define APK_STATIC\n#include \"gemm.c\"\n#include \"conv.c\"\n");
-  for (int i = 0; i < ks->n; i++) {
-    fprintf(h.f, "void cgk_%d(%s);\n", i, ks->k[i].sig);
-    fprintf(c.f, "\nvoid cgk_%d(%s) {\n%s}\n", i, ks->k[i].sig, ks->k[i].body);
-  }
-  fprintf(c.f, "\nsize_t cgk_work_floats(void) {\n  size_t most = 0, need;\n  (void)need;\n");
-  for (int i = 0; i < ks->n; i++)
-    if (ks->k[i].work[0])
-      fprintf(c.f, "  need = %s;\n  if (need > most)\n    most = need;\n", ks->k[i].work);
-  fprintf(c.f, "  return most;\n}\n");
-  fprintf(h.f, "\n#endif\n");
-  ap_status s = cg_write_text(g, d, outdir, "kernels.h", &h);
-  if (s != AP_OK) {
-    cg_text_close(&c);
-    free(c.s);
-    return s;
-  }
-  return cg_write_text(g, d, outdir, "kernels.c", &c);
+  int iv[AP_MAX_RANK];
+  cg_loops(k, yo->rank, yo->dims, "i", iv);
+  cg_st_op(k, cg_out(k, 0), cg_idx(k, yo->rank, ys, iv), CG_X_ADD,
+           cg_mul(k, cg_lit(k, yo->dtype, scale), cg_ld(k, cg_in(k, 0), cg_idx(k, yo->rank, bs, iv))));
+  cg_loops_end(k, yo->rank);
 }
 
 /* ---- the arena ------------------------------------------------------------- */
@@ -401,4 +300,101 @@ void cg_put_run(FILE *f, int n_dev) {
   fprintf(f, "  }\n  return aprt_fail(c, APRT_ERR_USAGE, \"this program has %d device%s, not %%d\", "
              "aprt_size(c));\n}\n\n",
           n_dev, n_dev > 1 ? "s" : "");
+}
+
+/* ---- helpers shared by the emitters -------------------------------------- */
+
+ap_status cg_error(cg_kernel *k, ap_status s, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ap_error(k->d, s, k->g->path, k->n->name, k->n->op_type, "%s", msg);
+}
+
+const char *cg_ctype(ap_dtype t) {
+  switch (t) {
+  case AP_DT_FLOAT: return "float";
+  case AP_DT_DOUBLE: return "double";
+  case AP_DT_INT8: return "int8_t";
+  case AP_DT_UINT8: return "uint8_t";
+  case AP_DT_INT16: return "int16_t";
+  case AP_DT_UINT16: return "uint16_t";
+  case AP_DT_INT32: return "int32_t";
+  case AP_DT_UINT32: return "uint32_t";
+  case AP_DT_INT64: return "int64_t";
+  case AP_DT_UINT64: return "uint64_t";
+  case AP_DT_BOOL: return "uint8_t";
+  default: return NULL;
+  }
+}
+
+bool cg_dtype_is_unsigned(ap_dtype t) {
+  return t == AP_DT_UINT8 || t == AP_DT_UINT16 || t == AP_DT_UINT32 || t == AP_DT_UINT64 ||
+         t == AP_DT_BOOL;
+}
+
+const char *cg_literal(char *buf, ap_dtype t, double v) {
+  if (t == AP_DT_FLOAT || t == AP_DT_DOUBLE) {
+    const char *suffix = t == AP_DT_FLOAT ? "f" : "";
+    if (isnan(v))
+      snprintf(buf, 64, "%s", t == AP_DT_FLOAT ? "NAN" : "(double)NAN");
+    else if (isinf(v))
+      snprintf(buf, 64, "%s%s", v < 0 ? "-" : "", t == AP_DT_FLOAT ? "INFINITY" : "(double)INFINITY");
+    else /* hexadecimal: exact, and always a floating constant */
+      snprintf(buf, 64, "%a%s", t == AP_DT_FLOAT ? (double)(float)v : v, suffix);
+  } else if (t == AP_DT_UINT64) {
+    snprintf(buf, 64, "UINT64_C(%llu)", (unsigned long long)(v <= 0 ? 0 : v >= 1.8e19 ? UINT64_MAX : (uint64_t)v));
+  } else if (cg_dtype_is_unsigned(t)) {
+    snprintf(buf, 64, "%lluu", (unsigned long long)(v <= 0 ? 0 : (uint64_t)v));
+  } else {
+    int64_t i = v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+    if (i == INT64_MIN)
+      snprintf(buf, 64, "INT64_MIN");
+    else
+      snprintf(buf, 64, "INT64_C(%lld)", (long long)i);
+  }
+  return buf;
+}
+
+bool cg_const_i64(const cg_operand *o, int64_t i, int64_t *out) {
+  if (!o->v || !o->v->data)
+    return false;
+  ap_tensor t = ap_value_tensor(o->v);
+  *out = ap_tensor_get_i64(&t, i);
+  return true;
+}
+
+bool cg_const_f64(const cg_operand *o, int64_t i, double *out) {
+  if (!o->v || !o->v->data)
+    return false;
+  ap_tensor t = ap_value_tensor(o->v);
+  *out = ap_tensor_get_f64(&t, i);
+  return true;
+}
+
+void cg_strides(int rank, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
+void cg_broadcast_strides(const cg_operand *o, int r, int64_t *strides) {
+  int64_t own[AP_MAX_RANK];
+  cg_strides(o->rank, o->dims, own);
+  for (int i = 0; i < r; i++) {
+    int j = i - (r - o->rank);
+    strides[i] = j < 0 || o->dims[j] == 1 ? 0 : own[j];
+  }
+}
+
+int64_t cg_opset(const cg_kernel *k) { return k->g->opset; }
+
+int cg_norm_axis(int64_t axis, int rank) {
+  if (axis < 0)
+    axis += rank;
+  return axis < 0 || axis >= rank ? -1 : (int)axis;
 }

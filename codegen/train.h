@@ -1,11 +1,11 @@
-/* Training programs: the internal header of the training part of the C
- * backend, sectioned by source file.
+/* Training: the internal header of the training part of code generation,
+ * sectioned by source file.
  *
  * From a verified, shape-inferred graph, train.c derives the training
  * schedule (which values are trainable, which carry a gradient, which
  * backward steps run and in what order, where gradients of a value with
- * several consumers accumulate) and writes a single-device program that runs
- * forward, a loss, backward and an SGD update for --steps steps. The
+ * several consumers accumulate), which the lowering (lower.c) turns into the
+ * steps of a training program. The
  * backward kernel of each operator comes from one file per operator family
  * (c_grad_layer.c, c_grad_ewise.c, c_grad_pool.c, c_grad_norm.c,
  * c_grad_reduce.c, c_grad_move.c), each with a static table keyed by ap_op.
@@ -16,19 +16,6 @@
 #include "codegen/codegen.h"
 
 /* ---- train.c: the schedule ----------------------------------------------- */
-
-/* Labels equal to it count for nothing (PyTorch's CrossEntropyLoss default). */
-enum { CG_IGNORE_INDEX = -100 };
-
-typedef enum cg_loss {
-  CG_LOSS_SOFTMAX_CE,  /* softmax cross-entropy over the last axis of the final output
-                          [..., classes] against int64 labels [...] (its shape without
-                          the last axis: [N] for a classifier, [N, S] per token for a
-                          language model), the mean over the labels that are not
-                          CG_IGNORE_INDEX */
-  CG_LOSS_WEIGHTED_SUM /* sum(w * y) of the final output y with a fed w of
-                          y's shape: dL/dy = w, for gradient checks */
-} cg_loss;
 
 /* One backward step: the backward kernel of one forward node. */
 typedef struct cg_grad_step {
@@ -53,7 +40,7 @@ typedef struct cg_train_schedule {
 ap_status cg_train_schedule_build(ap_graph *g, bool grad_inputs, cg_train_schedule *s,
                                   ap_diag *d);
 
-/* ---- train.c: the program ------------------------------------------------- */
+/* ---- print_c.c: a training program in C ------------------------------------ */
 
 typedef struct cg_train_opts {
   const char *outdir;      /* created if missing; generated files are replaced */
@@ -62,42 +49,32 @@ typedef struct cg_train_opts {
   cg_loss loss;
   double momentum;         /* SGD momentum mu (v = mu v + g; w -= lr v); 0: plain SGD */
   bool grad_inputs;        /* float graph inputs get gradients too (see the schedule) */
-  bool export_grads;       /* extra outputs after the graph's: the last step's loss
-                              (float64 scalar "loss") and the gradient of every
-                              differentiable graph input and weight ("grad:NAME");
-                              one device only */
-  bool export_weights;     /* extra outputs after those: every trainable weight as
-                              updated by the last step, named as the weight, in
-                              value order */
+  bool export_grads;       /* see cg_lower_opts */
+  bool export_weights;
 } cg_train_opts;
 
-/* Writes OUTDIR/kernels.h, kernels.c, dev<d>.c, main.c and weights.bin of a
- * training program for g (after ap_run_pipeline); ap_codegen_build builds it
- * as an inference program. With a plan (ap_partition) of any layer types,
- * every device runs the step on its boxes (passes/distribute.h,
- * ap_distribute_train): the forward transfers, the loss on its rows, the
- * transfers' adjoints backward, and the sum of every weight's gradient over
- * the devices holding copies of it before the update. Program inputs: the graph inputs that are not
- * initializers, in graph order, then the labels (int64 [N], CE loss) or the
- * loss weights (the final output's shape and type, weighted-sum loss).
- * Program outputs: the graph outputs of the last step, then what
- * export_grads adds. Each step prints its loss (aprt_step_loss); the
- * learning rate is the program's --lr. */
+/* Lowers g (after ap_run_pipeline; after ap_partition for several
+ * devices) to a training program (cg_lower) and prints it as C in OUTDIR
+ * (cg_print_c); ap_codegen_build builds it as an inference program. Each
+ * step prints its loss (aprt_step_loss); the learning rate is the
+ * program's --lr. */
 ap_status cg_emit_train_program(ap_graph *g, const cg_train_opts *o, ap_diag *d);
 
 /* ---- shared by the backward emitters -------------------------------------- */
 
 /* What a backward emitter receives: the forward node's operands (k->in,
- * k->out, whole tensors on one device) and the body to write. The kernel's
- * parameters are x<i> (forward input i), y<i> (forward output i), dy<i> (the
- * gradient of output i, when has_dy says so) and dx<i> (the gradient of input
- * i, for every slot in want): dx<i> is overwritten unless acc has bit i, in
- * which case the kernel adds to it. dx pointers are not restrict: two slots
- * may name the same value (Mul(x, x)), and then write the same buffer in slot
- * order. */
+ * k->out) and the body to build. The kernel's parameters are x<i> (forward
+ * input i), y<i> (forward output i), dy<i> (the gradient of output i, when
+ * has_dy says so) and dx<i> (the gradient of input i, for every slot in
+ * want): dx<i> is overwritten unless acc has bit i, in which case the kernel
+ * adds to it. dx pointers are not restrict: two slots may name the same
+ * value (Mul(x, x)), and then write the same buffer in slot order. */
 typedef struct cg_grad_kernel {
   cg_kernel *k;
   uint64_t want, acc, has_dy;
+  /* cg_grad_unbroadcast's loop */
+  bool ub_reduces;
+  int ub_o, ub_i, ub_j[AP_MAX_RANK];
 } cg_grad_kernel;
 
 typedef ap_status (*cg_grad_fn)(cg_grad_kernel *gk);
@@ -127,24 +104,27 @@ extern const cg_grad_op cg_grad_ops_move[AP_OP_COUNT];
 /* The backward of op from whichever family has it; NULL when none does. */
 const cg_grad_op *cg_grad_op_of(ap_op op);
 
-/* "+=" when dx<slot> accumulates, "=" when it is overwritten. */
-const char *cg_grad_assign(const cg_grad_kernel *gk, int slot);
-/* Emits `dx<slot>[i] = 0` over the input's elements unless it accumulates:
- * for kernels that scatter-add into dx. */
+/* dx<slot>[i] = x, or += x when it accumulates. */
+void cg_grad_put(cg_grad_kernel *gk, int slot, cg_x *i, cg_x *x);
+/* dx<slot> = 0 over the input's elements unless it accumulates: for
+ * kernels that scatter-add into dx. */
 void cg_grad_zero(cg_grad_kernel *gk, int slot);
-/* Emits dx<slot> (=|+=) the sum of expr over the dims along which input slot
- * is broadcast to output 0's shape. expr is evaluated in a loop over the
- * output's elements: it may read `o` (the output's flat index), `i` (input
- * slot's flat index) and any operand's element from cg_grad_bcast_elem. */
-void cg_grad_unbroadcast(cg_grad_kernel *gk, int slot, const char *expr);
-/* Input slot's element broadcast to the output element of that loop
- * ("x1[j0 * 4 + j2]", "x1[o]", "x1[0]"), written into buf. */
-const char *cg_grad_bcast_elem(cg_grad_kernel *gk, int slot, char *buf, size_t cap);
+/* dx<slot> (=|+=) the sum of x over the dims along which input slot is
+ * broadcast to output 0's shape: _begin opens a loop over the output's
+ * elements, in which x may read cg_grad_o (the output's flat index) and
+ * cg_grad_bcast (any input's element broadcast to that output element);
+ * _end stores x and closes it. cg_grad_unbroadcast stores scale * dy0[o]
+ * (or its negation; scale NULL: 1). */
+void cg_grad_unbroadcast_begin(cg_grad_kernel *gk, int slot);
+cg_x *cg_grad_o(cg_grad_kernel *gk);
+cg_x *cg_grad_bcast(cg_grad_kernel *gk, int slot);
+void cg_grad_unbroadcast_end(cg_grad_kernel *gk, int slot, cg_x *x);
+void cg_grad_unbroadcast(cg_grad_kernel *gk, int slot, cg_x *scale, bool negate);
 /* C = alpha op(A) op(B) + beta C, op(A) m x kk, op(B) kk x n, row-major and
  * dense (leading dims from the shapes), in the operands' element type:
  * apk_sgemm for float32 (the kernel's workspace must cover
  * apk_sgemm_work_floats(m, n, kk)), direct loops for float64. beta is 0 or 1. */
 void cg_grad_gemm(cg_kernel *k, ap_dtype t, int ta, int tb, int64_t m, int64_t n, int64_t kk,
-                  double alpha, const char *a, const char *b, int beta, const char *c);
+                  double alpha, cg_x *a, cg_x *b, int beta, cg_x *c);
 
 #endif

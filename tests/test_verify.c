@@ -69,7 +69,7 @@ Test(verify, a_wrong_partitioned_program_is_refused, .timeout = 600) {
   fputs("#!/bin/sh\n"
         "for a in \"$@\"; do\n"
         "  case \"$a\" in *.c) d=$(dirname \"$a\")\n"
-        "    [ -f \"$d/dev1.c\" ] && sed -i 's/a0 > 0 ? a0 : 0;/a0 > 0 ? a0 : 0.5f;/' \"$d/kernels.c\";;\n"
+        "    [ -f \"$d/dev1.c\" ] && sed -i 's/? a : 0.0f);/? a : 0.5f);/' \"$d/kernels.c\";;\n"
         "  esac\n"
         "done\n"
         "exec cc \"$@\"\n",

@@ -419,6 +419,15 @@ int main(int argc, char **argv)
       {"res3 3x3 128->128", 0, 0, 128, 784, 1152},
       {"res4 3x3 256->256", 0, 0, 256, 196, 2304},
       {"res5 3x3 512->512", 0, 0, 512, 49, 4608},
+      /* Fully connected layers (ONNX Gemm, transB = 1) at batch 1 and 8:
+       * few rows of C, B read once. */
+      {"vgg fc6 batch 1", 0, 1, 1, 4096, 25088},
+      {"vgg fc6 batch 8", 0, 1, 8, 4096, 25088},
+      {"vgg fc7 batch 1", 0, 1, 1, 4096, 4096},
+      {"r50 fc batch 1", 0, 1, 1, 1000, 2048},
+      {"r50 fc batch 8", 0, 1, 8, 1000, 2048},
+      {"r50 fc batch 1, B as KxN", 0, 0, 1, 1000, 2048},
+      {"fc batch 4 grad input", 0, 0, 4, 4096, 4096},
   };
   printf("GEMM\n\n");
   printf("| shape                  | op |     m |     n |     k |    ours | OpenBLAS | ratio | "

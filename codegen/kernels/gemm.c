@@ -30,6 +30,14 @@ static float *apk_align(float *p)
   return (float *)u;
 }
 
+/* At most this many rows of C, apk_sgemm reads B where it lies instead of
+ * packing it (apk_sgemm_narrow): each element of B then serves so few
+ * multiply-adds that copying it costs more than it saves, and the fully
+ * connected layers of an inference at batch 1 are all m = 1 (docs/kernels.md). */
+#ifndef APK_NARROW_M
+#define APK_NARROW_M 8
+#endif
+
 APK_API size_t apk_sgemm_work_floats(int m, int n, int k)
 {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
@@ -37,7 +45,10 @@ APK_API size_t apk_sgemm_work_floats(int m, int n, int k)
   size_t a_floats = (size_t)apk_round_up(apk_min(m, APK_MC), APK_MR) * kc;
   size_t b_floats = (size_t)apk_round_up(apk_min(n, APK_NC), APK_NR) * kc;
   /* Both packed buffers are moved up to a vector boundary inside work. */
-  return a_floats + b_floats + 2 * (size_t)APK_VL;
+  size_t packed = a_floats + b_floats + 2 * (size_t)APK_VL;
+  /* The narrow path copies a transposed op(A) into m contiguous rows. */
+  size_t narrow = m <= APK_NARROW_M ? (size_t)m * (size_t)k + (size_t)APK_VL : 0;
+  return packed > narrow ? packed : narrow;
 }
 
 APK_API apk_gemm_config apk_gemm_get_config(void)
@@ -283,6 +294,121 @@ static void apk_gemm_driver(int trans_a, int m, int n, int k, float alpha, const
   }
 }
 
+/* ---- few rows: B read where it lies ---- */
+
+static inline apk_vf apk_loadu(const float *p)
+{
+  apk_vf v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static inline float apk_hsum(apk_vf v)
+{
+  float s = 0.0f;
+  for (int l = 0; l < APK_VL; l++) s += v[l];
+  return s;
+}
+
+static inline void apk_put(float *c, float alpha, float sum, float beta)
+{
+  *c = beta == 0.0f ? alpha * sum : alpha * sum + beta * *c;
+}
+
+/* op(B) = B^T (each column of op(B) a contiguous row of B): every element
+ * of C is a dot product. 4 rows of A by 4 rows of B at a time, 16 vector
+ * accumulators, each row of B streamed once per 4 rows of A. */
+static void apk_narrow_dots(int m, int n, int k, float alpha, const float *a, ptrdiff_t lda,
+                            const float *b, ptrdiff_t ldb, float beta, float *c, ptrdiff_t ldc)
+{
+  int kv = k / APK_VL * APK_VL;
+  for (int j0 = 0; j0 < n; j0 += 4) {
+    int nj = apk_min(4, n - j0);
+    const float *bj[4];
+    for (int jj = 0; jj < 4; jj++) bj[jj] = b + (ptrdiff_t)(j0 + apk_min(jj, nj - 1)) * ldb;
+    for (int i0 = 0; i0 < m; i0 += 4) {
+      int ni = apk_min(4, m - i0);
+      const float *ai[4];
+      for (int ii = 0; ii < 4; ii++) ai[ii] = a + (ptrdiff_t)(i0 + apk_min(ii, ni - 1)) * lda;
+      apk_vf acc[4][4];
+      const apk_vf zero = {0};
+      for (int ii = 0; ii < 4; ii++)
+        for (int jj = 0; jj < 4; jj++) acc[ii][jj] = zero;
+      for (int p = 0; p < kv; p += APK_VL) {
+        apk_vf bv[4], av[4];
+        for (int jj = 0; jj < 4; jj++) bv[jj] = apk_loadu(bj[jj] + p);
+        for (int ii = 0; ii < 4; ii++) av[ii] = apk_loadu(ai[ii] + p);
+        for (int ii = 0; ii < 4; ii++)
+          for (int jj = 0; jj < 4; jj++) acc[ii][jj] = apk_fma(av[ii], bv[jj], acc[ii][jj]);
+      }
+      for (int ii = 0; ii < ni; ii++)
+        for (int jj = 0; jj < nj; jj++) {
+          float sum = apk_hsum(acc[ii][jj]);
+          for (int p = kv; p < k; p++) sum += ai[ii][p] * bj[jj][p];
+          apk_put(c + (ptrdiff_t)(i0 + ii) * ldc + j0 + jj, alpha, sum, beta);
+        }
+    }
+  }
+}
+
+/* op(B) = B (rows of B contiguous along n): each row of C accumulates
+ * A[i][p] * row p of B, over 4 vectors of columns and 4 rows of A at a time. */
+static void apk_narrow_rows(int m, int n, int k, float alpha, const float *a, ptrdiff_t lda,
+                            const float *b, ptrdiff_t ldb, float beta, float *c, ptrdiff_t ldc)
+{
+  enum { W = 4 * APK_VL };
+  for (int j0 = 0; j0 < n; j0 += W) {
+    int nj = apk_min(W, n - j0);
+    for (int i0 = 0; i0 < m; i0 += 4) {
+      int ni = apk_min(4, m - i0);
+      const float *ai[4];
+      for (int ii = 0; ii < 4; ii++) ai[ii] = a + (ptrdiff_t)(i0 + apk_min(ii, ni - 1)) * lda;
+      apk_vf acc[4][4];
+      const apk_vf zero = {0};
+      for (int ii = 0; ii < 4; ii++)
+        for (int v = 0; v < 4; v++) acc[ii][v] = zero;
+      for (int p = 0; p < k; p++) {
+        const float *bp = b + (ptrdiff_t)p * ldb + j0;
+        apk_vf bv[4];
+        if (nj == W) {
+          for (int v = 0; v < 4; v++) bv[v] = apk_loadu(bp + v * APK_VL);
+        } else {
+          _Alignas(64) float row[W];
+          for (int j = 0; j < W; j++) row[j] = j < nj ? bp[j] : 0.0f;
+          for (int v = 0; v < 4; v++) memcpy(&bv[v], row + v * APK_VL, sizeof bv[v]);
+        }
+        for (int ii = 0; ii < 4; ii++) {
+          apk_vf av = apk_broadcast(ai[ii][p]);
+          for (int v = 0; v < 4; v++) acc[ii][v] = apk_fma(av, bv[v], acc[ii][v]);
+        }
+      }
+      for (int ii = 0; ii < ni; ii++) {
+        float *ci = c + (ptrdiff_t)(i0 + ii) * ldc + j0;
+        for (int j = 0; j < nj; j++) apk_put(ci + j, alpha, acc[ii][j / APK_VL][j % APK_VL], beta);
+      }
+    }
+  }
+}
+
+/* m <= APK_NARROW_M rows: op(A) as m contiguous rows (copied to work when
+ * transposed), B never packed. */
+static void apk_sgemm_narrow(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                             const float *a, ptrdiff_t lda, const float *b, ptrdiff_t ldb,
+                             float beta, float *c, ptrdiff_t ldc, float *work)
+{
+  if (trans_a) {
+    float *rows = apk_align(work);
+    for (int p = 0; p < k; p++)
+      for (int i = 0; i < m; i++) rows[(ptrdiff_t)i * k + p] = a[(ptrdiff_t)p * lda + i];
+    a = rows;
+    lda = k;
+  }
+  if (trans_b)
+    apk_narrow_dots(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    apk_narrow_rows(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
                        const float *a, ptrdiff_t lda, const float *b, ptrdiff_t ldb,
                        float beta, float *c, ptrdiff_t ldc, float *work)
@@ -290,6 +416,10 @@ APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alph
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == 0.0f) {
     apk_scale(m, n, beta, c, ldc);
+    return;
+  }
+  if (m <= APK_NARROW_M) {
+    apk_sgemm_narrow(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, work);
     return;
   }
   apk_matrix_b src = {trans_b, b, ldb};

@@ -243,6 +243,7 @@ typedef struct aprt_rank_stats {
   uint64_t bytes_sent;            /* counted payload bytes, see the top */
   uint64_t messages_sent;         /* counted messages */
   double phase_s[APRT_PHASE_COUNT];
+  double cpu_s;                   /* CPU time of the rank's thread (waits excluded) */
 } aprt_rank_stats;
 
 typedef int (*aprt_rank_fn)(aprt_comm *c, void *arg); /* returns an aprt_status */

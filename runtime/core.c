@@ -101,7 +101,16 @@ void aprt_phase_end(aprt_comm *c) {
   c->phase_depth--;
 }
 
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void aprt_comm_start(aprt_comm *c) { c->cpu_t0 = thread_cpu_s(); }
+
 void aprt_comm_reset_stats(aprt_comm *c) {
+  c->cpu_t0 = thread_cpu_s();
   phase_switch(c);
   c->bytes_sent = 0;
   c->messages_sent = 0;
@@ -210,6 +219,7 @@ void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out) {
   memset(out, 0, sizeof *out);
   out->bytes_sent = c->bytes_sent;
   out->messages_sent = c->messages_sent;
+  out->cpu_s = thread_cpu_s() - c->cpu_t0;
   memcpy(out->phase_s, c->phase_s, sizeof out->phase_s);
 }
 

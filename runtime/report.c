@@ -83,6 +83,11 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
   fputs("],\n  \"messages_sent\": [", f);
   for (int d = 0; d < ndev; d++)
     fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)stats[d].messages_sent);
+  fputs("],\n  \"cpu_time_s\": [", f);
+  for (int d = 0; d < ndev; d++) {
+    fputs(d ? ", " : "", f);
+    json_number(f, stats[d].cpu_s, 6);
+  }
   fputs("],\n  \"phase_time_s\": {", f);
   for (int p = 0; p < APRT_PHASE_COUNT; p++) {
     fprintf(f, "%s\n    ", p ? "," : "");

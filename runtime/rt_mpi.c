@@ -266,6 +266,7 @@ aprt_status aprt_run_mpi(const aprt_run_opts *opts, int size, aprt_rank_fn fn, v
   comm.user = opts->user;
   comm.ctx = ctx;
   aprt_comm *c = &comm;
+  aprt_comm_start(c);
   int s = fn(c, arg);
   if (s != APRT_OK && c->status == APRT_OK)
     aprt_fail(c, (aprt_status)s, "failed with status %s and no message",

@@ -380,6 +380,7 @@ static const aprt_transport threads_transport = {
 static void *rank_main(void *p) {
   rank_arg *ra = p;
   aprt_comm *c = &ra->comm;
+  aprt_comm_start(c);
   int s = ra->fn(c, ra->arg);
   if (s != APRT_OK && c->status == APRT_OK)
     aprt_fail(c, (aprt_status)s, "failed with status %s and no message",

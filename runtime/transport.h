@@ -97,6 +97,7 @@ struct aprt_comm {
   int phase_stack[APRT_PHASE_DEPTH];
   int phase_depth;                  /* 0: APRT_PHASE_OTHER is current */
   double phase_t0;                  /* when the current phase was entered */
+  double cpu_t0;                    /* the rank's thread CPU clock when counting began */
   aprt_status status;               /* first error */
   char errmsg[APRT_ERR_MAX];
   aprt_rank_buffer bufs[APRT_MAX_BUFFERS]; /* aprt_buffer's memory, freed when the rank ends */
@@ -112,6 +113,8 @@ void aprt_comm_init(aprt_comm *c, int rank, int size, const aprt_transport *tp,
 void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out); /* closes open phases */
 /* Zeroes the counters and phase times (after a warm-up run). */
 void aprt_comm_reset_stats(aprt_comm *c);
+/* Called on the rank's own thread when it starts: its CPU clock is per thread. */
+void aprt_comm_start(aprt_comm *c);
 /* Frees the rank's aprt_buffer memory and scratch; called by the transports
  * when it ends. */
 void aprt_comm_release(aprt_comm *c);

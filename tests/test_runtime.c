@@ -1226,6 +1226,10 @@ static void check_infer_run(const char *launcher, const char *transport, const c
     cr_assert(t[i] > 0 && t[i] < 30, "run %d took %g s", i, t[i]);
   cr_assert(strstr(json, runs_done > timed ? "\"warmup_s\": 0" : "\"warmup_s\": null"), "%s",
             json);
+  double cpu[8];
+  cr_assert_eq(json_doubles(json, "cpu_time_s", cpu, 8), 3, "%s", json);
+  for (int r = 0; r < 3; r++)
+    cr_assert(cpu[r] >= 0 && cpu[r] < 30, "rank %d: %g s of CPU", r, cpu[r]);
   /* The warm-up's bytes are dropped: timed runs x one step's formula. */
   long long sent[8], predicted[8];
   cr_assert_eq(json_ints(json, "bytes_sent", sent, 8), 3, "%s", json);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
+#include "onnx_multidevice.pb-c.h"
 
 #include "frontend/frontend.h"
 
@@ -225,6 +226,130 @@ static ap_status node_msg(writer *w, const ap_node *n, Onnx__NodeProto **out) {
   return AP_OK;
 }
 
+/* ---- multi-device annotations (IR version 11) -------------------------------
+ *
+ * The system's onnx.proto predates them: each message is packed with the
+ * project's schema (onnx_multidevice.proto) and attached to its parent as a
+ * field the parent's schema does not know, which protobuf-c writes as is. */
+
+enum { FIELD_NODE_DEVICE_CONFIGURATIONS = 10, FIELD_MODEL_CONFIGURATION = 26 };
+
+/* Appends the packed message m to base's fields as field number tag.
+ * protobuf-c writes an unknown field as its tag followed by its data, so a
+ * length-delimited field's data starts with the length (a varint), as
+ * protobuf-c's own parser keeps it. */
+static ap_status attach(writer *w, ProtobufCMessage *base, uint32_t tag,
+                        const ProtobufCMessage *m) {
+  size_t body = protobuf_c_message_get_packed_size(m), prefix = 0;
+  uint8_t varint[10];
+  for (size_t v = body;; v >>= 7) {
+    varint[prefix++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    if (v < 0x80)
+      break;
+  }
+  size_t len = prefix + body;
+  uint8_t *data = ap_arena_alloc(w->a, len);
+  ProtobufCMessageUnknownField *f =
+      ap_arena_array(w->a, base->n_unknown_fields + 1, sizeof *f);
+  if (!data || !f)
+    return nomem(w);
+  memcpy(data, varint, prefix);
+  protobuf_c_message_pack(m, data + prefix);
+  if (base->n_unknown_fields)
+    memcpy(f, base->unknown_fields, base->n_unknown_fields * sizeof *f);
+  f[base->n_unknown_fields] = (ProtobufCMessageUnknownField){
+      .tag = tag, .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, .len = len, .data = data};
+  base->unknown_fields = f;
+  base->n_unknown_fields++;
+  return AP_OK;
+}
+
+static ap_status sharding_msg(writer *w, const ap_shard_spec *sp,
+                              Accpar__Onnx11__ShardingSpecProto **out) {
+  Accpar__Onnx11__ShardingSpecProto *m = ap_arena_alloc(w->a, sizeof *m);
+  if (!m)
+    return nomem(w);
+  accpar__onnx11__sharding_spec_proto__init(m);
+  m->tensor_name = copy_str(w, sp->tensor);
+  m->device = sp->device;
+  m->n_device = (size_t)sp->n_device;
+  m->index_to_device_group_map =
+      ap_arena_array(w->a, (size_t)sp->n_groups + 1, sizeof *m->index_to_device_group_map);
+  m->sharded_dim = ap_arena_array(w->a, (size_t)sp->n_dims + 1, sizeof *m->sharded_dim);
+  if (!m->tensor_name || !m->index_to_device_group_map || !m->sharded_dim)
+    return nomem(w);
+  for (int i = 0; i < sp->n_groups; i++) {
+    Accpar__Onnx11__IntIntListEntryProto *e = ap_arena_alloc(w->a, sizeof *e);
+    if (!e)
+      return nomem(w);
+    accpar__onnx11__int_int_list_entry_proto__init(e);
+    e->has_key = 1;
+    e->key = sp->groups[i].key;
+    e->value = sp->groups[i].devices;
+    e->n_value = (size_t)sp->groups[i].n;
+    m->index_to_device_group_map[m->n_index_to_device_group_map++] = e;
+  }
+  for (int i = 0; i < sp->n_dims; i++) {
+    Accpar__Onnx11__ShardedDimProto *sd = ap_arena_alloc(w->a, sizeof *sd);
+    Accpar__Onnx11__SimpleShardedDimProto *ss = ap_arena_alloc(w->a, sizeof *ss);
+    Accpar__Onnx11__SimpleShardedDimProto **list = ap_arena_alloc(w->a, sizeof *list);
+    if (!sd || !ss || !list)
+      return nomem(w);
+    accpar__onnx11__sharded_dim_proto__init(sd);
+    accpar__onnx11__simple_sharded_dim_proto__init(ss);
+    sd->has_axis = 1;
+    sd->axis = sp->dims[i].axis;
+    ss->dim_case = ACCPAR__ONNX11__SIMPLE_SHARDED_DIM_PROTO__DIM_DIM_VALUE;
+    ss->dim_value = sp->dims[i].dim_value;
+    ss->has_num_shards = 1;
+    ss->num_shards = sp->dims[i].num_shards;
+    list[0] = ss;
+    sd->simple_sharding = list;
+    sd->n_simple_sharding = 1;
+    m->sharded_dim[m->n_sharded_dim++] = sd;
+  }
+  *out = m;
+  return AP_OK;
+}
+
+/* NodeProto.device_configurations of node n under g's configuration. */
+static ap_status node_devconf(writer *w, int n, Onnx__NodeProto *np) {
+  const ap_devconf *dc = w->g->devconf;
+  if (!dc || dc->n_specs[n] == 0)
+    return AP_OK;
+  Accpar__Onnx11__NodeDeviceConfigurationProto m;
+  accpar__onnx11__node_device_configuration_proto__init(&m);
+  m.configuration_id = copy_str(w, dc->name);
+  m.sharding_spec = ap_arena_array(w->a, (size_t)dc->n_specs[n], sizeof *m.sharding_spec);
+  if (!m.configuration_id || !m.sharding_spec)
+    return nomem(w);
+  for (int i = 0; i < dc->n_specs[n]; i++) {
+    ap_status s = sharding_msg(w, &dc->specs[n][i], &m.sharding_spec[i]);
+    if (s != AP_OK)
+      return s;
+  }
+  m.n_sharding_spec = (size_t)dc->n_specs[n];
+  return attach(w, &np->base, FIELD_NODE_DEVICE_CONFIGURATIONS, &m.base);
+}
+
+/* ModelProto.configuration: the array the annotations refer to. */
+static ap_status model_devconf(writer *w, Onnx__ModelProto *mp) {
+  const ap_devconf *dc = w->g->devconf;
+  Accpar__Onnx11__DeviceConfigurationProto m;
+  accpar__onnx11__device_configuration_proto__init(&m);
+  m.name = copy_str(w, dc->name);
+  m.has_num_devices = 1;
+  m.num_devices = dc->n_devices;
+  m.device = ap_arena_array(w->a, (size_t)dc->n_devices + 1, sizeof *m.device);
+  if (!m.name || !m.device)
+    return nomem(w);
+  for (int i = 0; i < dc->n_devices; i++)
+    if (!(m.device[i] = copy_str(w, dc->devices[i])))
+      return nomem(w);
+  m.n_device = (size_t)dc->n_devices;
+  return attach(w, &mp->base, FIELD_MODEL_CONFIGURATION, &m.base);
+}
+
 /* ---- the model ------------------------------------------------------------ */
 
 static ap_status build_graph(writer *w, Onnx__GraphProto *gp) {
@@ -244,7 +369,8 @@ static ap_status build_graph(writer *w, Onnx__GraphProto *gp) {
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].dead)
       continue;
-    if ((s = node_msg(w, &g->nodes[i], &gp->node[gp->n_node])) != AP_OK)
+    if ((s = node_msg(w, &g->nodes[i], &gp->node[gp->n_node])) != AP_OK ||
+        (s = node_devconf(w, i, gp->node[gp->n_node])) != AP_OK)
       return s;
     gp->n_node++;
   }
@@ -286,6 +412,9 @@ static ap_status build_model(writer *w, Onnx__ModelProto *m, Onnx__GraphProto *g
   for (int v = 0; ir < 4 && v < g->n_values; v++)
     if (is_initializer(w, v) && !g->values[v].is_graph_input)
       ir = 4;
+  /* The multi-device annotations came with IR version 11. */
+  if (g->devconf && ir < 11)
+    ir = 11;
   m->has_ir_version = 1;
   m->ir_version = ir;
   if (!(m->producer_name = copy_str(w, "accpar")) ||
@@ -317,7 +446,10 @@ static ap_status build_model(writer *w, Onnx__ModelProto *m, Onnx__GraphProto *g
     }
   }
   m->graph = gp;
-  return build_graph(w, gp);
+  ap_status s = build_graph(w, gp);
+  if (s == AP_OK && g->devconf)
+    s = model_devconf(w, m);
+  return s;
 }
 
 ap_status ap_write_onnx(const ap_graph *g, const char *path, ap_diag *diag) {

@@ -209,6 +209,39 @@ typedef struct ap_node {
   int n_types;         /* levels planned; 0 for weightless or unplanned nodes */
 } ap_node;
 
+/* ONNX IR version 11's multi-device annotations of one tensor a node reads
+ * or writes (ShardingSpecProto): one entry of device per shard, the shards
+ * in row-major order over dims; an entry < 0 is the key of a group of
+ * devices holding copies of that shard. */
+typedef struct ap_shard_dim {
+  int64_t axis, dim_value, num_shards; /* axis split evenly into num_shards */
+} ap_shard_dim;
+
+typedef struct ap_shard_group {
+  int64_t key;        /* < 0, as written in device */
+  int n;
+  int64_t *devices;
+} ap_shard_group;
+
+typedef struct ap_shard_spec {
+  const char *tensor;
+  int n_device, n_groups, n_dims;
+  int64_t *device;
+  ap_shard_group *groups;
+  ap_shard_dim *dims;
+} ap_shard_spec;
+
+/* A device configuration (DeviceConfigurationProto) and every node's
+ * sharding specs under it (NodeDeviceConfigurationProto), written by
+ * ap_write_onnx. */
+typedef struct ap_devconf {
+  const char *name;
+  int n_devices;
+  const char **devices;  /* a name per device index */
+  int *n_specs;          /* [n_nodes] */
+  ap_shard_spec **specs; /* [n_nodes]: the node's inputs' and outputs' specs */
+} ap_devconf;
+
 typedef struct ap_opset {
   const char *domain; /* "" or "ai.onnx" for the default domain */
   int64_t version;
@@ -238,6 +271,7 @@ struct ap_graph {
   int *name_index;         /* open-addressing hash: value name -> id + 1 */
   int name_index_cap;
   void *plan;              /* the partition pass's plan (passes/passes.h), or NULL */
+  ap_devconf *devconf;     /* the plan as ONNX sharding annotations, or NULL */
 };
 
 ap_graph *ap_graph_new(const char *path);

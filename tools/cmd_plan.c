@@ -33,7 +33,9 @@ static const char export_usage[] =
     "usage: accparc export MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
     "                                 [--cost time|paper] [--mem-limit BYTES] -o ANNOTATED.onnx\n"
     "  writes the model as planned (bound and folded) with the plan's JSON, as\n"
-    "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan'\n";
+    "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan',\n"
+    "  and in ONNX's own form (IR version 11: ModelProto.configuration and every\n"
+    "  node's device_configurations) wherever its shares are even\n";
 
 typedef struct plan_args {
   const char *model, *devices, *format;
@@ -269,6 +271,24 @@ int cmd_export(int argc, char **argv) {
     st = ap_graph_set_metadata(g, "accpar.plan", json);
   if (st == AP_OK)
     st = ap_graph_set_metadata(g, "accpar.version", ap_version());
+  /* The same plan in ONNX's own form, for what it can express. */
+  int n_skipped = 0;
+  const char **skipped = NULL;
+  if (st == AP_OK)
+    st = ap_plan_annotate_sharding(g, &n_skipped, &skipped, &d);
+  char *skipped_list = NULL;
+  if (st == AP_OK && n_skipped > 0) {
+    size_t list_len = 0;
+    FILE *lm = open_memstream(&skipped_list, &list_len);
+    if (!lm)
+      st = AP_ERR_NOMEM;
+    for (int i = 0; lm && i < n_skipped; i++)
+      fprintf(lm, "%s%s", i ? "," : "", skipped[i]);
+    if (lm)
+      fclose(lm);
+    if (st == AP_OK)
+      st = ap_graph_set_metadata(g, "accpar.sharding_unexpressed", skipped_list);
+  }
   /* The writer goes through a temporary file and a rename, so a failure
    * leaves no half-written model behind. */
   if (st == AP_OK)
@@ -277,7 +297,14 @@ int cmd_export(int argc, char **argv) {
     if (d.status == AP_OK)
       d.status = st;
     rc = cli_fail(&d);
+  } else if (n_skipped > 0) {
+    fprintf(stderr,
+            "%s: %d of %d nodes have uneven shares ONNX's sharding annotations cannot express; "
+            "metadata_props 'accpar.sharding_unexpressed' lists them, 'accpar.plan' has their "
+            "plan\n",
+            a.output, n_skipped, ap_graph_num_nodes(g));
   }
+  free(skipped_list);
   free(json);
   ap_graph_free(g);
   return rc;

@@ -105,6 +105,20 @@ double ap_plan_device_mem(const ap_graph *g, int dev);
  * -1 without a plan or when dev is out of range. */
 double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
 
+/* The plan in ONNX's standard multi-device form (IR version 11): attaches to
+ * g a device configuration ("accpar", one device name per device, "kind:N")
+ * and, for every node, the sharding of each input it reads and output it
+ * computes on the devices (the boxes of the partitioned program); a type II
+ * layer's output as it stands once its partial sums are resolved.
+ * ap_write_onnx then writes them as ModelProto.configuration and
+ * NodeProto.device_configurations, with IR version 11. ONNX shards an axis
+ * evenly, so a node some tensor of which is split unevenly (a mixed
+ * array's ratios) or in boxes that do not form a grid gets no annotation:
+ * its name is listed in *unexpressed (*n_unexpressed of them, in g's
+ * arena). Needs ap_partition first. */
+ap_status ap_plan_annotate_sharding(ap_graph *g, int *n_unexpressed,
+                                    const char ***unexpressed, ap_diag *d);
+
 /* Output: the table (one row per layer, one column per level) or JSON. */
 ap_status ap_plan_print_table(const ap_graph *g, FILE *out);
 ap_status ap_plan_print_json(const ap_graph *g, FILE *out);

@@ -10,7 +10,8 @@
 // initializer, in graph order; every output is written as
 // OUTPUT_DIR/output_N.pb (created if missing), named after the output, and
 // any output_N.pb left there by an earlier run with more outputs is removed.
-// --check loads both packages and onnx.proto and prints their versions.
+// --check loads the packages (and read_sharding.mjs's onnx-buf) and onnx.proto
+// and prints their versions.
 // Errors: one line on stderr, exit 1 (2 for a usage error).
 
 const fs = require('fs');
@@ -56,7 +57,15 @@ async function check() {
   const ort = loadOrt();
   tensorProto();
   const pbVersion = require('protobufjs/package.json').version;
-  console.log(`onnxruntime-node ${ort.env.versions.node}, protobufjs ${pbVersion}, node ${process.versions.node}, ${PROTO_PATH}`);
+  // read_sharding.mjs's decoder of the newer ONNX schema.
+  let bufVersion;
+  try {
+    await import('onnx-buf');
+    bufVersion = require('onnx-buf/package.json').version;
+  } catch (e) {
+    throw new OracleError(`onnx-buf does not load (${oneLine(e.message)}): run scripts/setup-ort.sh`);
+  }
+  console.log(`onnxruntime-node ${ort.env.versions.node}, protobufjs ${pbVersion}, onnx-buf ${bufVersion}, node ${process.versions.node}, ${PROTO_PATH}`);
 }
 
 async function run(modelPath, inDir, outDir) {

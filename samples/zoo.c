@@ -30,6 +30,8 @@ static const struct model {
     {"vgg13", zoo_vgg13, "VGG configuration B, 3x224x224"},
     {"vgg16", zoo_vgg16, "VGG configuration D, 3x224x224"},
     {"vgg19", zoo_vgg19, "VGG configuration E, 3x224x224"},
+    {"alexnet_paper", zoo_alexnet_paper, "AlexNet as the published AccPar program declares it"},
+    {"vgg11_paper", zoo_vgg11_paper, "VGG-11 as the published AccPar program declares it"},
     {"resnet18", zoo_resnet18, "ResNet-18, basic blocks, 3x224x224"},
     {"resnet34", zoo_resnet34, "ResNet-34, basic blocks, 3x224x224"},
     {"resnet50", zoo_resnet50, "ResNet-50, bottlenecks, 3x224x224"},

@@ -132,6 +132,8 @@ void zoo_vgg11(zoo *z);
 void zoo_vgg13(zoo *z);
 void zoo_vgg16(zoo *z);
 void zoo_vgg19(zoo *z);
+void zoo_alexnet_paper(zoo *z);
+void zoo_vgg11_paper(zoo *z);
 void zoo_resnet18(zoo *z);
 void zoo_resnet34(zoo *z);
 void zoo_resnet50(zoo *z);

@@ -1003,3 +1003,111 @@ Test(plan, gpt2_small_plans_as_megatron_lm, .timeout = 300) {
   remove(path);
   remove(dir);
 }
+
+/* ---- the published AccPar program's tables ---- */
+
+/* What the published program (github.com/linghaosong/AccPar at 51515db,
+ * built outside this repository: `make && ./accpar networks/Alexnet.txt -1`,
+ * and Vgg11.txt; batch 512 and 7 binary levels are fixed in its main.cpp)
+ * prints for dp ("DATA PAR"), owt ("THE TRICK"), hypar and accpar: each
+ * layer's type per level, 1 = I, 2 = II, 3 = III, transcribed from its
+ * output. `elements` is the sum over levels of its dynamic program's
+ * minimum (com_cost, which the program computes but does not print; read
+ * with a print statement added to a copy); 0 where it runs no search. The
+ * models are accpar-zoo's alexnet_paper and vgg11_paper, declared as it
+ * declares them (docs/partition.md, "The published program's tables"). */
+typedef struct published_table {
+  const char *model;
+  ap_strategy strategy;
+  double elements;
+  const char *types[11]; /* "node:types at L0..L6" */
+} published_table;
+
+static const published_table published_tables[] = {
+    {"alexnet_paper", AP_STRATEGY_DP, 0,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111111", "conv5:1111111",
+      "fc1:1111111", "fc2:1111111", "fc3:1111111"}},
+    {"alexnet_paper", AP_STRATEGY_OWT, 0,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111111", "conv5:1111111",
+      "fc1:2222222", "fc2:2222222", "fc3:2222222"}},
+    {"alexnet_paper", AP_STRATEGY_HYPAR, 60035296,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111112", "conv5:1111122",
+      "fc1:2222212", "fc2:2221212", "fc3:2221212"}},
+    {"alexnet_paper", AP_STRATEGY_ACCPAR, 47431392,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111131", "conv5:1111122",
+      "fc1:2323232", "fc2:3232323", "fc3:2223232"}},
+    {"vgg11_paper", AP_STRATEGY_DP, 0,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111111",
+      "conv42:1111111", "conv51:1111111", "conv52:1111111", "fc1:1111111", "fc2:1111111",
+      "fc3:1111111"}},
+    {"vgg11_paper", AP_STRATEGY_OWT, 0,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111111",
+      "conv42:1111111", "conv51:1111111", "conv52:1111111", "fc1:2222222", "fc2:2222222",
+      "fc3:2222222"}},
+    {"vgg11_paper", AP_STRATEGY_HYPAR, 105286464,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111111",
+      "conv42:1111111", "conv51:1111112", "conv52:1111122", "fc1:2222221", "fc2:2221212",
+      "fc3:2221212"}},
+    {"vgg11_paper", AP_STRATEGY_ACCPAR, 93749056,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111113",
+      "conv42:1111112", "conv51:1111132", "conv52:1111223", "fc1:2223322", "fc2:3322233",
+      "fc3:2232322"}},
+};
+
+/* `--cost paper` on the two models at 128 devices, batch 512, gives every
+ * table and every searched minimum; the golden files plan_*_paper_* show
+ * the same tables through accparc, from the model files in
+ * tests/golden/models, which must be what accpar-zoo writes now. */
+Test(paper, published_program_tables_on_alexnet_and_vgg11, .timeout = 300) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  char dir[] = "/tmp/accpar_paperXXXXXX", cmd[1200], path[600];
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 0 -o %s alexnet_paper vgg11_paper >/dev/null",
+           zoo, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("tpuv3:64,tpuv2:64", &dv, &d), AP_OK, "%s", d.message);
+  for (size_t t = 0; t < sizeof published_tables / sizeof published_tables[0]; t++) {
+    const published_table *pt = &published_tables[t];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, pt->model);
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s/tests/golden/models/%s.onnx", path,
+             ACCPAR_SOURCE_DIR, pt->model);
+    cr_expect_eq(system(cmd), 0, "tests/golden/models/%s.onnx is not what accpar-zoo writes",
+                 pt->model);
+    ap_graph *g = load_planable(path, 512);
+    ap_plan_opts o = {.devices = &dv, .strategy = pt->strategy, .cost = AP_COST_PAPER};
+    cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+    const char *name = ap_strategy_name(pt->strategy);
+    int layers = 0;
+    for (int i = 0; i < 11 && pt->types[i]; i++) {
+      const char *colon = strchr(pt->types[i], ':');
+      char want[16], got[16] = "";
+      snprintf(want, sizeof want, "%s", colon + 1);
+      for (int n = 0; n < g->n_nodes; n++) {
+        const ap_node *nd = &g->nodes[n];
+        if (strncmp(nd->name, pt->types[i], (size_t)(colon - pt->types[i])) != 0 ||
+            nd->name[colon - pt->types[i]])
+          continue;
+        for (int l = 0; l < nd->n_types && l < 15; l++)
+          got[l] = (char)('0' + nd->types[l]), got[l + 1] = 0;
+      }
+      cr_expect_str_eq(got, want, "%s, %s, %.*s: types %s, published %s", pt->model, name,
+                       (int)(colon - pt->types[i]), pt->types[i], got, want);
+      layers++;
+    }
+    int planned = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+      planned += g->nodes[n].n_types > 0;
+    cr_expect_eq(planned, layers, "%s: %d layers planned, the published program has %d",
+                 pt->model, planned, layers);
+    ap_plan_summary s;
+    cr_assert(ap_plan_get(g, &s));
+    if (pt->elements > 0)
+      cr_expect_float_eq(s.paper_cost, pt->elements, 0.5, "%s, %s: %.9g elements, published %.9g",
+                         pt->model, name, s.paper_cost, pt->elements);
+    ap_graph_free(g);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(system(cmd), 0);
+}

@@ -1111,3 +1111,99 @@ Test(paper, published_program_tables_on_alexnet_and_vgg11, .timeout = 300) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_expect_eq(system(cmd), 0);
 }
+
+/* Where pooling is its own node, a type II layer's all-reduce is priced
+ * before it: the sum of max-pooled summands is not the max-pool of the sum,
+ * so the partial output is reduced at the layer's own resolution. The
+ * published program declares the pooling inside the layer and prices
+ * A(F[l+1]) after it, 4x less for a 2x2 pool (docs/partition.md). Conv
+ * 8x4x8x8 -> 2x2 max pool, two devices: each sends the whole 8x4x8x8
+ * output (8192 bytes), not the pooled 8x4x4x4 (2048). */
+Test(paper, a_type_II_all_reduce_is_priced_before_its_pooling) {
+  new_graph();
+  int64_t d[4] = {8, 4, 8, 8};
+  int c = conv(input(4, d), 4, 3, 1, 1);
+  finish_graph(gemm(flatten(maxpool(unary("Relu", c), 2, 2, 0)), 10));
+  ap_devices dv;
+  ap_diag dg = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &dg), AP_OK);
+  plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_PAPER);
+  const ap_plan *p = G->plan;
+  int cv = -1;
+  for (int v = 0; v < p->n_vertices; v++)
+    if (G->nodes[p->v[v].node].op == AP_OP_CONV)
+      cv = v;
+  cr_assert_geq(cv, 0);
+  ap_exchange x;
+  ap_plan_intra_exchange(p, G, &p->cls[0][0], cv, 1, &x);
+  double before = 8 * 4 * 8 * 8 * 4, after = 8 * 4 * 4 * 4 * 4;
+  cr_expect_eq(x.allreduce_bytes[0], before, "%g bytes, expected %g (after the pool: %g)",
+               x.allreduce_bytes[0], before, after);
+  cr_expect_eq(x.allreduce_bytes[1], before);
+  drop_graph();
+}
+
+/* A residual join is a vertex of its own. The published program instead
+ * charges the layer after the join two conversions: from the layer before
+ * the join (its inter-layer table) and from the block's input (its
+ * Com_Cost_Inter_Layer_Block), the second dropped when the predecessor's
+ * best type is I. Here the block's input s is a layer's output, a and b the
+ * block's layers, l the layer after the join, every activation 8x4x4x4
+ * floats (A = 2048 bytes), two devices at ratio 1/2: for every type of s, b
+ * and l, the join in its cheapest state costs at most the two conversions
+ * into l's input, each by the published inter-layer table (the join can
+ * take l's input layout); it costs A/2 where both summands are split by
+ * channels (type III) and l is type I (the sum is converted once, the two
+ * conversions cost A), and A/2 where s is type III and b type I, which the
+ * published program's dynamic program drops (docs/partition.md). */
+Test(paper, a_residual_join_costs_at_most_the_two_conversions) {
+  new_graph();
+  int64_t d[4] = {8, 4, 4, 4};
+  int s = unary("Relu", conv(input(4, d), 4, 3, 1, 1));
+  int b = conv(unary("Relu", conv(s, 4, 3, 1, 1)), 4, 3, 1, 1);
+  finish_graph(conv(unary("Relu", add(b, s)), 4, 3, 1, 1));
+  ap_devices dv;
+  ap_diag dg = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &dg), AP_OK);
+  plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_PAPER);
+  const ap_plan *p = G->plan;
+  cr_assert_eq(p->n_vertices, 5);
+  /* Vertices in graph order: s, a, b, the join, l. */
+  int vs = 0, vb = 2, vj = 3, vl = 4, e_b = -1, e_s = -1, e_l = -1;
+  cr_assert(p->v[vj].join && !p->v[vl].join);
+  for (int e = 0; e < p->n_edges; e++) {
+    if (p->e[e].to == vj)
+      *(p->e[e].from == vb ? &e_b : &e_s) = e;
+    if (p->e[e].from == vj && p->e[e].to == vl)
+      e_l = e;
+  }
+  cr_assert(e_b >= 0 && e_s >= 0 && e_l >= 0 && p->e[e_s].from == vs);
+  const ap_class *root = &p->cls[0][0];
+  double half[AP_MAX_CHILDREN] = {0.5, 0.5}, A = 8 * 4 * 4 * 4 * 4;
+  double inter[3][3] = {{0, A / 2, A / 2}, {A / 2, A / 2, 0}, {A / 2, 0, A / 2}};
+  double join[3][3][3]; /* [s][b][l]: the join's three edges, its cheapest state */
+  for (int ts = 0; ts < 3; ts++)
+    for (int tb = 0; tb < 3; tb++)
+      for (int tl = 0; tl < 3; tl++) {
+        double best = INFINITY;
+        for (int tj = 0; tj < 3; tj++) {
+          double sum = 0;
+          const int ends[3][3] = {{e_b, tb, tj}, {e_s, ts, tj}, {e_l, tj, tl}};
+          for (int k = 0; k < 3; k++) {
+            ap_exchange fwd, bwd;
+            ap_plan_edge_exchange(p, G, root, ends[k][0], ends[k][1], ends[k][2], half, half,
+                                  &fwd, &bwd);
+            sum += fwd.send_bytes[0] + fwd.allreduce_bytes[0] + bwd.send_bytes[0] +
+                   bwd.allreduce_bytes[0];
+          }
+          best = fmin(best, sum);
+        }
+        join[ts][tb][tl] = best;
+        double two = inter[tb][tl] + inter[ts][tl];
+        cr_expect_leq(best, two, "s %d, b %d, l %d: the join %g bytes, two conversions %g",
+                      ts + 1, tb + 1, tl + 1, best, two);
+      }
+  cr_expect_eq(join[2][2][0], A / 2, "%g", join[2][2][0]);
+  cr_expect_eq(join[2][0][0], A / 2, "%g", join[2][0][0]);
+  drop_graph();
+}

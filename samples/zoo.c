@@ -24,6 +24,8 @@ static const struct model {
   const char *what;
 } models[] = {
     {"mlp", zoo_mlp, "784-256-128-10 perceptron, input [N,784]"},
+    {"mlp16k_3", zoo_mlp16k_3, "Altsplit's MLP: 784, 3 hidden layers of 16384, 10"},
+    {"mlp16k_5", zoo_mlp16k_5, "Altsplit's MLP: 784, 5 hidden layers of 16384, 10"},
     {"lenet5", zoo_lenet5, "LeNet-5 (LeCun 1998) on 1x32x32, ReLU and average pooling"},
     {"alexnet", zoo_alexnet, "AlexNet, torchvision's single tower, 3x224x224"},
     {"vgg11", zoo_vgg11, "VGG configuration A, 3x224x224"},

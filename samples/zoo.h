@@ -126,6 +126,8 @@ void zoo_vit(zoo *z);
  *      zoo_output itself. ------------------------------------------------ */
 
 void zoo_mlp(zoo *z);
+void zoo_mlp16k_3(zoo *z);
+void zoo_mlp16k_5(zoo *z);
 void zoo_lenet5(zoo *z);
 void zoo_alexnet(zoo *z);
 void zoo_vgg11(zoo *z);

@@ -1207,3 +1207,59 @@ Test(paper, a_residual_join_costs_at_most_the_two_conversions) {
   cr_expect_eq(join[2][0][0], A / 2, "%g", join[2][0][0]);
   drop_graph();
 }
+
+/* ---- Altsplit ---- */
+
+/* Altsplit (Zhuang's thesis, github.com/zhuangsc/altsplit) splits an MLP's
+ * consecutive layers alternately by output and by input features over all
+ * processes: types III, II, III, II..., so no activation is converted
+ * between layers and only every second layer all-reduces (its output
+ * forward, its output's error backward). On its MLPs (784 inputs, 3 or 5
+ * hidden layers of 16384, 10 outputs) at batch 512 and 1024 over 640
+ * processes, `--cost paper` plans level 0 exactly so, and at every level
+ * each pair of consecutive 16384x16384 layers takes II and III, one each,
+ * alternating the other way round from level to level (docs/partition.md,
+ * "Altsplit"). */
+Test(paper, altsplit_mlps_alternate_ii_and_iii, .timeout = 300) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  char dir[] = "/tmp/accpar_altXXXXXX", cmd[600], path[600];
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 0 -o %s mlp16k_3 mlp16k_5 >/dev/null", zoo,
+           dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("cpu:640", &dv, &d), AP_OK, "%s", d.message);
+  static const int hidden[2] = {3, 5};
+  static const int64_t batch[2] = {512, 1024};
+  for (int m = 0; m < 2; m++)
+    for (int b = 0; b < 2; b++) {
+      snprintf(path, sizeof path, "%s/mlp16k_%d.onnx", dir, hidden[m]);
+      ap_graph *g = load_planable(path, batch[b]);
+      ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR, .cost = AP_COST_PAPER};
+      cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+      const ap_node *fc[8] = {0};
+      int n_fc = 0;
+      for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].n_types > 0 && n_fc < 8)
+          fc[n_fc++] = &g->nodes[n];
+      cr_assert_eq(n_fc, hidden[m] + 1);
+      cr_assert_eq(fc[0]->n_types, 8, "640 = 2^7 x 5: 8 levels, got %d", fc[0]->n_types);
+      for (int i = 0; i < n_fc; i++) /* level 0: III, II, III, II... as Altsplit */
+        cr_expect_eq(fc[i]->types[0], i % 2 ? 2 : 3, "mlp16k_%d, batch %lld: %s at level 0: %d",
+                     hidden[m], (long long)batch[b], fc[i]->name, fc[i]->types[0]);
+      for (int l = 0; l < fc[0]->n_types; l++)
+        for (int i = 1; i + 1 < hidden[m]; i++) {
+          int t = fc[i]->types[l], u = fc[i + 1]->types[l];
+          cr_expect((t == 2 && u == 3) || (t == 3 && u == 2),
+                    "mlp16k_%d, batch %lld, level %d: %s %d, %s %d", hidden[m],
+                    (long long)batch[b], l, fc[i]->name, t, fc[i + 1]->name, u);
+          if (l > 0)
+            cr_expect_neq(t, fc[i]->types[l - 1], "mlp16k_%d, batch %lld: %s keeps %d at level %d",
+                          hidden[m], (long long)batch[b], fc[i]->name, t, l);
+        }
+      ap_graph_free(g);
+    }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(system(cmd), 0);
+}

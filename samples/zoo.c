@@ -24,12 +24,16 @@ static const struct model {
   const char *what;
 } models[] = {
     {"mlp", zoo_mlp, "784-256-128-10 perceptron, input [N,784]"},
+    {"mlp16k_3", zoo_mlp16k_3, "Altsplit's MLP: 784, 3 hidden layers of 16384, 10"},
+    {"mlp16k_5", zoo_mlp16k_5, "Altsplit's MLP: 784, 5 hidden layers of 16384, 10"},
     {"lenet5", zoo_lenet5, "LeNet-5 (LeCun 1998) on 1x32x32, ReLU and average pooling"},
     {"alexnet", zoo_alexnet, "AlexNet, torchvision's single tower, 3x224x224"},
     {"vgg11", zoo_vgg11, "VGG configuration A, 3x224x224"},
     {"vgg13", zoo_vgg13, "VGG configuration B, 3x224x224"},
     {"vgg16", zoo_vgg16, "VGG configuration D, 3x224x224"},
     {"vgg19", zoo_vgg19, "VGG configuration E, 3x224x224"},
+    {"alexnet_paper", zoo_alexnet_paper, "AlexNet as the published AccPar program declares it"},
+    {"vgg11_paper", zoo_vgg11_paper, "VGG-11 as the published AccPar program declares it"},
     {"resnet18", zoo_resnet18, "ResNet-18, basic blocks, 3x224x224"},
     {"resnet34", zoo_resnet34, "ResNet-34, basic blocks, 3x224x224"},
     {"resnet50", zoo_resnet50, "ResNet-50, bottlenecks, 3x224x224"},

@@ -126,12 +126,16 @@ void zoo_vit(zoo *z);
  *      zoo_output itself. ------------------------------------------------ */
 
 void zoo_mlp(zoo *z);
+void zoo_mlp16k_3(zoo *z);
+void zoo_mlp16k_5(zoo *z);
 void zoo_lenet5(zoo *z);
 void zoo_alexnet(zoo *z);
 void zoo_vgg11(zoo *z);
 void zoo_vgg13(zoo *z);
 void zoo_vgg16(zoo *z);
 void zoo_vgg19(zoo *z);
+void zoo_alexnet_paper(zoo *z);
+void zoo_vgg11_paper(zoo *z);
 void zoo_resnet18(zoo *z);
 void zoo_resnet34(zoo *z);
 void zoo_resnet50(zoo *z);

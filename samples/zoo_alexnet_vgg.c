@@ -70,3 +70,49 @@ void zoo_vgg11(zoo *z) { vgg(z, (const int[]){1, 1, 2, 2, 2}); } /* configuratio
 void zoo_vgg13(zoo *z) { vgg(z, (const int[]){2, 2, 2, 2, 2}); } /* configuration B */
 void zoo_vgg16(zoo *z) { vgg(z, (const int[]){2, 2, 3, 3, 3}); } /* configuration D */
 void zoo_vgg19(zoo *z) { vgg(z, (const int[]){2, 2, 4, 4, 4}); } /* configuration E */
+
+/* AlexNet and VGG-11 as the published AccPar program declares them
+ * (github.com/linghaosong/AccPar, networks/Alexnet.txt and Vgg11.txt): a
+ * convolution's output is measured after its pooling, so the pooling folds
+ * into the convolution's stride and no pooling node is left; AlexNet has
+ * Krizhevsky's 96-256-384-384-256 channels and no pooling after conv1.
+ * These are models of the planner's input, not of the trained networks:
+ * `accparc plan --cost paper` on them gives the published program's tables
+ * (tests/golden/plan_*_paper_*, docs/partition.md). */
+typedef struct paper_conv {
+  const char *name;
+  int out, k, s, p; /* stride and padding give the declared output map */
+} paper_conv;
+
+static void paper_net(zoo *z, const paper_conv *convs, int n) {
+  zt x = imagenet_input(z);
+  for (int i = 0; i < n; i++) {
+    x = zoo_conv(z, convs[i].name, x, convs[i].out, convs[i].k, convs[i].s, convs[i].p, true);
+    x = zoo_relu(z, zoo_name(z, "%s.relu", convs[i].name), x);
+  }
+  x = zoo_flatten(z, "flatten", x);
+  x = zoo_relu(z, "fc1.relu", zoo_gemm(z, "fc1", x, 4096, ZOO_RELU_GAIN));
+  x = zoo_relu(z, "fc2.relu", zoo_gemm(z, "fc2", x, 4096, ZOO_RELU_GAIN));
+  z->out_name = "output";
+  zoo_output(z, zoo_gemm(z, "fc3", x, 1000, ZOO_LINEAR_GAIN));
+}
+
+/* 224 -> 55 -> 27 -> 13 -> 13 -> 6, as declared; 256x6x6 = 9216 into fc1. */
+void zoo_alexnet_paper(zoo *z) {
+  static const paper_conv convs[] = {
+      {"conv1", 96, 11, 4, 2}, {"conv2", 256, 5, 2, 1}, {"conv3", 384, 3, 2, 0},
+      {"conv4", 384, 3, 1, 1}, {"conv5", 256, 3, 2, 0},
+  };
+  paper_net(z, convs, 5);
+}
+
+/* Configuration A: 224 -> 112 -> 56 -> 56 -> 28 -> 28 -> 14 -> 14 -> 7, as
+ * declared; 512x7x7 = 25088 into fc1. */
+void zoo_vgg11_paper(zoo *z) {
+  static const paper_conv convs[] = {
+      {"conv1", 64, 3, 2, 1},   {"conv2", 128, 3, 2, 1},  {"conv31", 256, 3, 1, 1},
+      {"conv32", 256, 3, 2, 1}, {"conv41", 512, 3, 1, 1}, {"conv42", 512, 3, 2, 1},
+      {"conv51", 512, 3, 1, 1}, {"conv52", 512, 3, 2, 1},
+  };
+  paper_net(z, convs, 8);
+}

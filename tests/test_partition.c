@@ -1003,3 +1003,263 @@ Test(plan, gpt2_small_plans_as_megatron_lm, .timeout = 300) {
   remove(path);
   remove(dir);
 }
+
+/* ---- the published AccPar program's tables ---- */
+
+/* What the published program (github.com/linghaosong/AccPar at 51515db,
+ * built outside this repository: `make && ./accpar networks/Alexnet.txt -1`,
+ * and Vgg11.txt; batch 512 and 7 binary levels are fixed in its main.cpp)
+ * prints for dp ("DATA PAR"), owt ("THE TRICK"), hypar and accpar: each
+ * layer's type per level, 1 = I, 2 = II, 3 = III, transcribed from its
+ * output. `elements` is the sum over levels of its dynamic program's
+ * minimum (com_cost, which the program computes but does not print; read
+ * with a print statement added to a copy); 0 where it runs no search. The
+ * models are accpar-zoo's alexnet_paper and vgg11_paper, declared as it
+ * declares them (docs/partition.md, "The published program's tables"). */
+typedef struct published_table {
+  const char *model;
+  ap_strategy strategy;
+  double elements;
+  const char *types[11]; /* "node:types at L0..L6" */
+} published_table;
+
+static const published_table published_tables[] = {
+    {"alexnet_paper", AP_STRATEGY_DP, 0,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111111", "conv5:1111111",
+      "fc1:1111111", "fc2:1111111", "fc3:1111111"}},
+    {"alexnet_paper", AP_STRATEGY_OWT, 0,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111111", "conv5:1111111",
+      "fc1:2222222", "fc2:2222222", "fc3:2222222"}},
+    {"alexnet_paper", AP_STRATEGY_HYPAR, 60035296,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111112", "conv5:1111122",
+      "fc1:2222212", "fc2:2221212", "fc3:2221212"}},
+    {"alexnet_paper", AP_STRATEGY_ACCPAR, 47431392,
+     {"conv1:1111111", "conv2:1111111", "conv3:1111111", "conv4:1111131", "conv5:1111122",
+      "fc1:2323232", "fc2:3232323", "fc3:2223232"}},
+    {"vgg11_paper", AP_STRATEGY_DP, 0,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111111",
+      "conv42:1111111", "conv51:1111111", "conv52:1111111", "fc1:1111111", "fc2:1111111",
+      "fc3:1111111"}},
+    {"vgg11_paper", AP_STRATEGY_OWT, 0,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111111",
+      "conv42:1111111", "conv51:1111111", "conv52:1111111", "fc1:2222222", "fc2:2222222",
+      "fc3:2222222"}},
+    {"vgg11_paper", AP_STRATEGY_HYPAR, 105286464,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111111",
+      "conv42:1111111", "conv51:1111112", "conv52:1111122", "fc1:2222221", "fc2:2221212",
+      "fc3:2221212"}},
+    {"vgg11_paper", AP_STRATEGY_ACCPAR, 93749056,
+     {"conv1:1111111", "conv2:1111111", "conv31:1111111", "conv32:1111111", "conv41:1111113",
+      "conv42:1111112", "conv51:1111132", "conv52:1111223", "fc1:2223322", "fc2:3322233",
+      "fc3:2232322"}},
+};
+
+/* `--cost paper` on the two models at 128 devices, batch 512, gives every
+ * table and every searched minimum; the golden files plan_*_paper_* show
+ * the same tables through accparc, from the model files in
+ * tests/golden/models, which must be what accpar-zoo writes now. */
+Test(paper, published_program_tables_on_alexnet_and_vgg11, .timeout = 300) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  char dir[] = "/tmp/accpar_paperXXXXXX", cmd[1200], path[600];
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 0 -o %s alexnet_paper vgg11_paper >/dev/null",
+           zoo, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("tpuv3:64,tpuv2:64", &dv, &d), AP_OK, "%s", d.message);
+  for (size_t t = 0; t < sizeof published_tables / sizeof published_tables[0]; t++) {
+    const published_table *pt = &published_tables[t];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, pt->model);
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s/tests/golden/models/%s.onnx", path,
+             ACCPAR_SOURCE_DIR, pt->model);
+    cr_expect_eq(system(cmd), 0, "tests/golden/models/%s.onnx is not what accpar-zoo writes",
+                 pt->model);
+    ap_graph *g = load_planable(path, 512);
+    ap_plan_opts o = {.devices = &dv, .strategy = pt->strategy, .cost = AP_COST_PAPER};
+    cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+    const char *name = ap_strategy_name(pt->strategy);
+    int layers = 0;
+    for (int i = 0; i < 11 && pt->types[i]; i++) {
+      const char *colon = strchr(pt->types[i], ':');
+      char want[16], got[16] = "";
+      snprintf(want, sizeof want, "%s", colon + 1);
+      for (int n = 0; n < g->n_nodes; n++) {
+        const ap_node *nd = &g->nodes[n];
+        if (strncmp(nd->name, pt->types[i], (size_t)(colon - pt->types[i])) != 0 ||
+            nd->name[colon - pt->types[i]])
+          continue;
+        for (int l = 0; l < nd->n_types && l < 15; l++)
+          got[l] = (char)('0' + nd->types[l]), got[l + 1] = 0;
+      }
+      cr_expect_str_eq(got, want, "%s, %s, %.*s: types %s, published %s", pt->model, name,
+                       (int)(colon - pt->types[i]), pt->types[i], got, want);
+      layers++;
+    }
+    int planned = 0;
+    for (int n = 0; n < g->n_nodes; n++)
+      planned += g->nodes[n].n_types > 0;
+    cr_expect_eq(planned, layers, "%s: %d layers planned, the published program has %d",
+                 pt->model, planned, layers);
+    ap_plan_summary s;
+    cr_assert(ap_plan_get(g, &s));
+    if (pt->elements > 0)
+      cr_expect_float_eq(s.paper_cost, pt->elements, 0.5, "%s, %s: %.9g elements, published %.9g",
+                         pt->model, name, s.paper_cost, pt->elements);
+    ap_graph_free(g);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+/* Where pooling is its own node, a type II layer's all-reduce is priced
+ * before it: the sum of max-pooled summands is not the max-pool of the sum,
+ * so the partial output is reduced at the layer's own resolution. The
+ * published program declares the pooling inside the layer and prices
+ * A(F[l+1]) after it, 4x less for a 2x2 pool (docs/partition.md). Conv
+ * 8x4x8x8 -> 2x2 max pool, two devices: each sends the whole 8x4x8x8
+ * output (8192 bytes), not the pooled 8x4x4x4 (2048). */
+Test(paper, a_type_II_all_reduce_is_priced_before_its_pooling) {
+  new_graph();
+  int64_t d[4] = {8, 4, 8, 8};
+  int c = conv(input(4, d), 4, 3, 1, 1);
+  finish_graph(gemm(flatten(maxpool(unary("Relu", c), 2, 2, 0)), 10));
+  ap_devices dv;
+  ap_diag dg = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &dg), AP_OK);
+  plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_PAPER);
+  const ap_plan *p = G->plan;
+  int cv = -1;
+  for (int v = 0; v < p->n_vertices; v++)
+    if (G->nodes[p->v[v].node].op == AP_OP_CONV)
+      cv = v;
+  cr_assert_geq(cv, 0);
+  ap_exchange x;
+  ap_plan_intra_exchange(p, G, &p->cls[0][0], cv, 1, &x);
+  double before = 8 * 4 * 8 * 8 * 4, after = 8 * 4 * 4 * 4 * 4;
+  cr_expect_eq(x.allreduce_bytes[0], before, "%g bytes, expected %g (after the pool: %g)",
+               x.allreduce_bytes[0], before, after);
+  cr_expect_eq(x.allreduce_bytes[1], before);
+  drop_graph();
+}
+
+/* A residual join is a vertex of its own. The published program instead
+ * charges the layer after the join two conversions: from the layer before
+ * the join (its inter-layer table) and from the block's input (its
+ * Com_Cost_Inter_Layer_Block), the second dropped when the predecessor's
+ * best type is I. Here the block's input s is a layer's output, a and b the
+ * block's layers, l the layer after the join, every activation 8x4x4x4
+ * floats (A = 2048 bytes), two devices at ratio 1/2: for every type of s, b
+ * and l, the join in its cheapest state costs at most the two conversions
+ * into l's input, each by the published inter-layer table (the join can
+ * take l's input layout); it costs A/2 where both summands are split by
+ * channels (type III) and l is type I (the sum is converted once, the two
+ * conversions cost A), and A/2 where s is type III and b type I, which the
+ * published program's dynamic program drops (docs/partition.md). */
+Test(paper, a_residual_join_costs_at_most_the_two_conversions) {
+  new_graph();
+  int64_t d[4] = {8, 4, 4, 4};
+  int s = unary("Relu", conv(input(4, d), 4, 3, 1, 1));
+  int b = conv(unary("Relu", conv(s, 4, 3, 1, 1)), 4, 3, 1, 1);
+  finish_graph(conv(unary("Relu", add(b, s)), 4, 3, 1, 1));
+  ap_devices dv;
+  ap_diag dg = {0};
+  cr_assert_eq(ap_devices_parse("cpu:2", &dv, &dg), AP_OK);
+  plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_PAPER);
+  const ap_plan *p = G->plan;
+  cr_assert_eq(p->n_vertices, 5);
+  /* Vertices in graph order: s, a, b, the join, l. */
+  int vs = 0, vb = 2, vj = 3, vl = 4, e_b = -1, e_s = -1, e_l = -1;
+  cr_assert(p->v[vj].join && !p->v[vl].join);
+  for (int e = 0; e < p->n_edges; e++) {
+    if (p->e[e].to == vj)
+      *(p->e[e].from == vb ? &e_b : &e_s) = e;
+    if (p->e[e].from == vj && p->e[e].to == vl)
+      e_l = e;
+  }
+  cr_assert(e_b >= 0 && e_s >= 0 && e_l >= 0 && p->e[e_s].from == vs);
+  const ap_class *root = &p->cls[0][0];
+  double half[AP_MAX_CHILDREN] = {0.5, 0.5}, A = 8 * 4 * 4 * 4 * 4;
+  double inter[3][3] = {{0, A / 2, A / 2}, {A / 2, A / 2, 0}, {A / 2, 0, A / 2}};
+  double join[3][3][3]; /* [s][b][l]: the join's three edges, its cheapest state */
+  for (int ts = 0; ts < 3; ts++)
+    for (int tb = 0; tb < 3; tb++)
+      for (int tl = 0; tl < 3; tl++) {
+        double best = INFINITY;
+        for (int tj = 0; tj < 3; tj++) {
+          double sum = 0;
+          const int ends[3][3] = {{e_b, tb, tj}, {e_s, ts, tj}, {e_l, tj, tl}};
+          for (int k = 0; k < 3; k++) {
+            ap_exchange fwd, bwd;
+            ap_plan_edge_exchange(p, G, root, ends[k][0], ends[k][1], ends[k][2], half, half,
+                                  &fwd, &bwd);
+            sum += fwd.send_bytes[0] + fwd.allreduce_bytes[0] + bwd.send_bytes[0] +
+                   bwd.allreduce_bytes[0];
+          }
+          best = fmin(best, sum);
+        }
+        join[ts][tb][tl] = best;
+        double two = inter[tb][tl] + inter[ts][tl];
+        cr_expect_leq(best, two, "s %d, b %d, l %d: the join %g bytes, two conversions %g",
+                      ts + 1, tb + 1, tl + 1, best, two);
+      }
+  cr_expect_eq(join[2][2][0], A / 2, "%g", join[2][2][0]);
+  cr_expect_eq(join[2][0][0], A / 2, "%g", join[2][0][0]);
+  drop_graph();
+}
+
+/* ---- Altsplit ---- */
+
+/* Altsplit (Zhuang's thesis, github.com/zhuangsc/altsplit) splits an MLP's
+ * consecutive layers alternately by output and by input features over all
+ * processes: types III, II, III, II..., so no activation is converted
+ * between layers and only every second layer all-reduces (its output
+ * forward, its output's error backward). On its MLPs (784 inputs, 3 or 5
+ * hidden layers of 16384, 10 outputs) at batch 512 and 1024 over 640
+ * processes, `--cost paper` plans level 0 exactly so, and at every level
+ * each pair of consecutive 16384x16384 layers takes II and III, one each,
+ * alternating the other way round from level to level (docs/partition.md,
+ * "Altsplit"). */
+Test(paper, altsplit_mlps_alternate_ii_and_iii, .timeout = 300) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  char dir[] = "/tmp/accpar_altXXXXXX", cmd[600], path[600];
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 0 -o %s mlp16k_3 mlp16k_5 >/dev/null", zoo,
+           dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  ap_devices dv;
+  ap_diag d = {0};
+  cr_assert_eq(ap_devices_parse("cpu:640", &dv, &d), AP_OK, "%s", d.message);
+  static const int hidden[2] = {3, 5};
+  static const int64_t batch[2] = {512, 1024};
+  for (int m = 0; m < 2; m++)
+    for (int b = 0; b < 2; b++) {
+      snprintf(path, sizeof path, "%s/mlp16k_%d.onnx", dir, hidden[m]);
+      ap_graph *g = load_planable(path, batch[b]);
+      ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR, .cost = AP_COST_PAPER};
+      cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+      const ap_node *fc[8] = {0};
+      int n_fc = 0;
+      for (int n = 0; n < g->n_nodes; n++)
+        if (g->nodes[n].n_types > 0 && n_fc < 8)
+          fc[n_fc++] = &g->nodes[n];
+      cr_assert_eq(n_fc, hidden[m] + 1);
+      cr_assert_eq(fc[0]->n_types, 8, "640 = 2^7 x 5: 8 levels, got %d", fc[0]->n_types);
+      for (int i = 0; i < n_fc; i++) /* level 0: III, II, III, II... as Altsplit */
+        cr_expect_eq(fc[i]->types[0], i % 2 ? 2 : 3, "mlp16k_%d, batch %lld: %s at level 0: %d",
+                     hidden[m], (long long)batch[b], fc[i]->name, fc[i]->types[0]);
+      for (int l = 0; l < fc[0]->n_types; l++)
+        for (int i = 1; i + 1 < hidden[m]; i++) {
+          int t = fc[i]->types[l], u = fc[i + 1]->types[l];
+          cr_expect((t == 2 && u == 3) || (t == 3 && u == 2),
+                    "mlp16k_%d, batch %lld, level %d: %s %d, %s %d", hidden[m],
+                    (long long)batch[b], l, fc[i]->name, t, fc[i + 1]->name, u);
+          if (l > 0)
+            cr_expect_neq(t, fc[i]->types[l - 1], "mlp16k_%d, batch %lld: %s keeps %d at level %d",
+                          hidden[m], (long long)batch[b], fc[i]->name, t, l);
+        }
+      ap_graph_free(g);
+    }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_expect_eq(system(cmd), 0);
+}

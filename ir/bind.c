@@ -10,7 +10,8 @@
 /* The batch dimension is dim 0 of the first graph input that is fed at run
  * time. If that dim is symbolic, every input dim with the same symbol is the
  * batch too (a model whose inputs share "N" keeps them consistent); if it is
- * fixed, only that dim changes. */
+ * fixed, only that dim changes, and the constants the exporter wrote that
+ * batch into are rewritten (rebatch.c). */
 ap_status ap_bind_batch(ap_graph *g, int64_t batch, ap_diag *d) {
   if (batch <= 0)
     return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
@@ -34,6 +35,12 @@ ap_status ap_bind_batch(ap_graph *g, int64_t batch, ap_diag *d) {
           v->sym[k] = NULL;
         }
     }
+  }
+  /* A batch fixed at export: the constants carrying it follow. */
+  if (!sym && first->dims[0] > 0 && first->dims[0] != batch) {
+    ap_status s = ap_rebatch(g, (int)(first - g->values), batch, d);
+    if (s != AP_OK)
+      return s;
   }
   first->dims[0] = batch;
   first->sym[0] = NULL;

@@ -217,6 +217,8 @@ ap_status ap_dump_text(const ap_graph *g, FILE *out) {
   fprintf(out, "graph ");
   print_text_string(out, g->name, strlen(g->name));
   fprintf(out, " ir_version=%" PRId64 " opset=%" PRId64 "\n", g->ir_version, g->opset);
+  for (int i = 0; i < g->n_rebatched; i++)
+    fprintf(out, "rebatched %s\n", g->rebatched[i]);
   for (int i = 0; i < g->n_inputs; i++) {
     const ap_value *v = &g->values[g->inputs[i]];
     if (v->kind != AP_VAL_INPUT)

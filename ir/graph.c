@@ -25,6 +25,48 @@ void ap_graph_free(ap_graph *g) {
     ap_arena_free(g->arena);
 }
 
+ap_graph *ap_graph_clone(const ap_graph *g) {
+  ap_graph *c = ap_graph_new(g->path);
+  if (!c)
+    return NULL;
+  c->name = g->name;
+  c->ir_version = g->ir_version;
+  c->producer_name = g->producer_name;
+  c->producer_version = g->producer_version;
+  c->opset = g->opset;
+  c->opsets = g->opsets;
+  c->n_opsets = g->n_opsets;
+  for (int v = 0; v < g->n_values; v++) {
+    if (ap_graph_add_value(c, g->values[v].name, g->values[v].kind) != v)
+      goto fail;
+    const char *name = c->values[v].name;
+    c->values[v] = g->values[v];
+    c->values[v].name = name;
+    c->values[v].is_graph_input = c->values[v].is_graph_output = false;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ap_node *n = &g->nodes[i];
+    if (ap_graph_add_node(c, n->name, n->domain, n->op_type, n->n_in, n->n_out, n->n_attr) != i)
+      goto fail;
+    ap_node *m = &c->nodes[i];
+    memcpy(m->in, n->in, (size_t)n->n_in * sizeof *m->in);
+    memcpy(m->out, n->out, (size_t)n->n_out * sizeof *m->out);
+    memcpy(m->attr, n->attr, (size_t)n->n_attr * sizeof *m->attr);
+    m->op = n->op;
+    m->dead = n->dead;
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!ap_graph_add_input(c, g->inputs[i]))
+      goto fail;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (!ap_graph_add_output(c, g->outputs[i]))
+      goto fail;
+  return c;
+fail:
+  ap_graph_free(c);
+  return NULL;
+}
+
 static uint64_t hash_name(const char *s) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (; *s; s++)

@@ -272,9 +272,16 @@ struct ap_graph {
   int name_index_cap;
   void *plan;              /* the partition pass's plan (passes/passes.h), or NULL */
   ap_devconf *devconf;     /* the plan as ONNX sharding annotations, or NULL */
+  const char **rebatched;  /* constants re-batching rewrote: "NAME[i]: B -> N (node...)" */
+  int n_rebatched, cap_rebatched;
 };
 
 ap_graph *ap_graph_new(const char *path);
+/* A copy of g's values, nodes, inputs and outputs in an arena of its own
+ * (no plan, no metadata) that passes can run on without touching g. Constant
+ * data and attribute contents stay g's: the copy must be freed first. NULL
+ * when out of memory. */
+ap_graph *ap_graph_clone(const ap_graph *g);
 /* The value named name, or -1. */
 int ap_graph_find(const ap_graph *g, const char *name);
 /* Adds a value named name (copied); -1 if out of memory. The caller checks
@@ -414,6 +421,10 @@ ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
 
 /* ---- bind.c ------------------------------------------------------------- */
 /* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */
+/* rebatch.c: rewrites the literal shapes that carry the fixed batch of
+ * graph input `input` (dim 0) so the model computes at batch `batch`;
+ * ap_bind_batch then binds the input itself. */
+ap_status ap_rebatch(ap_graph *g, int input, int64_t batch, ap_diag *d);
 
 /* ---- dump.c ------------------------------------------------------------- */
 /* ap_dump_text and ap_dump_json: see accpar.h. */

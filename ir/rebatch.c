@@ -1,0 +1,174 @@
+/* Re-batching a model exported at a fixed batch B to batch N.
+ *
+ * Exporters write the batch they traced with into constants: a flatten is a
+ * Reshape to [1, 9216], a channel shuffle a Reshape to [1, 4, 28, 56, 56],
+ * a broadcast an Expand to [B, ...]. Binding the input's dim 0 to N leaves
+ * those constants at B and the model no longer type-checks (or, with a -1
+ * elsewhere in the shape, silently folds the batch into the features).
+ *
+ * The batch is followed through the graph, not matched by value: a copy of
+ * the model is run through the pipeline at batch B, the batch axis is
+ * carried from the input's dim 0 node by node through each operator's axis
+ * rule (ir/axes.c), and where a Reshape or Expand reads a literal shape (an
+ * initializer or a Constant node's value) the entry that carries the batch
+ * is the one whose place in the row-major layout is the batch's: for a
+ * Reshape of x (batch axis a) to s, the entry p with s[p] = B, the product
+ * of s before p equal to the product of x's dims before a and the product
+ * after p equal to that after a (a -1 elsewhere absorbs the rest). Those
+ * entries become N in the model itself; shapes computed from Shape follow
+ * the new batch by themselves. Two candidate entries (leading 1s) are
+ * ambiguous and refused in one line naming the node. Every rewrite is
+ * listed in g->rebatched, which the dumps print. */
+#include <string.h>
+
+#include "ir/ir.h"
+
+/* The int64 data of literal v of g (an initializer, or a Constant node's
+ * value attribute), or NULL for a value computed by nodes. */
+static ap_tensor *literal(ap_graph *g, int v, ap_tensor *scratch) {
+  if (v < 0)
+    return NULL;
+  ap_value *val = &g->values[v];
+  if (val->kind == AP_VAL_WEIGHT || val->kind == AP_VAL_CONST) {
+    *scratch = ap_value_tensor(val);
+    return scratch;
+  }
+  ap_node *p = val->producer >= 0 ? &g->nodes[val->producer] : NULL;
+  if (!p || p->op != AP_OP_CONSTANT)
+    return NULL;
+  for (int i = 0; i < p->n_attr; i++)
+    if (strcmp(p->attr[i].name, "value") == 0 && p->attr[i].type == AP_ATTR_TENSOR)
+      return p->attr[i].t;
+  return NULL;
+}
+
+static int64_t prod(const int64_t *d, int from, int to) {
+  int64_t x = 1;
+  for (int i = from; i < to; i++)
+    x *= d[i];
+  return x;
+}
+
+/* Rewrites entry p of g's literal named name, read as a shape by node
+ * (name and op), to batch; false when it is not a literal of g. The data
+ * is copied first: it may be shared. */
+static ap_status rewrite(ap_graph *g, const char *name, int p, int64_t from, int64_t batch,
+                         const ap_node *n, bool *done, ap_diag *d) {
+  ap_tensor scratch, *t = literal(g, ap_graph_find(g, name), &scratch);
+  *done = false;
+  if (!t)
+    return AP_OK;
+  if (t->dtype != AP_DT_INT64 || p >= t->numel)
+    return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                    "cannot re-batch: the shape '%s' is not an int64 vector", name);
+  if (((const int64_t *)t->data)[p] == batch)
+    return AP_OK; /* a literal several nodes read, rewritten for an earlier one */
+  int64_t *data = ap_arena_array(g->arena, (size_t)t->numel, sizeof *data);
+  char *note = ap_arena_printf(g->arena, "%s[%d]: %lld -> %lld (node '%s', %s)", name, p,
+                               (long long)from, (long long)batch, n->name, n->op_type);
+  if (!data || !note ||
+      !ap_arena_grow(g->arena, (void **)&g->rebatched, &g->cap_rebatched, g->n_rebatched + 1,
+                     sizeof *g->rebatched))
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  memcpy(data, t->data, (size_t)t->numel * sizeof *data);
+  data[p] = batch;
+  if (t == &scratch)
+    g->values[ap_graph_find(g, name)].data = data;
+  else
+    t->data = data;
+  g->rebatched[g->n_rebatched++] = note;
+  *done = true;
+  return AP_OK;
+}
+
+/* The entry of Reshape shape s (n entries) that carries the batch of x
+ * (batch axis a), or -1 when none does; -2 when two could. */
+static int reshape_batch_entry(const ap_value *x, int a, const int64_t *s, int n) {
+  int64_t before = prod(x->dims, 0, a), after = prod(x->dims, a + 1, x->rank);
+  int found = -1;
+  for (int p = 0; p < n; p++) {
+    if (s[p] != x->dims[a])
+      continue;
+    /* 0 copies x's dim at that place; -1 takes whatever is left. */
+    int64_t pre = 1, post = 1;
+    bool pre_free = false, post_free = false;
+    for (int i = 0; i < n; i++) {
+      int64_t e = s[i] == 0 && i < x->rank ? x->dims[i] : s[i];
+      if (i == p)
+        continue;
+      if (e == -1)
+        *(i < p ? &pre_free : &post_free) = true;
+      else
+        *(i < p ? &pre : &post) *= e;
+    }
+    bool ok = (pre_free ? before % pre == 0 : pre == before) &&
+              (post_free ? after % post == 0 : post == after) && !(pre_free && post_free);
+    if (ok)
+      found = found == -1 ? p : -2;
+  }
+  return found;
+}
+
+ap_status ap_rebatch(ap_graph *g, int input, int64_t batch, ap_diag *d) {
+  int64_t from = g->values[input].dims[0];
+  ap_graph *c = ap_graph_clone(g);
+  if (!c)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  int *axis = ap_arena_array(c->arena, (size_t)c->n_values + 1, sizeof *axis);
+  ap_status st = axis ? ap_run_pipeline(c, NULL, d)
+                      : ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  /* The pipeline adds values (folded constants, unfused parts): the map
+   * covers them too. */
+  if (st == AP_OK && !(axis = ap_arena_array(c->arena, (size_t)c->n_values + 1, sizeof *axis)))
+    st = ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; st == AP_OK && v < c->n_values; v++)
+    axis[v] = -1;
+  if (st == AP_OK)
+    axis[ap_graph_find(c, g->values[input].name)] = 0;
+
+  for (int i = 0; st == AP_OK && i < c->n_nodes; i++) {
+    const ap_node *n = &c->nodes[i];
+    if (n->dead || n->n_out < 1 || n->out[0] < 0 || n->n_in < 1)
+      continue;
+    int x = n->in[0], y = n->out[0];
+    const ap_value *xv = x >= 0 ? &c->values[x] : NULL;
+    if ((n->op == AP_OP_RESHAPE || n->op == AP_OP_EXPAND) && xv && axis[x] >= 0) {
+      int sv = n->n_in > 1 ? n->in[1] : -1;
+      const ap_value *shape = sv >= 0 ? &c->values[sv] : NULL;
+      if (!shape || !shape->data || shape->rank != 1 || shape->dtype != AP_DT_INT64)
+        continue;
+      const int64_t *s = shape->data;
+      int ns = (int)shape->dims[0], p;
+      if (n->op == AP_OP_RESHAPE) {
+        p = reshape_batch_entry(xv, axis[x], s, ns);
+        if (p == -2)
+          st = ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                        "cannot re-batch: two entries of the shape could carry the batch "
+                        "(%lld) of its input; export the model with a symbolic batch",
+                        (long long)from);
+      } else {
+        /* Expand aligns the shape to the right of the output. */
+        int out_axis = axis[x] + c->values[y].rank - xv->rank;
+        p = out_axis - (c->values[y].rank - ns);
+        p = p >= 0 && p < ns && s[p] == from && from != 1 ? p : -1;
+      }
+      if (st != AP_OK)
+        break;
+      bool done;
+      if (p >= 0 && from != batch)
+        st = rewrite(g, shape->name, p, from, batch, n, &done, d);
+      if (n->op == AP_OP_RESHAPE)
+        axis[y] = p >= 0 ? p : -1;
+      else
+        axis[y] = axis[x] + c->values[y].rank - xv->rank;
+      continue;
+    }
+    for (int slot = 0; slot < n->n_in && axis[y] < 0; slot++) {
+      int v = n->in[slot];
+      if (v >= 0 && axis[v] >= 0 && ap_axes_data_slot(n, slot))
+        axis[y] = ap_axes_in_to_out(c, n, slot, axis[v]);
+    }
+  }
+  ap_graph_free(c);
+  return st;
+}

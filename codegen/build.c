@@ -36,8 +36,9 @@ ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d) {
   bool any = false;
   for (int v = 0; v < g->n_values; v++)
     any |= fed[v] && needed[v];
-  if (!any) /* nothing to bind: DIR need not even hold inputs */
-    return AP_OK;
+  /* The inputs fed at run time get the files' shapes. */
+  if (!any)
+    return ap_bind_input_dims_dir(g, dir, d);
   ap_status s = ap_bind_inputs_dir(g, dir, d);
   if (s != AP_OK)
     return s;

@@ -1,6 +1,8 @@
 /* Binding graph inputs before the passes run: a batch size for the batch
  * dimension, or concrete tensors (ONNX test data) turned into constants. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -69,10 +71,96 @@ static ap_status check_bound_shape(ap_graph *g, const char *file, const ap_value
   return AP_OK;
 }
 
+/* Sets dim k of fed input v to size, and every input dim sharing its
+ * symbol. */
+static void bind_input_dim(ap_graph *g, ap_value *v, int k, int64_t size) {
+  const char *sym = v->sym[k];
+  for (int i = 0; sym && i < g->n_inputs; i++) {
+    ap_value *u = &g->values[g->inputs[i]];
+    for (int j = 0; u->kind == AP_VAL_INPUT && j < u->rank; j++)
+      if (u->sym[j] && strcmp(u->sym[j], sym) == 0) {
+        u->dims[j] = size;
+        u->sym[j] = NULL;
+      }
+  }
+  v->dims[k] = size;
+  v->sym[k] = NULL;
+}
+
+ap_status ap_bind_dim(ap_graph *g, const char *name, int64_t size, ap_diag *d) {
+  if (size < 1)
+    return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
+                    "--dim %s: the size must be a positive integer, got %lld", name,
+                    (long long)size);
+  for (int i = 0; i < g->n_inputs; i++) {
+    ap_value *v = &g->values[g->inputs[i]];
+    for (int k = 0; v->kind == AP_VAL_INPUT && k < v->rank; k++)
+      if (v->sym[k] && strcmp(v->sym[k], name) == 0) {
+        bind_input_dim(g, v, k, size);
+        return AP_OK;
+      }
+  }
+  return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
+                  "--dim %s: no input of the model has a dimension named '%s'", name, name);
+}
+
+/* Appends to buf at *len, as much as fits. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  *len += w < 0 ? 0 : (size_t)w < cap - *len ? (size_t)w : cap - 1 - *len;
+}
+
+ap_status ap_check_input_dims(const ap_graph *g, ap_diag *d) {
+  enum { MAX_LISTED = 64 };
+  struct unbound {
+    const char *sym, *input;
+    int k;
+    bool done;
+  } dims[MAX_LISTED];
+  int n = 0;
+  for (int i = 0; i < g->n_inputs; i++) {
+    const ap_value *v = &g->values[g->inputs[i]];
+    for (int k = 0; v->kind == AP_VAL_INPUT && k < v->rank && n < MAX_LISTED; k++)
+      if (v->dims[k] < 0)
+        dims[n++] = (struct unbound){v->sym[k], v->name, k, false};
+  }
+  if (n == 0)
+    return AP_OK;
+  /* One entry per symbol (each unnamed dim its own), with the dims carrying it. */
+  char list[AP_DIAG_MAX / 2];
+  size_t len = 0;
+  int entries = 0;
+  list[0] = 0;
+  for (int i = 0; i < n; i++) {
+    if (dims[i].done)
+      continue;
+    put(list, sizeof list, &len, "%s'%s' (", entries++ ? ", " : "",
+        dims[i].sym ? dims[i].sym : "unnamed");
+    for (int j = i, c = 0; j < n; j++)
+      if (j == i || (dims[i].sym && dims[j].sym && strcmp(dims[i].sym, dims[j].sym) == 0)) {
+        put(list, sizeof list, &len, "%s%s[%d]", c++ ? ", " : "", dims[j].input, dims[j].k);
+        dims[j].done = true;
+      }
+    put(list, sizeof list, &len, ")");
+  }
+  return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
+                  "input dimensions not bound: %s; bind them with --dim NAME=VALUE, --batch N "
+                  "or --inputs DIR",
+                  list);
+}
+
+typedef ap_status (*bind_fn)(ap_graph *g, const char *path, ap_value *v, const ap_tensor *t,
+                             ap_diag *d);
+
 /* DIR/input_N.pb binds the N-th graph input that has no initializer (the
  * convention of ONNX's test data), unless the tensor carries the name of an
- * input, which then wins. */
-ap_status ap_bind_inputs_dir(ap_graph *g, const char *dir, ap_diag *d) {
+ * input, which then wins: fn(v, the file's tensor) for each. */
+static ap_status each_input_file(ap_graph *g, const char *dir, bind_fn fn, ap_diag *d) {
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return ap_error(d, AP_ERR_IO, dir, NULL, NULL, "not a readable directory");
@@ -105,9 +193,36 @@ ap_status ap_bind_inputs_dir(ap_graph *g, const char *dir, ap_diag *d) {
                         "the model has only %d graph inputs without initializers", fed);
       v = fed_ids[n];
     }
-    if ((s = check_bound_shape(g, path, &g->values[v], &t, d)) != AP_OK)
+    if ((s = check_bound_shape(g, path, &g->values[v], &t, d)) != AP_OK ||
+        (s = fn(g, path, &g->values[v], &t, d)) != AP_OK)
       return s;
-    if (!ap_value_set_constant(g, v, &t))
-      return ap_error(d, AP_ERR_NOMEM, path, NULL, NULL, "out of memory");
   }
+}
+
+static ap_status bind_constant(ap_graph *g, const char *path, ap_value *v, const ap_tensor *t,
+                               ap_diag *d) {
+  if (!ap_value_set_constant(g, (int)(v - g->values), t))
+    return ap_error(d, AP_ERR_NOMEM, path, NULL, NULL, "out of memory");
+  return AP_OK;
+}
+
+ap_status ap_bind_inputs_dir(ap_graph *g, const char *dir, ap_diag *d) {
+  return each_input_file(g, dir, bind_constant, d);
+}
+
+static ap_status bind_dims(ap_graph *g, const char *path, ap_value *v, const ap_tensor *t,
+                           ap_diag *d) {
+  if (v->rank < 0) {
+    v->rank = t->rank;
+    for (int k = 0; k < t->rank; k++)
+      v->dims[k] = -1;
+  }
+  for (int k = 0; k < v->rank; k++)
+    if (v->dims[k] < 0)
+      bind_input_dim(g, v, k, t->dims[k]);
+  return AP_OK;
+}
+
+ap_status ap_bind_input_dims_dir(ap_graph *g, const char *dir, ap_diag *d) {
+  return each_input_file(g, dir, bind_dims, d);
 }

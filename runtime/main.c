@@ -366,6 +366,12 @@ static aprt_status load_inputs(const aprt_program *prog, const aprt_args *a,
         return APRT_ERR_NOMEM;
       }
       aprt_status s = aprt_tensor_read_expect(path, spec->dtype, spec->ndim, spec->dims, t, err);
+      if (s == APRT_ERR_MISMATCH) {
+        char why[APRT_ERR_MAX];
+        snprintf(why, sizeof why, "%s", err->msg);
+        aprt_errorf(err, "input '%s', the shape the program was compiled for: %s", spec->name,
+                    why);
+      }
       if (!s && spec->dtype == APRT_INT64 && spec->classes > 0) {
         const int64_t *v = t->data;
         for (int64_t k = 0; k < aprt_tensor_volume(t); k++)

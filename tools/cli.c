@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools/commands.h"
 
@@ -52,4 +53,32 @@ int cli_emit(FILE *out, ap_status (*fn)(void *ctx, FILE *stream), void *ctx, ap_
     return cli_fail(d);
   }
   return fflush(out) == 0 ? 0 : 1;
+}
+
+int cli_parse_dim(const char *cmd, const char *text, cli_dims *dims) {
+  const char *eq = strchr(text, '=');
+  if (!eq || eq == text)
+    return cli_usage_error(cmd, "--dim expects NAME=VALUE, got '%s'", text);
+  if (dims->n == CLI_MAX_DIMS)
+    return cli_usage_error(cmd, "at most %d --dim options", CLI_MAX_DIMS);
+  int64_t size;
+  if (cli_parse_int64(cmd, "--dim", eq + 1, &size))
+    return 2;
+  if (size < 1)
+    return cli_usage_error(cmd, "--dim %s: the size must be at least 1", text);
+  char *name = strndup(text, (size_t)(eq - text));
+  if (!name)
+    return cli_usage_error(cmd, "out of memory");
+  dims->name[dims->n] = name; /* lives as long as the command */
+  dims->size[dims->n++] = size;
+  return 0;
+}
+
+ap_status cli_bind_dims(ap_graph *g, const cli_dims *dims, ap_diag *d) {
+  for (int i = 0; i < dims->n; i++) {
+    ap_status s = ap_bind_dim(g, dims->name[i], dims->size[i], d);
+    if (s != AP_OK)
+      return s;
+  }
+  return AP_OK;
 }

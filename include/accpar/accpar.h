@@ -52,6 +52,16 @@ void ap_graph_free(ap_graph *g);
 /* Binding inputs before the passes run. */
 ap_status ap_bind_batch(ap_graph *g, int64_t batch, ap_diag *diag);
 ap_status ap_bind_inputs_dir(ap_graph *g, const char *dir, ap_diag *diag);
+/* Binds the symbolic input dimension named name (dim_param) to size, on
+ * every fed input that carries it; a name no input carries is refused. */
+ap_status ap_bind_dim(ap_graph *g, const char *name, int64_t size, ap_diag *diag);
+/* Binds the dimensions of the fed inputs from DIR/input_N.pb (numbered as
+ * ap_bind_inputs_dir), each dim and every dim sharing its symbol, and
+ * leaves the inputs fed at run time. */
+ap_status ap_bind_input_dims_dir(ap_graph *g, const char *dir, ap_diag *diag);
+/* AP_OK when every dimension of every fed input is known; else one error
+ * naming each unbound dimension (by symbol) and the inputs carrying it. */
+ap_status ap_check_input_dims(const ap_graph *g, ap_diag *diag);
 
 /* The pass pipeline: verify, infer shapes, fold constants, verify again.
  * dump_after names a pass whose result is printed to dump_to (or NULL). */

@@ -1,17 +1,27 @@
-/* Re-batching models exported at batch 1 (ir/rebatch.c): the nine light
- * architectures of ONNX's tests carry their batch of 1 in constant Reshape
- * shapes. Bound to another batch, they plan with every strategy, and their
- * programs at batch 4 (one device and a mixed array) return ONNX's expected
- * batch-1 output for each of four copies of the light input. */
+/* Binding what a model leaves open (ir/bind.c, ir/rebatch.c).
+ *
+ * Symbolic dimensions: a model with two (batch_size, samples) compiles
+ * with --inputs binding every dim from the files, or with --dim, and its
+ * programs equal ONNX Runtime on one device and a mixed array; a program fed
+ * another shape refuses naming the input.
+ *
+ * Re-batching models exported at batch 1: the nine light architectures of
+ * ONNX's tests carry their batch of 1 in constant Reshape shapes. Bound to
+ * another batch, they plan with every strategy, and their programs at batch
+ * 4 (one device and a mixed array) return ONNX's expected batch-1 output for
+ * each of four copies of the light input. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 
 #include "accpar/accpar.h"
 #include "ir/ir.h"
+#include "ort_compare.h"
 #include "test_util.h"
 
+#define TWO_DIMS ACCPAR_SOURCE_DIR "/tests/golden/models/two_dims.onnx"
+
 #define LIGHT ACCPAR_SHARED_DIR "/onnx-tests/light"
-#define WORK ACCPAR_BINARY_DIR "/tests/rebatch"
+#define WORK ACCPAR_BINARY_DIR "/tests/bind"
 
 /* Under the sanitizers, a representative few. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -237,4 +247,58 @@ Test(rebatch, batch_4_programs_repeat_the_batch_1_outputs, .init = make_work, .t
   for (int j = 0; j < k; j++)
     free(cmds[j]);
   cr_assert_eq(failed, 0, "%d batch-4 checks failed", failed);
+}
+
+/* x: float32[batch_size, samples] -> Relu -> ReduceMean over samples. */
+static void two_dims_input(const char *dir, int64_t n, int64_t samples) {
+  ap_tensor t = {.dtype = AP_DT_FLOAT, .rank = 2, .dims = {n, samples}, .numel = n * samples};
+  float *data = malloc((size_t)t.numel * sizeof *data);
+  cr_assert(data);
+  for (int64_t i = 0; i < t.numel; i++)
+    data[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+  t.data = data;
+  mkdir(dir, 0777);
+  char path[4096];
+  ap_diag d = {0};
+  fmt(path, sizeof path, "%s/input_0.pb", dir);
+  cr_assert_eq(ap_write_tensor_pb(path, &t, "x", &d), AP_OK, "%s", d.message);
+  free(data);
+}
+
+Test(dims, every_dim_bound_from_the_inputs_or_by_name, .init = make_work, .timeout = 300) {
+  char msg[2048];
+  cr_assert(ort_ready(msg, sizeof msg), "%s", msg);
+  two_dims_input(WORK "/dims-in", 3, 1600);
+  cr_assert(ort_run(TWO_DIMS, WORK "/dims-in", WORK "/dims-ort", msg, sizeof msg), "%s", msg);
+  static const char *const arrays[] = {"cpu:1", "tpuv3:1,tpuv2:2"};
+  static const char *const binds[] = {"--inputs '" WORK "/dims-in'",
+                                      "--dim batch_size=3 --dim samples=1600"};
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 2; b++) {
+      char cmd[8192], why[4096] = "";
+      fmt(cmd, sizeof cmd,
+          "d='%s/dims-%d-%d' && rm -rf \"$d\" && mkdir -p \"$d/out\" && "
+          "'%s' compile '%s' --devices %s %s -o \"$d/prog\" > \"$d.log\" 2>&1 && "
+          "\"$d/prog/model\" --inputs '%s/dims-in' --outputs \"$d/out\" >> \"$d.log\" 2>&1",
+          WORK, a, b, ACCPARC, TWO_DIMS, arrays[a], binds[b], WORK);
+      cr_assert_eq(system(cmd), 0, "%s", cmd);
+      fmt(cmd, sizeof cmd, "%s/dims-%d-%d/out", WORK, a, b);
+      cr_expect(outputs_match(WORK "/dims-ort", cmd, 1e-5, 1e-6, why, sizeof why),
+                "%s with %s: %s", arrays[a], binds[b], why);
+    }
+  /* Compiled for [3, 1600], fed [2, 1600]: one line naming the input. */
+  two_dims_input(WORK "/dims-other", 2, 1600);
+  char cmd[8192];
+  fmt(cmd, sizeof cmd, "'%s/dims-0-1/prog/model' --inputs '%s/dims-other' 2> '%s/dims.err'",
+      WORK, WORK, WORK);
+  int st = system(cmd);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) != 0, "a differently shaped input was accepted");
+  FILE *f = fopen(WORK "/dims.err", "r");
+  cr_assert(f);
+  char line[4096] = "", extra[16];
+  cr_assert(fgets(line, sizeof line, f));
+  cr_expect(!fgets(extra, sizeof extra, f), "more than one line on stderr");
+  fclose(f);
+  cr_expect(strstr(line, "input 'x'") && strstr(line, "[3,1600]") && strstr(line, "[2,1600]"),
+            "%s", line);
 }

@@ -1,0 +1,1 @@
+dump @SHARED@/onnx-tests/light/light_bvlc_alexnet.onnx --batch 4

@@ -329,6 +329,36 @@ static int parse_args(int argc, char **argv, const char *name, aprt_args *a) {
 
 /* ---- inputs and outputs ----------------------------------------------------------- */
 
+/* mkdir -p dir: every missing folder of the path is created (by any rank:
+ * one that exists already is fine); an error names the first that cannot. */
+static aprt_status make_dirs(const char *dir, aprt_error *err) {
+  char *path = strdup(dir);
+  if (!path) {
+    aprt_errorf(err, "out of memory");
+    return APRT_ERR_NOMEM;
+  }
+  aprt_status s = APRT_OK;
+  struct stat st;
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != 0)
+      continue;
+    char end = *p;
+    *p = 0;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+      aprt_errorf(err, "--outputs %s: cannot create %s: %s", dir, path, strerror(errno));
+      s = APRT_ERR_IO;
+    } else if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      aprt_errorf(err, "--outputs %s: %s is not a directory", dir, path);
+      s = APRT_ERR_IO;
+    }
+    *p = end;
+    if (s || !end)
+      break;
+  }
+  free(path);
+  return s;
+}
+
 static char *path_join(const char *dir, const char *stem, int index) {
   size_t len = strlen(dir) + strlen(stem) + 32;
   char *p = malloc(len);
@@ -473,13 +503,9 @@ static int run_program(const aprt_program *prog, aprt_run_ctx *ctx, const char *
     aprt_errorf(&err, "out of memory");
     s = APRT_ERR_NOMEM;
   }
-  struct stat st;
-  /* Checked before the run, so a long training run is not lost to a typo. */
-  if (!s && ctx->args.outputs_dir &&
-      (stat(ctx->args.outputs_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
-    aprt_errorf(&err, "--outputs %s: not an existing directory", ctx->args.outputs_dir);
-    s = APRT_ERR_USAGE;
-  }
+  /* Made before the run, so a long training run is not lost to a typo. */
+  if (!s && ctx->args.outputs_dir)
+    s = make_dirs(ctx->args.outputs_dir, &err);
   if (!s)
     s = load_inputs(prog, &ctx->args, ctx->inputs, &err);
   if (!s)

@@ -38,20 +38,6 @@ static const char usage_text[] =
     "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
     "ACCPAR_KERNELS_DIR override where the runtime and the kernels are found.\n";
 
-/* Where the runtime and the kernels are: the environment, else what the build
- * configured, else the layout of the build and source trees (accparc in
- * BUILD/tools, the runtime archive in BUILD/runtime, sources beside this
- * file). */
-#ifndef ACCPAR_RT_LIB
-#define ACCPAR_RT_LIB ""
-#endif
-#ifndef ACCPAR_RT_INCLUDE_DIR
-#define ACCPAR_RT_INCLUDE_DIR ""
-#endif
-#ifndef ACCPAR_KERNELS_DIR
-#define ACCPAR_KERNELS_DIR ""
-#endif
-
 /* Libraries the runtime archive needs. A sanitized build (ACCPAR_SANITIZE)
  * sanitizes the runtime too, so its programs must link the sanitizers. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -68,31 +54,6 @@ static const char usage_text[] =
 #define ACCPAR_RT_LINK_FLAGS "-lprotobuf-c -lpthread -lm"
 #endif
 #endif
-
-static char *source_root(void) {
-  char *root = strdup(__FILE__); /* .../tools/cmd_compile.c */
-  for (int up = 0; root && up < 2; up++) {
-    char *slash = strrchr(root, '/');
-    if (!slash) {
-      free(root);
-      return strdup(".");
-    }
-    *slash = 0;
-  }
-  return root;
-}
-
-static const char *locate(const char *env, const char *configured, char *buf, size_t cap,
-                          const char *fallback) {
-  const char *v = getenv(env);
-  if (v && *v)
-    return v;
-  if (*configured)
-    return configured;
-  if (snprintf(buf, cap, "%s", fallback) >= (int)cap)
-    return fallback; /* too long to copy; the build then names it */
-  return buf;
-}
 
 static const char *base_name(const char *path, char *buf, size_t cap) {
   const char *slash = strrchr(path, '/');
@@ -187,23 +148,13 @@ int cmd_compile(int argc, char **argv) {
       ap_codegen_c(g, &opts, &d) != AP_OK) {
     rc = cli_fail(&d);
   } else if (build) {
-    char *root = source_root();
-    char exe[PATH_MAX], rt_lib[PATH_MAX + 64], rt_inc[PATH_MAX], kdir[PATH_MAX];
-    char *exe_real = realpath("/proc/self/exe", NULL);
-    snprintf(exe, sizeof exe, "%s", exe_real ? exe_real : ".");
-    free(exe_real);
-    char *slash = strrchr(exe, '/');
-    if (slash)
-      *slash = 0; /* BUILD/tools */
-    char fallback[PATH_MAX + 64];
-    snprintf(fallback, sizeof fallback, "%s/../runtime/libaccpar_rt.a", exe);
-    ap_build_opts b = {.outdir = outdir};
-    b.rt_lib = locate("ACCPAR_RT_LIB", ACCPAR_RT_LIB, rt_lib, sizeof rt_lib, fallback);
-    snprintf(fallback, sizeof fallback, "%s/runtime", root ? root : ".");
-    b.rt_include = locate("ACCPAR_RT_INCLUDE", ACCPAR_RT_INCLUDE_DIR, rt_inc, sizeof rt_inc,
-                          fallback);
-    snprintf(fallback, sizeof fallback, "%s/codegen/kernels", root ? root : ".");
-    b.kernels_dir = locate("ACCPAR_KERNELS_DIR", ACCPAR_KERNELS_DIR, kdir, sizeof kdir, fallback);
+    cli_runtime_paths rt;
+    if (cli_runtime_paths_find(&rt, &d) != AP_OK) {
+      ap_graph_free(g);
+      return cli_fail(&d);
+    }
+    ap_build_opts b = {.outdir = outdir, .rt_lib = rt.rt_lib, .rt_include = rt.rt_include,
+                       .kernels_dir = rt.kernels_dir};
     b.extra_libs = ACCPAR_RT_LINK_FLAGS;
     b.n_devices = devs.n_devices;
     if (ap_codegen_build(&b, &d) != AP_OK ||
@@ -215,7 +166,6 @@ int cmd_compile(int argc, char **argv) {
         remove(exe_path);
       rc = cli_fail(&d);
     }
-    free(root);
   }
   ap_graph_free(g);
   return rc;

@@ -22,6 +22,20 @@ int cmd_compile(int argc, char **argv);
 ap_status cli_verify(int argc, char **argv, const ap_graph *g, const char *model,
                      const char *outdir, int ndev, bool train, ap_diag *d);
 
+/* Where compiled programs find the runtime and the kernels
+ * (tools/runtime_paths.c): beside an installed accparc, else in the build
+ * tree it was built in; the environment overrides either. */
+enum { CLI_PATH_MAX = 4096 };
+typedef struct cli_runtime_paths {
+  char rt_lib[CLI_PATH_MAX];      /* libaccpar_rt.a: the threads transport */
+  char rt_mpi_lib[CLI_PATH_MAX];  /* libaccpar_rt_mpi.a (threads and MPI); "" when not built */
+  char rt_include[CLI_PATH_MAX];  /* the folder of accpar_rt.h */
+  char kernels_dir[CLI_PATH_MAX]; /* the folder of kernels.h, gemm.c, conv.c */
+  const char *mpi_link_flags;     /* what libaccpar_rt_mpi.a needs besides the threads' libraries */
+  bool installed;                 /* found beside an installed accparc */
+} cli_runtime_paths;
+ap_status cli_runtime_paths_find(cli_runtime_paths *p, ap_diag *d);
+
 /* Shared by the subcommands (tools/cli.c). */
 int cli_fail(const ap_diag *d);                         /* prints the diag; returns 1 or 2 */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -40,15 +40,15 @@ typedef struct ap_devices {
 
 /* The figures of a preset ("tpuv2", "tpuv3", "eyeriss", "cpu"), count 0;
  * false if name is not a preset. */
-bool ap_device_preset(const char *name, ap_device_kind *out);
+AP_API bool ap_device_preset(const char *name, ap_device_kind *out);
 /* Names of the presets, NULL-terminated. */
-const char *const *ap_device_preset_names(void);
+AP_API const char *const *ap_device_preset_names(void);
 /* Parses "kind:count[,kind:count...]" where kind is a preset or the path of
  * a device file (see docs/partition.md), or a device file alone. */
-ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
+AP_API ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
 /* Reads one device file: "key = value" lines (name, peak_flops,
  * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s; # comments). */
-ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
+AP_API ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
 
 typedef enum ap_strategy {
   AP_STRATEGY_DP,         /* type I everywhere */
@@ -72,13 +72,22 @@ typedef struct ap_plan_opts {
   long exhaustive_max;     /* assignments the exhaustive search may visit; 0: 1e6 */
 } ap_plan_opts;
 
-const char *ap_strategy_name(ap_strategy s);
-bool ap_strategy_parse(const char *name, ap_strategy *out);
+/* The strategy's name ("dp", "owt", "hypar", "accpar", "exhaustive"), and
+ * back: false if name is none of them. */
+AP_API const char *ap_strategy_name(ap_strategy s);
+AP_API bool ap_strategy_parse(const char *name, ap_strategy *out);
 
 /* The partition pass: needs a verified graph with inferred shapes. Sets
  * node->types on every layer node and attaches the plan to the graph
  * (replacing an earlier one). */
-ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d);
+AP_API ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d);
+
+/* The partition type of node n at level l (0 is the top level) once
+ * planned: 1 (I), 2 (II) or 3 (III); 0 for weightless nodes, unplanned
+ * graphs and levels out of range. ap_node_num_levels is the number of levels
+ * n was planned at (0 for weightless or unplanned nodes). */
+AP_API int ap_node_num_levels(const ap_graph *g, int n);
+AP_API int ap_node_type(const ap_graph *g, int n, int level);
 
 /* Reading the plan back (after ap_partition returned AP_OK). */
 typedef struct ap_plan_summary {
@@ -93,21 +102,24 @@ typedef struct ap_plan_summary {
   double max_mem_bytes;      /* the largest per-device footprint */
   const char *optimality;    /* "exact", or the bounded method used */
 } ap_plan_summary;
-bool ap_plan_get(const ap_graph *g, ap_plan_summary *out);
+/* Fills out with the plan of g; false if g has not been planned. */
+AP_API bool ap_plan_get(const ap_graph *g, ap_plan_summary *out);
 /* Footprint (weights, gradients, activations kept for backward) of device
- * dev, 0 <= dev < n_devices, in bytes. */
-double ap_plan_device_mem(const ap_graph *g, int dev);
+ * dev, 0 <= dev < n_devices, in bytes; 0 without a plan or when dev is out
+ * of range. */
+AP_API double ap_plan_device_mem(const ap_graph *g, int dev);
 /* Bytes device dev sends in the partitioned program of this plan: the
  * forward pass of inference (train false) or one training step (forward,
  * the errors backward through every transfer, weight-gradient all-reduces of
  * type I and input-error reductions of type III). Computed box by box from
  * the plan's layouts (passes/distribute.h), as code generation moves them;
  * -1 without a plan or when dev is out of range. */
-double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
+AP_API double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
 
-/* Output: the table (one row per layer, one column per level) or JSON. */
-ap_status ap_plan_print_table(const ap_graph *g, FILE *out);
-ap_status ap_plan_print_json(const ap_graph *g, FILE *out);
+/* Output to out: the table (one row per layer, one column per level) or
+ * JSON (what `accparc plan --format json` prints). */
+AP_API ap_status ap_plan_print_table(const ap_graph *g, FILE *out);
+AP_API ap_status ap_plan_print_json(const ap_graph *g, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -23,7 +23,8 @@ static void usage(FILE *out) {
   fprintf(out, "usage: accparc COMMAND MODEL.onnx [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\n'accparc COMMAND --help' describes a command's options.\n");
+  fprintf(out, "\n'accparc COMMAND --help' describes a command's options; "
+               "'accparc --version' prints the version.\n");
 }
 
 int main(int argc, char **argv) {

@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tools/commands.h"
 
@@ -52,4 +54,27 @@ int cli_emit(FILE *out, ap_status (*fn)(void *ctx, FILE *stream), void *ctx, ap_
     return cli_fail(d);
   }
   return fflush(out) == 0 ? 0 : 1;
+}
+
+static double monotonic_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void cli_progress_start(cli_progress *p, const char *cmd) {
+  p->cmd = cmd;
+  p->on = isatty(STDERR_FILENO);
+  p->start_s = monotonic_s();
+}
+
+void cli_phase(cli_progress *p, const char *fmt, ...) {
+  if (!p->on)
+    return;
+  fprintf(stderr, "accparc %s: [%.2f s] ", p->cmd, monotonic_s() - p->start_s);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
 }

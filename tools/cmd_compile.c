@@ -1,11 +1,12 @@
 /* accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
- *                           [--backend c|llvm] [--batch N] [--inputs DIR]
- *                           [--no-build] -o OUTDIR
+ *                           [--backend c] [--batch N] [--inputs DIR]
+ *                           [--transport threads|mpi|both] [--no-build] -o OUTDIR
  *                           [--momentum MU]
  * Loads a model, binds what the options bind, runs the pipeline, plans the
  * partition when the array has several devices, writes the C sources of the
  * program (one per device) to OUTDIR and builds OUTDIR/model with the system
- * C compiler ($CC, $CFLAGS; default cc -O3 -march=native). */
+ * C compiler ($CC, $CFLAGS; default cc -O3 -march=native), its sources in
+ * parallel. On a terminal it reports its phases on stderr. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
 #include <stdbool.h>
@@ -20,22 +21,30 @@
 
 static const char usage_text[] =
     "usage: accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]\n"
-    "                       [--backend c|llvm] [--batch N] [--inputs DIR] [--no-build]\n"
-    "                       [--verify] -o OUTDIR\n"
+    "                       [--momentum MU] [--backend c] [--batch N] [--inputs DIR]\n"
+    "                       [--transport threads|mpi|both] [--no-build] [--verify] -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
-    "  --mode M         infer (default) or train (one device so far)\n"
+    "  --mode M         infer (default) or train: forward, softmax cross-entropy against\n"
+    "                   int64 labels, backward, SGD; on one device or partitioned over\n"
+    "                   any array with any strategy\n"
     "  --momentum MU    SGD momentum of a training program (default 0: plain SGD)\n"
-    "  --backend B      c (default) or llvm\n"
+    "  --backend B      c (default; the only backend so far)\n"
     "  --batch N        bind the batch dimension\n"
     "  --inputs DIR     bind the graph inputs that fix shapes (Reshape's shape, Slice's\n"
     "                   starts...) to DIR/input_N.pb; the program checks it is fed the same\n"
+    "  --transport T    the runtime OUTDIR/model links: threads (one process), or mpi\n"
+    "                   or both (the MPI runtime, which also has threads: the program\n"
+    "                   runs either way, 'mpirun -np DEVICES OUTDIR/model --transport mpi'\n"
+    "                   or alone); default both when MPI was found, else threads\n"
     "  --no-build       write the sources only\n"
     "  --verify         run the program and the one-device program on the same seeded\n"
     "                   inputs and refuse (removing OUTDIR/model) when an output differs\n"
     "  -o OUTDIR        where the sources and OUTDIR/model go\n"
-    "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
+    "On a terminal the phases (parse, plan, generate, build) are reported on stderr.\n"
+    "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_BUILD_JOBS (sources\n"
+    "compiled at once; default: the processors); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
     "ACCPAR_KERNELS_DIR override where the runtime and the kernels are found.\n";
 
 /* Libraries the runtime archive needs. A sanitized build (ACCPAR_SANITIZE)
@@ -66,7 +75,7 @@ static const char *base_name(const char *path, char *buf, size_t cap) {
 
 int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *devices = NULL, *strategy = "accpar", *mode = "infer",
-             *backend = "c", *inputs = NULL, *outdir = NULL;
+             *backend = "c", *inputs = NULL, *outdir = NULL, *transport = NULL;
   int64_t batch = 0;
   double momentum = 0;
   bool build = true, verify = false;
@@ -98,6 +107,8 @@ int cmd_compile(int argc, char **argv) {
       inputs = argv[++i];
     } else if (strcmp(a, "-o") == 0 && has_value) {
       outdir = argv[++i];
+    } else if (strcmp(a, "--transport") == 0 && has_value) {
+      transport = argv[++i];
     } else if (strcmp(a, "--no-build") == 0) {
       build = false;
     } else if (strcmp(a, "--verify") == 0) {
@@ -128,9 +139,27 @@ int cmd_compile(int argc, char **argv) {
     return cli_usage_error("compile", "--mode must be infer or train, got '%s'", mode);
   if (strcmp(backend, "c") != 0)
     return cli_usage_error("compile", "--backend %s: only the c backend exists so far", backend);
+  if (transport && strcmp(transport, "threads") != 0 && strcmp(transport, "mpi") != 0 &&
+      strcmp(transport, "both") != 0)
+    return cli_usage_error("compile", "--transport must be threads, mpi or both, got '%s'",
+                           transport);
+  cli_runtime_paths rt;
+  ap_diag rd = {0};
+  if (build && cli_runtime_paths_find(&rt, &rd) != AP_OK)
+    return cli_fail(&rd);
+  bool with_mpi = false;
+  if (build) {
+    with_mpi = transport ? strcmp(transport, "threads") != 0 : *rt.rt_mpi_lib != 0;
+    if (with_mpi && !*rt.rt_mpi_lib)
+      return cli_usage_error("compile", "--transport %s: this accparc has no MPI runtime "
+                             "(MPI was not found when it was built)", transport);
+  }
+  cli_progress progress;
+  cli_progress_start(&progress, "compile");
 
   ap_diag d = {0};
   ap_graph *g = NULL;
+  cli_phase(&progress, "parse %s", model);
   if (ap_load_onnx(model, &g, &d) != AP_OK)
     return cli_fail(&d);
   char name[256];
@@ -144,22 +173,27 @@ int cmd_compile(int argc, char **argv) {
   if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
-      (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
-      ap_codegen_c(g, &opts, &d) != AP_OK) {
+      (devs.n_devices > 1 &&
+       (cli_phase(&progress, "plan %d devices (%s)", devs.n_devices, ap_strategy_name(strat)),
+        ap_partition(g, &popts, &d) != AP_OK)) ||
+      (cli_phase(&progress, "generate C in %s", outdir), ap_codegen_c(g, &opts, &d) != AP_OK)) {
     rc = cli_fail(&d);
   } else if (build) {
-    cli_runtime_paths rt;
-    if (cli_runtime_paths_find(&rt, &d) != AP_OK) {
-      ap_graph_free(g);
-      return cli_fail(&d);
-    }
-    ap_build_opts b = {.outdir = outdir, .rt_lib = rt.rt_lib, .rt_include = rt.rt_include,
-                       .kernels_dir = rt.kernels_dir};
-    b.extra_libs = ACCPAR_RT_LINK_FLAGS;
-    b.n_devices = devs.n_devices;
+    char libs[2 * CLI_PATH_MAX];
+    snprintf(libs, sizeof libs, "%s%s%s", ACCPAR_RT_LINK_FLAGS, with_mpi ? " " : "",
+             with_mpi ? rt.mpi_link_flags : "");
+    ap_build_opts b = {.outdir = outdir,
+                       .rt_lib = with_mpi ? rt.rt_mpi_lib : rt.rt_lib,
+                       .rt_include = rt.rt_include,
+                       .kernels_dir = rt.kernels_dir,
+                       .extra_libs = libs,
+                       .n_devices = devs.n_devices};
+    cli_phase(&progress, "build %s/model (%d sources in parallel, %s runtime)", outdir,
+              devs.n_devices > 1 ? devs.n_devices + 2 : 3, with_mpi ? "threads+MPI" : "threads");
     if (ap_codegen_build(&b, &d) != AP_OK ||
-        (verify && cli_verify(argc, argv, g, model, outdir, devs.n_devices, opts.train,
-                              &d) != AP_OK)) {
+        (verify && (cli_phase(&progress, "verify against the one-device program"),
+                    cli_verify(argc, argv, g, model, outdir, devs.n_devices, opts.train,
+                               &d) != AP_OK))) {
       char exe_path[PATH_MAX + 16];
       snprintf(exe_path, sizeof exe_path, "%s/model", outdir);
       if (verify)
@@ -168,5 +202,7 @@ int cmd_compile(int argc, char **argv) {
     }
   }
   ap_graph_free(g);
+  if (rc == 0)
+    cli_phase(&progress, "done");
   return rc;
 }

@@ -27,13 +27,18 @@ static const char plan_usage[] =
 
 static const char compare_usage[] =
     "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]\n"
-    "  plans with dp, owt, hypar and accpar and prints them side by side\n";
+    "  plans with dp, owt, hypar and accpar and prints them side by side\n"
+    "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
+    "  --batch N        bind the batch dimension\n"
+    "  --format F       table (default) or json\n";
 
 static const char export_usage[] =
     "usage: accparc export MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
     "                                 [--cost time|paper] [--mem-limit BYTES] -o ANNOTATED.onnx\n"
     "  writes the model as planned (bound and folded) with the plan's JSON, as\n"
-    "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan'\n";
+    "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan'\n"
+    "  --devices, --strategy, --batch, --cost, --mem-limit   as for 'accparc plan'\n"
+    "  -o FILE          the ONNX file to write (nothing is written on failure)\n";
 
 typedef struct plan_args {
   const char *model, *devices, *format;

@@ -36,6 +36,16 @@ typedef struct cli_runtime_paths {
 } cli_runtime_paths;
 ap_status cli_runtime_paths_find(cli_runtime_paths *p, ap_diag *d);
 
+/* A long command's phases, reported on stderr only when stderr is a
+ * terminal (scripts and tests see nothing): "accparc compile: [0.12 s] build ...". */
+typedef struct cli_progress {
+  const char *cmd;
+  bool on;        /* stderr is a terminal */
+  double start_s; /* monotonic clock at cli_progress_start */
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *cmd);
+void cli_phase(cli_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Shared by the subcommands (tools/cli.c). */
 int cli_fail(const ap_diag *d);                         /* prints the diag; returns 1 or 2 */
 int cli_usage_error(const char *cmd, const char *fmt, ...)

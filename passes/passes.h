@@ -166,6 +166,9 @@ double ap_plan_model_device_bytes(const ap_plan *p, int dev, bool train);
 /* ---- plan_print.c ------------------------------------------------------- */
 
 /* Device dev's box of vertex v's port: [lo, hi) per dimension. */
+/* Vertex v's state at a level as the plan prints it: "I", "II", "III" for a
+ * layer, "b", "f", "r" (split dim 0, dim 1, replicated) for a join. */
+const char *ap_plan_state_name(const ap_plan *p, int v, int level);
 void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
                         int64_t *lo, int64_t *hi);
 

@@ -1,5 +1,6 @@
 /* accparc plan    MODEL.onnx --devices SPEC [--strategy S] [--batch N]
- *                            [--cost time|paper] [--mem-limit BYTES] [--format table|json]
+ *                            [--cost time|paper] [--mem-limit BYTES]
+ *                            [--format table|json|dot|html]
  * accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]
  * accparc export  MODEL.onnx --devices SPEC [plan options] -o ANNOTATED.onnx
  * Load, bind, run the pipeline, partition, print (or write). */
@@ -17,13 +18,15 @@
 static const char plan_usage[] =
     "usage: accparc plan MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
     "                               [--cost time|paper] [--mem-limit BYTES]\n"
-    "                               [--format table|json]\n"
+    "                               [--format table|json|dot|html]\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension\n"
     "  --cost C         time (default): predicted seconds; paper: elements at ratio 1/2\n"
     "  --mem-limit B    bytes per device (default: each device's capacity)\n"
-    "  --format F       table (default) or json\n";
+    "  --format F       table (default), json, dot (a Graphviz graph: each layer's type\n"
+    "                   per level, each edge's bytes) or html (one self-contained page:\n"
+    "                   the table, each device's boxes, bytes and memory as bar charts)\n";
 
 static const char compare_usage[] =
     "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]\n"
@@ -104,8 +107,11 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
     return cli_usage_error(cmd, "--devices is required (try --help)");
   if (wants_output && !a->output)
     return cli_usage_error(cmd, "-o ANNOTATED.onnx is required (try --help)");
-  if (strcmp(a->format, "table") != 0 && strcmp(a->format, "json") != 0)
-    return cli_usage_error(cmd, "--format must be table or json, got '%s'", a->format);
+  bool pictures = strcmp(cmd, "plan") == 0; /* dot and html draw one plan */
+  if (strcmp(a->format, "table") != 0 && strcmp(a->format, "json") != 0 &&
+      !(pictures && (strcmp(a->format, "dot") == 0 || strcmp(a->format, "html") == 0)))
+    return cli_usage_error(cmd, "--format must be table%s or json, got '%s'",
+                           pictures ? ", dot, html" : "", a->format);
   return 0;
 }
 
@@ -127,12 +133,18 @@ static ap_status load(const plan_args *a, ap_graph **out, ap_diag *d) {
 
 typedef struct plan_job {
   ap_graph *g;
-  bool json;
+  const char *format; /* table, json, dot or html */
 } plan_job;
 
 static ap_status emit_plan(void *ctx, FILE *out) {
   plan_job *job = ctx;
-  return job->json ? ap_plan_print_json(job->g, out) : ap_plan_print_table(job->g, out);
+  if (strcmp(job->format, "json") == 0)
+    return ap_plan_print_json(job->g, out);
+  if (strcmp(job->format, "dot") == 0)
+    return ap_plan_print_dot(job->g, out);
+  if (strcmp(job->format, "html") == 0)
+    return ap_plan_print_html(job->g, out);
+  return ap_plan_print_table(job->g, out);
 }
 
 /* What plan and export share: parse, load, bind, run the pipeline and
@@ -162,7 +174,7 @@ int cmd_plan(int argc, char **argv) {
   int rc = plan_model("plan", plan_usage, false, argc, argv, &a, &dv, &g, &d);
   if (rc >= 0)
     return rc;
-  rc = cli_emit(stdout, emit_plan, &(plan_job){g, strcmp(a.format, "json") == 0}, &d);
+  rc = cli_emit(stdout, emit_plan, &(plan_job){g, a.format}, &d);
   ap_graph_free(g);
   return rc;
 }

@@ -120,6 +120,15 @@ AP_API double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
  * JSON (what `accparc plan --format json` prints). */
 AP_API ap_status ap_plan_print_table(const ap_graph *g, FILE *out);
 AP_API ap_status ap_plan_print_json(const ap_graph *g, FILE *out);
+/* The plan as a Graphviz digraph: every operator with its type at each
+ * level (joins as hexagons with their layouts, the weightless nodes that
+ * carry a layer's layout in grey), every edge with the bytes the forward
+ * pass sends for it (red when any), partial-sum reductions on their node. */
+AP_API ap_status ap_plan_print_dot(const ap_graph *g, FILE *out);
+/* The plan as one self-contained HTML page (no scripts, no network): the
+ * table, each device's boxes of the largest tensors, and bytes and memory
+ * per device as inline SVG bar charts. */
+AP_API ap_status ap_plan_print_html(const ap_graph *g, FILE *out);
 
 #ifdef __cplusplus
 }

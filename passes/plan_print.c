@@ -228,7 +228,16 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
       fprintf(out, ", \"%s\": [", p->v[v].join ? "layouts" : "types");
       for (int l = 0; l < L; l++)
         fprintf(out, "%s\"%s\"", l ? ", " : "", ap_plan_state_name(p, v, l));
-      fprintf(out, "], \"time_s\": %.9g", p->row_time_s[v]);
+      fputc(']', out);
+      /* Where a level's groups share by device count (the table's '='), so
+       * that the plan reads back exactly. */
+      bool by_count = false;
+      for (int l = 0; l < L; l++)
+        by_count |= p->state[(size_t)l * p->n_vertices + v] >= 3;
+      for (int l = 0; by_count && l < L; l++)
+        fprintf(out, "%s%s", l ? ", " : ", \"by_count\": [",
+                p->state[(size_t)l * p->n_vertices + v] >= 3 ? "true" : "false");
+      fprintf(out, "%s, \"time_s\": %.9g", by_count ? "]" : "", p->row_time_s[v]);
     } else {
       fprintf(out, ", \"carries\": ");
       json_string(out, g->nodes[p->v[v].node].name);

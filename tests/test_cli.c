@@ -205,3 +205,64 @@ Test(cli, compile_help_describes_every_option) {
   }
   free(help);
 }
+
+/* A plan read back (--plan FILE.json) is the plan that was written: the
+ * JSON of `plan --plan` equals the file, for every strategy and cost, on
+ * one- and two-level arrays, homogeneous and mixed, with joins (ResNet). */
+Test(cli, plans_read_back_exactly, .timeout = 300) {
+  const char *dir = WORK_DIR "/readback";
+  char cmd[8192];
+  fmt(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' -o '%s' lenet5 resnet_small >/dev/null",
+      dir, dir, ZOO, dir);
+  cr_assert_eq(system(cmd), 0);
+  const char *models[] = {"lenet5 --batch 1", "resnet_small --batch 8"};
+  const char *arrays[] = {"cpu:4", "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:6"};
+  const char *strategies[] = {"dp", "owt", "hypar", "accpar"};
+  const char *costs[] = {"time", "paper"};
+  int runs = 0;
+  for (size_t m = 0; m < 2; m++)
+    for (size_t a = 0; a < 3; a++)
+      for (size_t s = 0; s < 4; s++)
+        for (size_t c = 0; c < 2; c++) {
+          char model[64];
+          fmt(model, sizeof model, "%s", models[m]);
+          *strchr(model, ' ') = 0;
+          fmt(cmd, sizeof cmd,
+              "cd '%s' && '%s' plan %s.onnx %s --devices %s --strategy %s --cost %s --format json "
+              ">a.json && '%s' plan %s.onnx %s --plan a.json --format json >b.json && cmp a.json b.json",
+              dir, ACCPARC, model, strchr(models[m], ' ') + 1, arrays[a], strategies[s], costs[c],
+              ACCPARC, model, strchr(models[m], ' ') + 1);
+          cr_expect_eq(sh(cmd), 0, "%s on %s, %s, cost %s: not read back as written", model,
+                       arrays[a], strategies[s], costs[c]);
+          runs++;
+        }
+  cr_assert_eq(runs, 48);
+}
+
+/* compile --plan builds the program of the plan in the file: its measured
+ * bytes are the file's predicted bytes, device by device. */
+Test(cli, compile_builds_the_plan_of_a_file, .timeout = 300) {
+  const char *dir = WORK_DIR "/compile-plan";
+  setup(dir);
+  char cmd[8192];
+  fmt(cmd, sizeof cmd,
+      "cd '%s' && '%s' plan lenet5.onnx --devices tpuv3:1,tpuv2:2 --strategy hypar --format json "
+      ">plan.json && CFLAGS=-O1 '%s' compile lenet5.onnx --plan plan.json --transport threads -o prog "
+      "&& prog/model --inputs lenet5_data --report report.json >/dev/null",
+      dir, ACCPARC, ACCPARC);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(cmd, sizeof cmd, "%s/plan.json", dir);
+  char *plan = slurp(cmd);
+  fmt(cmd, sizeof cmd, "%s/report.json", dir);
+  char *report = slurp(cmd);
+  const char *want = strstr(plan, "\"device_forward_bytes\": ");
+  const char *got = strstr(report, "\"bytes_sent\": ");
+  cr_assert(want && got, "%s\n%s", plan, report);
+  want += strlen("\"device_forward_bytes\": ");
+  got += strlen("\"bytes_sent\": ");
+  cr_assert_eq(strncmp(want, got, (size_t)(strchr(want, ']') - want + 1)), 0,
+               "bytes sent %.*s, the plan's %.*s", (int)(strchr(got, ']') - got + 1), got,
+               (int)(strchr(want, ']') - want + 1), want);
+  free(plan);
+  free(report);
+}

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,4 +78,46 @@ void cli_phase(cli_progress *p, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
+}
+
+ap_status cli_load_plan(ap_graph *g, const char *path, const ap_devices *want,
+                        ap_devices *devices, ap_diag *d) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(d->message, sizeof d->message, "%s: cannot open: %s", path, strerror(errno));
+    d->status = AP_ERR_IO;
+    return d->status;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  int c;
+  while (mem && (c = getc(f)) != EOF)
+    putc(c, mem);
+  bool read_ok = !ferror(f);
+  fclose(f);
+  if (!mem || fclose(mem) != 0 || !read_ok) {
+    free(text);
+    snprintf(d->message, sizeof d->message, "%s: cannot read", path);
+    d->status = AP_ERR_IO;
+    return d->status;
+  }
+  ap_devices saved;
+  if (want)
+    saved = *want;
+  ap_status st = ap_partition_from_json(g, text, path, devices, d);
+  free(text);
+  if (st != AP_OK || !want)
+    return st;
+  bool same = saved.n_kinds == devices->n_kinds;
+  for (int k = 0; same && k < saved.n_kinds; k++)
+    same = strcmp(saved.kinds[k].name, devices->kinds[k].name) == 0 &&
+           saved.kinds[k].count == devices->kinds[k].count;
+  if (!same) {
+    snprintf(d->message, sizeof d->message,
+             "%s: the plan is for another device array than --devices gives", path);
+    d->status = AP_ERR_USAGE;
+    return d->status;
+  }
+  return AP_OK;
 }

@@ -1,4 +1,4 @@
-/* accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
+/* accparc compile MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--mode train|infer]
  *                           [--backend c] [--batch N] [--inputs DIR]
  *                           [--transport threads|mpi|both] [--no-build] -o OUTDIR
  *                           [--momentum MU]
@@ -20,11 +20,14 @@
 #include "tools/commands.h"
 
 static const char usage_text[] =
-    "usage: accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]\n"
+    "usage: accparc compile MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S]\n"
+    "                       [--mode train|infer]\n"
     "                       [--momentum MU] [--backend c] [--batch N] [--inputs DIR]\n"
     "                       [--transport threads|mpi|both] [--no-build] [--verify] -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
+    "  --plan FILE      the plan of FILE.json ('accparc plan --format json') instead of a\n"
+    "                   search: its devices, strategy and every layer's types, checked\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --mode M         infer (default) or train: forward, softmax cross-entropy against\n"
     "                   int64 labels, backward, SGD; on one device or partitioned over\n"
@@ -74,7 +77,7 @@ static const char *base_name(const char *path, char *buf, size_t cap) {
 }
 
 int cmd_compile(int argc, char **argv) {
-  const char *model = NULL, *devices = NULL, *strategy = "accpar", *mode = "infer",
+  const char *model = NULL, *devices = NULL, *strategy = NULL, *plan_file = NULL, *mode = "infer",
              *backend = "c", *inputs = NULL, *outdir = NULL, *transport = NULL;
   int64_t batch = 0;
   double momentum = 0;
@@ -90,6 +93,8 @@ int cmd_compile(int argc, char **argv) {
       devices = argv[++i];
     } else if (strcmp(a, "--strategy") == 0 && has_value) {
       strategy = argv[++i];
+    } else if (strcmp(a, "--plan") == 0 && has_value) {
+      plan_file = argv[++i];
     } else if (strcmp(a, "--mode") == 0 && has_value) {
       mode = argv[++i];
     } else if (strcmp(a, "--backend") == 0 && has_value) {
@@ -125,13 +130,18 @@ int cmd_compile(int argc, char **argv) {
     return cli_usage_error("compile", "no model given\n%s", usage_text);
   if (!outdir)
     return cli_usage_error("compile", "no output folder given (-o OUTDIR)");
-  if (!devices)
-    return cli_usage_error("compile", "no device array given (--devices SPEC)");
-  ap_devices devs;
+  if (!devices && !plan_file)
+    return cli_usage_error("compile", "no device array given (--devices SPEC or --plan FILE)");
+  if (plan_file && strategy)
+    return cli_usage_error("compile", "--strategy: --plan gives the plan, no search is made");
+  ap_devices devs = {0}, want;
   ap_diag dd = {0};
-  if (ap_devices_parse(devices, &devs, &dd) != AP_OK)
+  if (devices && ap_devices_parse(devices, &devs, &dd) != AP_OK)
     return cli_fail(&dd);
+  want = devs;
   ap_strategy strat;
+  if (!strategy)
+    strategy = "accpar";
   if (!ap_strategy_parse(strategy, &strat))
     return cli_usage_error("compile", "--strategy must be dp, owt, hypar, accpar or exhaustive, got '%s'",
                            strategy);
@@ -173,7 +183,9 @@ int cmd_compile(int argc, char **argv) {
   if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
-      (devs.n_devices > 1 &&
+      (plan_file && (cli_phase(&progress, "read the plan %s", plan_file),
+                     cli_load_plan(g, plan_file, devices ? &want : NULL, &devs, &d) != AP_OK)) ||
+      (!plan_file && devs.n_devices > 1 &&
        (cli_phase(&progress, "plan %d devices (%s)", devs.n_devices, ap_strategy_name(strat)),
         ap_partition(g, &popts, &d) != AP_OK)) ||
       (cli_phase(&progress, "generate C in %s", outdir), ap_codegen_c(g, &opts, &d) != AP_OK)) {

@@ -16,10 +16,13 @@
 #include "tools/commands.h"
 
 static const char plan_usage[] =
-    "usage: accparc plan MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "usage: accparc plan MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--batch N]\n"
     "                               [--cost time|paper] [--mem-limit BYTES]\n"
     "                               [--format table|json|dot|html]\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
+    "  --plan FILE      the plan of FILE.json (what --format json prints) instead of a\n"
+    "                   search: its devices, strategy and every layer's types, checked\n"
+    "                   (--devices, if given, must be the file's)\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension\n"
     "  --cost C         time (default): predicted seconds; paper: elements at ratio 1/2\n"
@@ -36,15 +39,17 @@ static const char compare_usage[] =
     "  --format F       table (default) or json\n";
 
 static const char export_usage[] =
-    "usage: accparc export MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "usage: accparc export MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--batch N]\n"
     "                                 [--cost time|paper] [--mem-limit BYTES] -o ANNOTATED.onnx\n"
     "  writes the model as planned (bound and folded) with the plan's JSON, as\n"
     "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan'\n"
-    "  --devices, --strategy, --batch, --cost, --mem-limit   as for 'accparc plan'\n"
+    "  --devices, --plan, --strategy, --batch, --cost, --mem-limit   as for 'accparc plan'\n"
     "  -o FILE          the ONNX file to write (nothing is written on failure)\n";
 
 typedef struct plan_args {
   const char *model, *devices, *format;
+  const char *plan_file;  /* --plan: a plan read back instead of searched */
+  const char *search_opt; /* the first of --strategy, --cost, --mem-limit given */
   const char *output; /* export's -o */
   ap_plan_opts opts;
   int64_t batch;
@@ -71,11 +76,15 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
         return cli_usage_error(cmd, "--batch must be at least 1");
     } else if (strcmp(s, "--format") == 0 && has_value) {
       a->format = argv[++i];
+    } else if (plan_options && strcmp(s, "--plan") == 0 && has_value) {
+      a->plan_file = argv[++i];
     } else if (plan_options && strcmp(s, "--strategy") == 0 && has_value) {
+      a->search_opt = s;
       if (!ap_strategy_parse(argv[++i], &a->opts.strategy))
         return cli_usage_error(cmd, "--strategy must be dp, owt, hypar, accpar or exhaustive, "
                                     "got '%s'", argv[i]);
     } else if (plan_options && strcmp(s, "--cost") == 0 && has_value) {
+      a->search_opt = a->search_opt ? a->search_opt : s;
       const char *c = argv[++i];
       if (strcmp(c, "time") == 0)
         a->opts.cost = AP_COST_TIME;
@@ -84,6 +93,7 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
       else
         return cli_usage_error(cmd, "--cost must be time or paper, got '%s'", c);
     } else if (plan_options && strcmp(s, "--mem-limit") == 0 && has_value) {
+      a->search_opt = a->search_opt ? a->search_opt : s;
       char *end;
       errno = 0;
       double b = strtod(argv[++i], &end);
@@ -103,8 +113,10 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
   }
   if (!a->model)
     return cli_usage_error(cmd, "no model given (try --help)");
-  if (!a->devices)
+  if (!a->devices && !a->plan_file)
     return cli_usage_error(cmd, "--devices is required (try --help)");
+  if (a->plan_file && a->search_opt)
+    return cli_usage_error(cmd, "%s: --plan gives the plan, no search is made", a->search_opt);
   if (wants_output && !a->output)
     return cli_usage_error(cmd, "-o ANNOTATED.onnx is required (try --help)");
   bool pictures = strcmp(cmd, "plan") == 0; /* dot and html draw one plan */
@@ -154,12 +166,14 @@ static int plan_model(const char *cmd, const char *usage, bool wants_output, int
   int rc = parse(cmd, usage, true, wants_output, argc, argv, a);
   if (rc)
     return rc < 0 ? 0 : rc;
-  if (ap_devices_parse(a->devices, dv, d) != AP_OK)
+  if (a->devices && ap_devices_parse(a->devices, dv, d) != AP_OK)
     return cli_fail(d);
   a->opts.devices = dv;
   if (load(a, g, d) != AP_OK)
     return cli_fail(d);
-  if (ap_partition(*g, &a->opts, d) != AP_OK) {
+  ap_status st = a->plan_file ? cli_load_plan(*g, a->plan_file, a->devices ? dv : NULL, dv, d)
+                              : ap_partition(*g, &a->opts, d);
+  if (st != AP_OK) {
     ap_graph_free(*g);
     return cli_fail(d);
   }

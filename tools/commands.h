@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "accpar/accpar.h"
+#include "accpar/plan.h"
 
 int cmd_dump(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
@@ -45,6 +46,12 @@ typedef struct cli_progress {
 } cli_progress;
 void cli_progress_start(cli_progress *p, const char *cmd);
 void cli_phase(cli_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* --plan FILE (tools/cli.c): plans g with the plan in FILE
+ * (ap_partition_from_json) into *devices; when want is not NULL (--devices
+ * was given too) the file's array must be the same kinds and counts. */
+ap_status cli_load_plan(ap_graph *g, const char *path, const ap_devices *want,
+                        ap_devices *devices, ap_diag *d);
 
 /* Shared by the subcommands (tools/cli.c). */
 int cli_fail(const ap_diag *d);                         /* prints the diag; returns 1 or 2 */

@@ -89,6 +89,19 @@ AP_API ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d);
 AP_API int ap_node_num_levels(const ap_graph *g, int n);
 AP_API int ap_node_type(const ap_graph *g, int n, int level);
 
+/* Plans g with a plan read back: json is what ap_plan_print_json wrote
+ * (`accparc plan --format json`), path names it in diagnostics. The file's
+ * devices (into *devices), strategy and cost are used; every layer's type
+ * and every join's layout at every level are the file's, the shares the
+ * cost model's ratios for them, as ap_partition chooses them. Refused in one
+ * line naming the node and the level when a layer has no type at a level or
+ * one it cannot take, and naming the node when the file's boxes do not
+ * cover each dimension of a value between the devices or differ from the
+ * boxes its types give. g needs the same pipeline (and batch) as when the
+ * plan was made. */
+AP_API ap_status ap_partition_from_json(ap_graph *g, const char *json, const char *path,
+                                        ap_devices *devices, ap_diag *d);
+
 /* Reading the plan back (after ap_partition returned AP_OK). */
 typedef struct ap_plan_summary {
   ap_strategy strategy;

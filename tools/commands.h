@@ -29,7 +29,8 @@ ap_status cli_verify(int argc, char **argv, const ap_graph *g, const char *model
 enum { CLI_PATH_MAX = 4096 };
 typedef struct cli_runtime_paths {
   char rt_lib[CLI_PATH_MAX];      /* libaccpar_rt.a: the threads transport */
-  char rt_mpi_lib[CLI_PATH_MAX];  /* libaccpar_rt_mpi.a (threads and MPI); "" when not built */
+  char rt_mpi_lib[CLI_PATH_MAX];  /* libaccpar_rt_mpi.a (threads and MPI); "" when not built;
+                                     ACCPAR_RT_LIB overrides both */
   char rt_include[CLI_PATH_MAX];  /* the folder of accpar_rt.h */
   char kernels_dir[CLI_PATH_MAX]; /* the folder of kernels.h, gemm.c, conv.c */
   const char *mpi_link_flags;     /* what libaccpar_rt_mpi.a needs besides the threads' libraries */

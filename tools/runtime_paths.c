@@ -78,7 +78,8 @@ ap_status cli_runtime_paths_find(cli_runtime_paths *p, ap_diag *d) {
     snprintf(p->kernels_dir, CLI_PATH_MAX, "%s", ACCPAR_KERNELS_DIR);
   }
   free(exe);
-  ok = ok && override(p->rt_lib, "ACCPAR_RT_LIB") &&
+  /* ACCPAR_RT_LIB names the archive to link whatever --transport says. */
+  ok = ok && override(p->rt_lib, "ACCPAR_RT_LIB") && override(p->rt_mpi_lib, "ACCPAR_RT_LIB") &&
        override(p->rt_include, "ACCPAR_RT_INCLUDE") &&
        override(p->kernels_dir, "ACCPAR_KERNELS_DIR");
   if (!ok)

@@ -5,8 +5,9 @@
  * every level, one of the three partition types of AccPar (I: split the
  * batch, II: split the input features, III: split the output features) and
  * annotates the graph with the plan. The plan's predicted step time, bytes
- * and memory are read back with the ap_plan_* calls and printed as a table
- * or as JSON. Everything lives in the graph's arena.
+ * and memory are read back with the ap_plan_* calls and printed as a table,
+ * as JSON (which ap_partition_from_json reads back), as a Graphviz graph or
+ * as an HTML page. Everything lives in the graph's arena.
  */
 #ifndef ACCPAR_PLAN_H
 #define ACCPAR_PLAN_H

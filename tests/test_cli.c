@@ -237,6 +237,14 @@ Test(cli, plans_read_back_exactly, .timeout = 300) {
           runs++;
         }
   cr_assert_eq(runs, 48);
+  /* ...and from a model accparc export wrote. */
+  fmt(cmd, sizeof cmd,
+      "cd '%s' && '%s' export resnet_small.onnx --batch 8 --devices tpuv3:2,tpuv2:6 -o planned.onnx "
+      "&& '%s' plan resnet_small.onnx --batch 8 --devices tpuv3:2,tpuv2:6 --format json >a.json "
+      "&& '%s' plan resnet_small.onnx --batch 8 --plan planned.onnx --format json >b.json "
+      "&& cmp a.json b.json",
+      dir, ACCPARC, ACCPARC, ACCPARC);
+  cr_expect_eq(sh(cmd), 0, "the plan of an exported model is not read back as written");
 }
 
 /* compile --plan builds the program of the plan in the file: its measured

@@ -80,8 +80,41 @@ void cli_phase(cli_progress *p, const char *fmt, ...) {
   fputc('\n', stderr);
 }
 
+static ap_status cli_load_plan_text(ap_graph *g, const char *text, const char *path,
+                                    const ap_devices *want, ap_devices *devices, ap_diag *d);
+
+/* The plan a model written by accparc export carries (metadata_props
+ * "accpar.plan"), copied; NULL with d filled when it has none. */
+static char *exported_plan(const char *path, ap_diag *d) {
+  ap_graph *annotated = NULL;
+  if (ap_load_onnx(path, &annotated, d) != AP_OK)
+    return NULL;
+  const char *json = ap_graph_metadata(annotated, "accpar.plan");
+  char *copy = json ? strdup(json) : NULL;
+  if (!json) {
+    snprintf(d->message, sizeof d->message,
+             "%s: no plan in its metadata_props (accparc export writes one as 'accpar.plan')",
+             path);
+    d->status = AP_ERR_INVALID;
+  } else if (!copy) {
+    snprintf(d->message, sizeof d->message, "%s: out of memory", path);
+    d->status = AP_ERR_NOMEM;
+  }
+  ap_graph_free(annotated);
+  return copy;
+}
+
 ap_status cli_load_plan(ap_graph *g, const char *path, const ap_devices *want,
                         ap_devices *devices, ap_diag *d) {
+  size_t path_len = strlen(path);
+  if (path_len > 5 && strcmp(path + path_len - 5, ".onnx") == 0) {
+    char *json = exported_plan(path, d);
+    if (!json)
+      return d->status;
+    ap_status st = cli_load_plan_text(g, json, path, want, devices, d);
+    free(json);
+    return st;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(d->message, sizeof d->message, "%s: cannot open: %s", path, strerror(errno));
@@ -102,11 +135,17 @@ ap_status cli_load_plan(ap_graph *g, const char *path, const ap_devices *want,
     d->status = AP_ERR_IO;
     return d->status;
   }
+  ap_status st = cli_load_plan_text(g, text, path, want, devices, d);
+  free(text);
+  return st;
+}
+
+static ap_status cli_load_plan_text(ap_graph *g, const char *text, const char *path,
+                                    const ap_devices *want, ap_devices *devices, ap_diag *d) {
   ap_devices saved;
   if (want)
     saved = *want;
   ap_status st = ap_partition_from_json(g, text, path, devices, d);
-  free(text);
   if (st != AP_OK || !want)
     return st;
   bool same = saved.n_kinds == devices->n_kinds;

@@ -48,8 +48,9 @@ typedef struct cli_progress {
 void cli_progress_start(cli_progress *p, const char *cmd);
 void cli_phase(cli_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* --plan FILE (tools/cli.c): plans g with the plan in FILE
- * (ap_partition_from_json) into *devices; when want is not NULL (--devices
+/* --plan FILE (tools/cli.c): plans g with the plan in FILE, a plan's JSON
+ * or a model accparc export wrote (its metadata_props 'accpar.plan'), by
+ * ap_partition_from_json into *devices; when want is not NULL (--devices
  * was given too) the file's array must be the same kinds and counts. */
 ap_status cli_load_plan(ap_graph *g, const char *path, const ap_devices *want,
                         ap_devices *devices, ap_diag *d);

@@ -211,8 +211,10 @@ ap_status ap_plan_print_html(const ap_graph *g, FILE *out) {
     fputs("</td>", out);
     for (int l = 0; l < L; l++) {
       int s = p->state[(size_t)l * p->n_vertices + v] % 3;
-      fprintf(out, "<td class=\"%s%s\">%s</td>", p->v[v].join ? "join" : "t",
-              p->v[v].join ? "" : (const char *[]){"1", "2", "3"}[s], ap_plan_state_name(p, v, l));
+      if (p->v[v].join)
+        fprintf(out, "<td class=\"join\">%s</td>", ap_plan_state_name(p, v, l));
+      else
+        fprintf(out, "<td class=\"t%d\">%s</td>", s + 1, ap_plan_state_name(p, v, l));
     }
     fprintf(out, "<td class=\"num\">%.4g</td></tr>\n", p->row_time_s[v]);
   }

@@ -25,10 +25,10 @@ for spec in lenet5:1 resnet_small:8; do
   /usr/bin/python3 "$here/check.py" dot "$base.json" "$base.dot" "$base.svg" ||
     fail "$model: the DOT does not match the plan"
   profile=$(mktemp -d)
-  chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
+  chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-background-networking \
     --no-first-run --user-data-dir="$profile" --dump-dom "file://$base.html" \
     >"$base.dom.html" 2>"$base.chromium.log" || fail "$model: chromium --dump-dom failed"
-  chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
+  chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-background-networking \
     --no-first-run --user-data-dir="$profile" --window-size=1200,1600 \
     --screenshot="$base.png" "file://$base.html" >>"$base.chromium.log" 2>&1 ||
     fail "$model: chromium --screenshot failed"

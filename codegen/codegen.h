@@ -398,7 +398,8 @@ typedef struct ap_build_opts {
 /* ---- build.c ------------------------------------------------------------ */
 
 /* Compiles OUTDIR's sources into OUTDIR/model (through OUTDIR/model.tmp and
- * a rename); the command is written to OUTDIR/build.sh. On failure the
+ * a rename): every source compiled on its own, in parallel, then linked; the
+ * commands are written to OUTDIR/build.sh. On failure the
  * compiler's messages are left in OUTDIR/build.log, which the diagnostic
  * names. */
 ap_status ap_codegen_build(const ap_build_opts *b, ap_diag *d);

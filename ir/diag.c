@@ -58,4 +58,4 @@ const char *ap_status_name(ap_status s) {
   return "?";
 }
 
-const char *ap_version(void) { return "0.1.0"; }
+const char *ap_version(void) { return ACCPAR_VERSION_STRING; }

@@ -2,6 +2,7 @@
  * index, attribute access, and the public inspection API. */
 #include <string.h>
 
+#include "accpar/plan.h"
 #include "ir/ir.h"
 
 ap_graph *ap_graph_new(const char *path) {
@@ -368,6 +369,12 @@ int ap_value_dtype(const ap_graph *g, int v) { return (int)g->values[v].dtype; }
 int ap_value_is_constant(const ap_graph *g, int v) { return g->values[v].data != NULL; }
 const char *ap_node_name(const ap_graph *g, int n) { return g->nodes[n].name; }
 const char *ap_node_op(const ap_graph *g, int n) { return g->nodes[n].op_type; }
+int ap_node_num_levels(const ap_graph *g, int n) { return g->nodes[n].n_types; }
+int ap_node_type(const ap_graph *g, int n, int level) {
+  const ap_node *node = &g->nodes[n];
+  return level >= 0 && level < node->n_types ? node->types[level] : 0;
+}
+int ap_node_is_live(const ap_graph *g, int n) { return !g->nodes[n].dead; }
 int ap_node_num_inputs(const ap_graph *g, int n) { return g->nodes[n].n_in; }
 int ap_node_num_outputs(const ap_graph *g, int n) { return g->nodes[n].n_out; }
 int ap_node_input(const ap_graph *g, int n, int i) { return g->nodes[n].in[i]; }

@@ -27,7 +27,8 @@ const char *const *ap_pass_names(int *count) {
   static const char *names[N_PASSES];
   for (int i = 0; i < N_PASSES; i++)
     names[i] = passes[i].name;
-  *count = N_PASSES;
+  if (count)
+    *count = N_PASSES;
   return names;
 }
 

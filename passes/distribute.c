@@ -349,12 +349,17 @@ static ap_status reduction(dctx *x, int v, const ap_dbox *box, int *summand, int
 }
 
 static void charge_reduction(dctx *x, const ap_dxfer *t, const ap_dbox *box, double *bytes) {
-  const ap_value *val = &x->g->values[t->value];
-  if (t->kind == AP_DX_REDUCE) {
+  ap_dxfer_charge(x->g, t, box, x->n_dev, bytes);
+}
+
+void ap_dxfer_charge(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
+                     double *bytes) {
+  const ap_value *val = &g->values[t->value];
+  if (t->kind != AP_DX_ALLREDUCE) {
     charge_pieces(t, val, bytes);
     return;
   }
-  for (int d = 0; d < x->n_dev; d++)
+  for (int d = 0; d < n_dev; d++)
     bytes[d] += (double)aprt_allreduce_bytes(t->n_summands, ap_dbox_volume(val->rank, &box[d]),
                                               NULL, t->summand[d]);
 }

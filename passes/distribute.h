@@ -109,6 +109,12 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
  * by rows and by columns), whole when no node reads it. */
 ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev);
 
+/* Adds to bytes[d] what device d sends for the forward transfer t: its
+ * pieces, or for an all-reduce of partial sums its share of summing box[d]
+ * (the node's output boxes). The same charge as fwd_bytes's. */
+void ap_dxfer_charge(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
+                     double *bytes);
+
 int64_t ap_dbox_volume(int rank, const ap_dbox *b);
 bool ap_dbox_equal(int rank, const ap_dbox *a, const ap_dbox *b);
 bool ap_dbox_whole(const ap_value *v, const ap_dbox *b);

@@ -911,10 +911,11 @@ static ap_status search_level(ap_plan *p, ap_graph *g, int level, below *b, uint
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   /* A balanced strategy may also share by device count (rule 1), where
    * that gives other shares than balancing somewhere in the level. */
-  bool two_rules = !paper && (p->opts.strategy == AP_STRATEGY_ACCPAR ||
-                              p->opts.strategy == AP_STRATEGY_EXHAUSTIVE);
+  bool two_rules = !paper && !p->fixed && (p->opts.strategy == AP_STRATEGY_ACCPAR ||
+                                            p->opts.strategy == AP_STRATEGY_EXHAUSTIVE);
   for (int v = 0; v < V; v++) {
-    lp.allowed[v] = strategy_mask(p, g, v);
+    lp.allowed[v] = p->fixed ? (uint8_t)(1u << p->fixed[(size_t)level * V + v] % 3)
+                             : strategy_mask(p, g, v);
     for (int s = 0; s < AP_SEARCH_STATES; s++)
       lp.unary[v][s] = 0;
   }
@@ -931,6 +932,11 @@ static ap_status search_level(ap_plan *p, ap_graph *g, int level, below *b, uint
           continue;
         double *r = lp.ratio[keep ? (size_t)ci * V + v : 0][s], by_count[AP_MAX_CHILDREN];
         cached_ratio(b, c, v, s, r);
+        /* A plan read back that shares by device count here. */
+        if (p->fixed && p->fixed[(size_t)level * V + v] == s + 3) {
+          cached_ratio(b, c, v, s + 3, lp.ratio[keep ? (size_t)ci * V + v : 0][s + 3]);
+          lp.allowed[v] = (uint8_t)(1u << (s + 3));
+        }
         if (!two_rules)
           continue;
         cached_ratio(b, c, v, s + 3, by_count);
@@ -1316,7 +1322,44 @@ static int overflowing(const ap_plan *p, double *cap) {
   return -1;
 }
 
+/* The states node_state gives each vertex at each level, checked. */
+static ap_status fix_states(ap_plan *p, ap_graph *g, const uint8_t *node_state, int n_levels,
+                            const char *file, ap_diag *d) {
+  static const char *const names[2][3] = {{"I", "II", "III"}, {"b", "f", "r"}};
+  int L = p->n_levels, V = p->n_vertices;
+  if (n_levels != L)
+    return ap_error(d, AP_ERR_INVALID, file, NULL, NULL,
+                    "the plan has %d levels; this device array has %d", n_levels, L);
+  uint8_t *fixed = ap_arena_array(g->arena, (size_t)L * V + 1, 1);
+  if (!fixed)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; v < V; v++) {
+    const ap_vertex *vx = &p->v[v];
+    const ap_node *n = &g->nodes[vx->node];
+    for (int l = 0; l < L; l++) {
+      int s = node_state[(size_t)l * g->n_nodes + vx->node] & 3,
+          by_count = node_state[(size_t)l * g->n_nodes + vx->node] >> 2 & 1;
+      if (s == 0)
+        return ap_error(d, AP_ERR_INVALID, file, n->name, n->op_type,
+                        "level %d has no %s", l, vx->join ? "layout (b, f or r)"
+                                                          : "type (I, II or III)");
+      if (!(vx->allowed >> (s - 1) & 1))
+        return ap_error(d, AP_ERR_INVALID, file, n->name, n->op_type,
+                        "level %d: %s %s is not possible here", l,
+                        vx->join ? "layout" : "type", names[vx->join][s - 1]);
+      fixed[(size_t)l * V + v] = (uint8_t)(s - 1 + 3 * by_count);
+    }
+  }
+  p->fixed = fixed;
+  return AP_OK;
+}
+
 ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d) {
+  return ap_partition_fixed(g, o, NULL, 0, NULL, d);
+}
+
+ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *node_state,
+                             int n_levels, const char *file, ap_diag *d) {
   if (!o || !o->devices || o->devices->n_devices < 1 || o->strategy >= AP_STRATEGY_COUNT)
     return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL, "no device array to plan for");
   ap_arena *a = g->arena;
@@ -1332,6 +1375,8 @@ ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d) {
   if (st != AP_OK)
     return st;
   p->n_levels = ap_devices_levels(&p->dev);
+  if (node_state && (st = fix_states(p, g, node_state, n_levels, file, d)) != AP_OK)
+    return st;
   /* Levels are searched one after another (AccPar's hierarchy), so a
    * level's search cannot see what the lower levels will choose. accpar
    * therefore plans as a rollout (docs/partition.md): it first makes
@@ -1341,8 +1386,8 @@ ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d) {
    * plan's states below it, exactly as the step time is evaluated. A level
    * keeps the tentative plan's states unless it finds a faster plan, so the
    * result is never slower than any base plan. */
-  const ap_plan *tentative = NULL;
-  if (o->cost == AP_COST_TIME &&
+  const ap_plan *tentative = NULL; /* none for a plan read back: nothing is searched */
+  if (!node_state && o->cost == AP_COST_TIME &&
       (o->strategy == AP_STRATEGY_ACCPAR || o->strategy == AP_STRATEGY_EXHAUSTIVE)) {
     static const ap_strategy bases[] = {AP_STRATEGY_DP, AP_STRATEGY_OWT, AP_STRATEGY_HYPAR,
                                         AP_STRATEGY_ACCPAR};

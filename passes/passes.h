@@ -132,7 +132,18 @@ typedef struct ap_plan {
   const char *optimality;
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
   bool level_only;              /* price each level by itself (a base plan of accpar's rollout) */
+  const uint8_t *fixed;         /* [n_levels][n_vertices]: the one state (type + 3 * ratio rule)
+                                   a plan read back allows each vertex; or NULL */
 } ap_plan;
+
+/* ap_partition with every vertex's state given (a plan read back:
+ * plan_load.c): node_state[l * n_nodes + node] is 1 + the state (I, II, III;
+ * for a join b, f, r) of the vertex of node at level l, plus 4 where its
+ * groups share by device count (the table's '='), 0 where unset. A
+ * vertex left unset at some level, or given a state it cannot take, is
+ * refused naming the node and level; file names the plan in diagnostics. */
+ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *node_state,
+                             int n_levels, const char *file, ap_diag *d);
 
 /* Builds the vertices, chain ops and edges of p from g (graph_build.c). */
 ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d);
@@ -166,6 +177,9 @@ double ap_plan_model_device_bytes(const ap_plan *p, int dev, bool train);
 /* ---- plan_print.c ------------------------------------------------------- */
 
 /* Device dev's box of vertex v's port: [lo, hi) per dimension. */
+/* Vertex v's state at a level as the plan prints it: "I", "II", "III" for a
+ * layer, "b", "f", "r" (split dim 0, dim 1, replicated) for a join. */
+const char *ap_plan_state_name(const ap_plan *p, int v, int level);
 void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
                         int64_t *lo, int64_t *hi);
 

@@ -10,7 +10,7 @@
 static const char *const type_names[3] = {"I", "II", "III"};
 static const char *const join_names[3] = {"b", "f", "r"}; /* split dim[0], dim[1], replicated */
 
-static const char *state_name(const ap_plan *p, int v, int level) {
+const char *ap_plan_state_name(const ap_plan *p, int v, int level) {
   int s = p->state[(size_t)level * p->n_vertices + v] % 3;
   return p->v[v].join ? join_names[s] : type_names[s];
 }
@@ -19,7 +19,7 @@ static const char *state_name(const ap_plan *p, int v, int level) {
  * device count instead of balancing (its ratio rule 1, partition.c). */
 static const char *state_cell(const ap_plan *p, int v, int level, char *buf, size_t size) {
   bool by_count = p->state[(size_t)level * p->n_vertices + v] >= 3;
-  snprintf(buf, size, "%s%s", state_name(p, v, level), by_count ? "=" : "");
+  snprintf(buf, size, "%s%s", ap_plan_state_name(p, v, level), by_count ? "=" : "");
   return buf;
 }
 
@@ -227,8 +227,17 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
     if (!op) {
       fprintf(out, ", \"%s\": [", p->v[v].join ? "layouts" : "types");
       for (int l = 0; l < L; l++)
-        fprintf(out, "%s\"%s\"", l ? ", " : "", state_name(p, v, l));
-      fprintf(out, "], \"time_s\": %.9g", p->row_time_s[v]);
+        fprintf(out, "%s\"%s\"", l ? ", " : "", ap_plan_state_name(p, v, l));
+      fputc(']', out);
+      /* Where a level's groups share by device count (the table's '='), so
+       * that the plan reads back exactly. */
+      bool by_count = false;
+      for (int l = 0; l < L; l++)
+        by_count |= p->state[(size_t)l * p->n_vertices + v] >= 3;
+      for (int l = 0; by_count && l < L; l++)
+        fprintf(out, "%s%s", l ? ", " : ", \"by_count\": [",
+                p->state[(size_t)l * p->n_vertices + v] >= 3 ? "true" : "false");
+      fprintf(out, "%s, \"time_s\": %.9g", by_count ? "]" : "", p->row_time_s[v]);
     } else {
       fprintf(out, ", \"carries\": ");
       json_string(out, g->nodes[p->v[v].node].name);

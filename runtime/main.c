@@ -235,10 +235,35 @@ static void populate_constants(const aprt_program *prog) {
 
 /* ---- the command line --------------------------------------------------------- */
 
-static void usage(FILE *f, const char *argv0) {
+#ifdef APRT_HAVE_MPI
+#define APRT_TRANSPORTS "threads (default: one process, a thread per device) or mpi\n" \
+  "                    (a rank per device: mpirun -np DEVICES %s --transport mpi)"
+#else
+#define APRT_TRANSPORTS "threads (one process, a thread per device); this program\n" \
+  "                    has no MPI transport (accparc compile --transport mpi adds it)%.0s"
+#endif
+
+/* The synopsis; with full, what every option does (--help). */
+static void usage(FILE *f, const char *argv0, bool full) {
   fprintf(f,
           "usage: %s [--transport threads|mpi] [--steps N] [--lr X] [--seed S]\n"
           "          [--inputs DIR] [--outputs DIR] [--report FILE.json] [--repeat N]\n",
+          argv0);
+  if (!full)
+    return;
+  fprintf(f,
+          "  --transport T     " APRT_TRANSPORTS "\n"
+          "  --steps N         training steps (training programs; default 1)\n"
+          "  --lr X            SGD learning rate (default 0.01)\n"
+          "  --seed S          seed of the inputs a training program makes up without --inputs\n"
+          "                    (default 1)\n"
+          "  --inputs DIR      read the inputs from DIR/input_N.pb (ONNX TensorProto; a\n"
+          "                    training program's last input is the labels)\n"
+          "  --outputs DIR     write DIR/output_N.pb (a training program: its outputs, then the\n"
+          "                    trained weights); DIR is created if missing\n"
+          "  --report FILE     write the run's JSON report: losses, bytes sent and predicted\n"
+          "                    per device, time per phase\n"
+          "  --repeat N        inference: run once to warm up, then N timed runs\n",
           argv0);
 }
 
@@ -251,7 +276,7 @@ static int parse_args(int argc, char **argv, const char *name, aprt_args *a) {
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
     if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
-      usage(stdout, argv[0]);
+      usage(stdout, argv[0], true);
       return -1;
     }
     static const char *const with_value[] = {"--transport", "--steps",   "--lr",
@@ -328,6 +353,36 @@ static int parse_args(int argc, char **argv, const char *name, aprt_args *a) {
 }
 
 /* ---- inputs and outputs ----------------------------------------------------------- */
+
+/* mkdir -p dir: every missing folder of the path is created (by any rank:
+ * one that exists already is fine); an error names the first that cannot. */
+static aprt_status make_dirs(const char *dir, aprt_error *err) {
+  char *path = strdup(dir);
+  if (!path) {
+    aprt_errorf(err, "out of memory");
+    return APRT_ERR_NOMEM;
+  }
+  aprt_status s = APRT_OK;
+  struct stat st;
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != 0)
+      continue;
+    char end = *p;
+    *p = 0;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+      aprt_errorf(err, "--outputs %s: cannot create %s: %s", dir, path, strerror(errno));
+      s = APRT_ERR_IO;
+    } else if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      aprt_errorf(err, "--outputs %s: %s is not a directory", dir, path);
+      s = APRT_ERR_IO;
+    }
+    *p = end;
+    if (s || !end)
+      break;
+  }
+  free(path);
+  return s;
+}
 
 static char *path_join(const char *dir, const char *stem, int index) {
   size_t len = strlen(dir) + strlen(stem) + 32;
@@ -479,13 +534,9 @@ static int run_program(const aprt_program *prog, aprt_run_ctx *ctx, const char *
     aprt_errorf(&err, "out of memory");
     s = APRT_ERR_NOMEM;
   }
-  struct stat st;
-  /* Checked before the run, so a long training run is not lost to a typo. */
-  if (!s && ctx->args.outputs_dir &&
-      (stat(ctx->args.outputs_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
-    aprt_errorf(&err, "--outputs %s: not an existing directory", ctx->args.outputs_dir);
-    s = APRT_ERR_USAGE;
-  }
+  /* Made before the run, so a long training run is not lost to a typo. */
+  if (!s && ctx->args.outputs_dir)
+    s = make_dirs(ctx->args.outputs_dir, &err);
   if (!s)
     s = load_inputs(prog, &ctx->args, ctx->inputs, &err);
   if (!s)
@@ -531,7 +582,7 @@ int aprt_main(int argc, char **argv, const aprt_program *prog) {
   if (parsed < 0)
     return 0;
   if (parsed > 0) {
-    usage(stderr, argv[0]);
+    usage(stderr, argv[0], false);
     return parsed;
   }
   if (prog->train && ctx.args.repeat > 0) {
@@ -566,7 +617,7 @@ int aprt_main(int argc, char **argv, const aprt_program *prog) {
   return status;
 #else
   fprintf(stderr, "%s: transport mpi: this program was linked with accpar_rt, which has no MPI "
-                  "transport (link accpar_rt_mpi)\n", name);
+                  "transport (compile it with accparc compile --transport mpi)\n", name);
   return 1;
 #endif
 }

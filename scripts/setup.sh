@@ -7,6 +7,7 @@ packages="
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   libcriterion-dev libonnx-testdata python3-onnx python3-numpy
   llvm-15-dev libopenblas-dev libopenmpi-dev openmpi-bin
+  graphviz chromium python3-jsonschema
 "
 missing=""
 for p in $packages; do

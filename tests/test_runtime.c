@@ -1129,9 +1129,26 @@ Test(executable, wrong_or_missing_inputs_are_one_line_errors, .init = make_tmpdi
   free(out);
   free(errt);
 
-  snprintf(cmd, sizeof cmd, "%s --outputs %s/nowhere", SELFTEST, tmpdir);
+  /* --outputs makes its folder, parents included... */
+  snprintf(in, sizeof in, "%s/in", tmpdir);
+  write_selftest_inputs(in, -1);
+  snprintf(cmd, sizeof cmd, "%s --inputs %s --outputs %s/new/deeper", SELFTEST, in, tmpdir);
+  cr_assert_eq(run_cmd(cmd, &out, &errt), 0, "%s", errt);
+  free(out);
+  free(errt);
+  snprintf(r, sizeof r, "%s/new/deeper", tmpdir);
+  struct stat st;
+  cr_assert(stat(r, &st) == 0 && S_ISDIR(st.st_mode), "--outputs did not create %s", r);
+  /* ...and refuses, in one line and before running, a path through a file. */
+  snprintf(cmd, sizeof cmd, "%s --outputs %s/r.json.d/x", SELFTEST, tmpdir);
+  snprintf(r, sizeof r, "%s/r.json.d", tmpdir);
+  FILE *blocker = fopen(r, "w");
+  cr_assert(blocker);
+  fclose(blocker);
   cr_assert_eq(run_cmd(cmd, &out, &errt), 1);
-  cr_assert(strstr(errt, "/nowhere: not an existing directory"), "%s", errt);
+  cr_assert(strstr(errt, "/r.json.d/x: ") && strstr(errt, "/r.json.d is not a directory"), "%s",
+            errt);
+  cr_assert_eq(strchr(errt, '\n'), errt + strlen(errt) - 1, "one line: %s", errt);
   cr_assert_str_eq(out, "", "failed before running");
   free(out);
   free(errt);

@@ -12,7 +12,7 @@ static const struct {
   const char *summary;
 } commands[] = {
     {"dump", cmd_dump, "print the IR of a model (text or JSON)"},
-    {"plan", cmd_plan, "partition a model over a device array and print the plan"},
+    {"plan", cmd_plan, "partition a model over a device array and print the plan (or draw it)"},
     {"compare", cmd_compare, "dp, owt, hypar and accpar side by side"},
     {"export", cmd_export, "write the model with its plan inside (metadata_props)"},
     {"tensor", cmd_tensor, "print a TensorProto file (.pb), or compare two"},
@@ -23,7 +23,8 @@ static void usage(FILE *out) {
   fprintf(out, "usage: accparc COMMAND MODEL.onnx [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\n'accparc COMMAND --help' describes a command's options.\n");
+  fprintf(out, "\n'accparc COMMAND --help' describes a command's options; "
+               "'accparc --version' prints the version.\n");
 }
 
 int main(int argc, char **argv) {

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tools/commands.h"
 
@@ -79,6 +81,110 @@ ap_status cli_bind_dims(ap_graph *g, const cli_dims *dims, ap_diag *d) {
     ap_status s = ap_bind_dim(g, dims->name[i], dims->size[i], d);
     if (s != AP_OK)
       return s;
+  }
+  return AP_OK;
+}
+
+static double monotonic_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void cli_progress_start(cli_progress *p, const char *cmd) {
+  p->cmd = cmd;
+  p->on = isatty(STDERR_FILENO);
+  p->start_s = monotonic_s();
+}
+
+void cli_phase(cli_progress *p, const char *fmt, ...) {
+  if (!p->on)
+    return;
+  fprintf(stderr, "accparc %s: [%.2f s] ", p->cmd, monotonic_s() - p->start_s);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+static ap_status cli_load_plan_text(ap_graph *g, const char *text, const char *path,
+                                    const ap_devices *want, ap_devices *devices, ap_diag *d);
+
+/* The plan a model written by accparc export carries (metadata_props
+ * "accpar.plan"), copied; NULL with d filled when it has none. */
+static char *exported_plan(const char *path, ap_diag *d) {
+  ap_graph *annotated = NULL;
+  if (ap_load_onnx(path, &annotated, d) != AP_OK)
+    return NULL;
+  const char *json = ap_graph_metadata(annotated, "accpar.plan");
+  char *copy = json ? strdup(json) : NULL;
+  if (!json) {
+    snprintf(d->message, sizeof d->message,
+             "%s: no plan in its metadata_props (accparc export writes one as 'accpar.plan')",
+             path);
+    d->status = AP_ERR_INVALID;
+  } else if (!copy) {
+    snprintf(d->message, sizeof d->message, "%s: out of memory", path);
+    d->status = AP_ERR_NOMEM;
+  }
+  ap_graph_free(annotated);
+  return copy;
+}
+
+ap_status cli_load_plan(ap_graph *g, const char *path, const ap_devices *want,
+                        ap_devices *devices, ap_diag *d) {
+  size_t path_len = strlen(path);
+  if (path_len > 5 && strcmp(path + path_len - 5, ".onnx") == 0) {
+    char *json = exported_plan(path, d);
+    if (!json)
+      return d->status;
+    ap_status st = cli_load_plan_text(g, json, path, want, devices, d);
+    free(json);
+    return st;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(d->message, sizeof d->message, "%s: cannot open: %s", path, strerror(errno));
+    d->status = AP_ERR_IO;
+    return d->status;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  int c;
+  while (mem && (c = getc(f)) != EOF)
+    putc(c, mem);
+  bool read_ok = !ferror(f);
+  fclose(f);
+  if (!mem || fclose(mem) != 0 || !read_ok) {
+    free(text);
+    snprintf(d->message, sizeof d->message, "%s: cannot read", path);
+    d->status = AP_ERR_IO;
+    return d->status;
+  }
+  ap_status st = cli_load_plan_text(g, text, path, want, devices, d);
+  free(text);
+  return st;
+}
+
+static ap_status cli_load_plan_text(ap_graph *g, const char *text, const char *path,
+                                    const ap_devices *want, ap_devices *devices, ap_diag *d) {
+  ap_devices saved;
+  if (want)
+    saved = *want;
+  ap_status st = ap_partition_from_json(g, text, path, devices, d);
+  if (st != AP_OK || !want)
+    return st;
+  bool same = saved.n_kinds == devices->n_kinds;
+  for (int k = 0; same && k < saved.n_kinds; k++)
+    same = strcmp(saved.kinds[k].name, devices->kinds[k].name) == 0 &&
+           saved.kinds[k].count == devices->kinds[k].count;
+  if (!same) {
+    snprintf(d->message, sizeof d->message,
+             "%s: the plan is for another device array than --devices gives", path);
+    d->status = AP_ERR_USAGE;
+    return d->status;
   }
   return AP_OK;
 }

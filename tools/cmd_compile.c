@@ -1,11 +1,12 @@
-/* accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
- *                           [--backend c|llvm] [--batch N] [--inputs DIR]
- *                           [--no-build] -o OUTDIR
+/* accparc compile MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--mode train|infer]
+ *                           [--backend c] [--batch N] [--inputs DIR]
+ *                           [--transport threads|mpi|both] [--no-build] -o OUTDIR
  *                           [--momentum MU]
  * Loads a model, binds what the options bind, runs the pipeline, plans the
  * partition when the array has several devices, writes the C sources of the
  * program (one per device) to OUTDIR and builds OUTDIR/model with the system
- * C compiler ($CC, $CFLAGS; default cc -O3 -march=native). */
+ * C compiler ($CC, $CFLAGS; default cc -O3 -march=native), its sources in
+ * parallel. On a terminal it reports its phases on stderr. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
 #include <stdbool.h>
@@ -19,39 +20,37 @@
 #include "tools/commands.h"
 
 static const char usage_text[] =
-    "usage: accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]\n"
-    "                       [--backend c|llvm] [--batch N] [--inputs DIR] [--no-build]\n"
-    "                       [--verify] -o OUTDIR\n"
+    "usage: accparc compile MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S]\n"
+    "                       [--mode train|infer]\n"
+    "                       [--momentum MU] [--backend c] [--batch N] [--inputs DIR]\n"
+    "                       [--transport threads|mpi|both] [--no-build] [--verify] -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
+    "  --plan FILE      the plan of FILE.json ('accparc plan --format json') or of a model\n"
+    "                   'accparc export' wrote, instead of a search: its devices, strategy\n"
+    "                   and every layer's types, checked\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
-    "  --mode M         infer (default) or train (one device so far)\n"
+    "  --mode M         infer (default) or train: forward, softmax cross-entropy against\n"
+    "                   int64 labels, backward, SGD; on one device or partitioned over\n"
+    "                   any array with any strategy\n"
     "  --momentum MU    SGD momentum of a training program (default 0: plain SGD)\n"
-    "  --backend B      c (default) or llvm\n"
+    "  --backend B      c (default; the only backend so far)\n"
     "  --batch N        bind the batch dimension\n"
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
     "  --inputs DIR     bind the graph inputs that fix shapes (Reshape's shape, Slice's\n"
     "                   starts...) to DIR/input_N.pb; the program checks it is fed the same\n"
+    "  --transport T    the runtime OUTDIR/model links: threads (one process), or mpi\n"
+    "                   or both (the MPI runtime, which also has threads: the program\n"
+    "                   runs either way, 'mpirun -np DEVICES OUTDIR/model --transport mpi'\n"
+    "                   or alone); default both when MPI was found, else threads\n"
     "  --no-build       write the sources only\n"
     "  --verify         run the program and the one-device program on the same seeded\n"
     "                   inputs and refuse (removing OUTDIR/model) when an output differs\n"
     "  -o OUTDIR        where the sources and OUTDIR/model go\n"
-    "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
+    "On a terminal the phases (parse, plan, generate, build) are reported on stderr.\n"
+    "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_BUILD_JOBS (sources\n"
+    "compiled at once; default: the processors); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
     "ACCPAR_KERNELS_DIR override where the runtime and the kernels are found.\n";
-
-/* Where the runtime and the kernels are: the environment, else what the build
- * configured, else the layout of the build and source trees (accparc in
- * BUILD/tools, the runtime archive in BUILD/runtime, sources beside this
- * file). */
-#ifndef ACCPAR_RT_LIB
-#define ACCPAR_RT_LIB ""
-#endif
-#ifndef ACCPAR_RT_INCLUDE_DIR
-#define ACCPAR_RT_INCLUDE_DIR ""
-#endif
-#ifndef ACCPAR_KERNELS_DIR
-#define ACCPAR_KERNELS_DIR ""
-#endif
 
 /* Libraries the runtime archive needs. A sanitized build (ACCPAR_SANITIZE)
  * sanitizes the runtime too, so its programs must link the sanitizers. */
@@ -70,31 +69,6 @@ static const char usage_text[] =
 #endif
 #endif
 
-static char *source_root(void) {
-  char *root = strdup(__FILE__); /* .../tools/cmd_compile.c */
-  for (int up = 0; root && up < 2; up++) {
-    char *slash = strrchr(root, '/');
-    if (!slash) {
-      free(root);
-      return strdup(".");
-    }
-    *slash = 0;
-  }
-  return root;
-}
-
-static const char *locate(const char *env, const char *configured, char *buf, size_t cap,
-                          const char *fallback) {
-  const char *v = getenv(env);
-  if (v && *v)
-    return v;
-  if (*configured)
-    return configured;
-  if (snprintf(buf, cap, "%s", fallback) >= (int)cap)
-    return fallback; /* too long to copy; the build then names it */
-  return buf;
-}
-
 static const char *base_name(const char *path, char *buf, size_t cap) {
   const char *slash = strrchr(path, '/');
   snprintf(buf, cap, "%s", slash ? slash + 1 : path);
@@ -105,8 +79,8 @@ static const char *base_name(const char *path, char *buf, size_t cap) {
 }
 
 int cmd_compile(int argc, char **argv) {
-  const char *model = NULL, *devices = NULL, *strategy = "accpar", *mode = "infer",
-             *backend = "c", *inputs = NULL, *outdir = NULL;
+  const char *model = NULL, *devices = NULL, *strategy = NULL, *plan_file = NULL, *mode = "infer",
+             *backend = "c", *inputs = NULL, *outdir = NULL, *transport = NULL;
   int64_t batch = 0;
   double momentum = 0;
   bool build = true, verify = false;
@@ -122,6 +96,8 @@ int cmd_compile(int argc, char **argv) {
       devices = argv[++i];
     } else if (strcmp(a, "--strategy") == 0 && has_value) {
       strategy = argv[++i];
+    } else if (strcmp(a, "--plan") == 0 && has_value) {
+      plan_file = argv[++i];
     } else if (strcmp(a, "--mode") == 0 && has_value) {
       mode = argv[++i];
     } else if (strcmp(a, "--backend") == 0 && has_value) {
@@ -142,6 +118,8 @@ int cmd_compile(int argc, char **argv) {
       inputs = argv[++i];
     } else if (strcmp(a, "-o") == 0 && has_value) {
       outdir = argv[++i];
+    } else if (strcmp(a, "--transport") == 0 && has_value) {
+      transport = argv[++i];
     } else if (strcmp(a, "--no-build") == 0) {
       build = false;
     } else if (strcmp(a, "--verify") == 0) {
@@ -158,13 +136,18 @@ int cmd_compile(int argc, char **argv) {
     return cli_usage_error("compile", "no model given\n%s", usage_text);
   if (!outdir)
     return cli_usage_error("compile", "no output folder given (-o OUTDIR)");
-  if (!devices)
-    return cli_usage_error("compile", "no device array given (--devices SPEC)");
-  ap_devices devs;
+  if (!devices && !plan_file)
+    return cli_usage_error("compile", "no device array given (--devices SPEC or --plan FILE)");
+  if (plan_file && strategy)
+    return cli_usage_error("compile", "--strategy: --plan gives the plan, no search is made");
+  ap_devices devs = {0}, want;
   ap_diag dd = {0};
-  if (ap_devices_parse(devices, &devs, &dd) != AP_OK)
+  if (devices && ap_devices_parse(devices, &devs, &dd) != AP_OK)
     return cli_fail(&dd);
+  want = devs;
   ap_strategy strat;
+  if (!strategy)
+    strategy = "accpar";
   if (!ap_strategy_parse(strategy, &strat))
     return cli_usage_error("compile", "--strategy must be dp, owt, hypar, accpar or exhaustive, got '%s'",
                            strategy);
@@ -172,9 +155,27 @@ int cmd_compile(int argc, char **argv) {
     return cli_usage_error("compile", "--mode must be infer or train, got '%s'", mode);
   if (strcmp(backend, "c") != 0)
     return cli_usage_error("compile", "--backend %s: only the c backend exists so far", backend);
+  if (transport && strcmp(transport, "threads") != 0 && strcmp(transport, "mpi") != 0 &&
+      strcmp(transport, "both") != 0)
+    return cli_usage_error("compile", "--transport must be threads, mpi or both, got '%s'",
+                           transport);
+  cli_runtime_paths rt;
+  ap_diag rd = {0};
+  if (build && cli_runtime_paths_find(&rt, &rd) != AP_OK)
+    return cli_fail(&rd);
+  bool with_mpi = false;
+  if (build) {
+    with_mpi = transport ? strcmp(transport, "threads") != 0 : *rt.rt_mpi_lib != 0;
+    if (with_mpi && !*rt.rt_mpi_lib)
+      return cli_usage_error("compile", "--transport %s: this accparc has no MPI runtime "
+                             "(MPI was not found when it was built)", transport);
+  }
+  cli_progress progress;
+  cli_progress_start(&progress, "compile");
 
   ap_diag d = {0};
   ap_graph *g = NULL;
+  cli_phase(&progress, "parse %s", model);
   if (ap_load_onnx(model, &g, &d) != AP_OK)
     return cli_fail(&d);
   char name[256];
@@ -190,40 +191,38 @@ int cmd_compile(int argc, char **argv) {
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
       ap_check_input_dims(g, &d) != AP_OK ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
-      (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
-      ap_codegen_c(g, &opts, &d) != AP_OK) {
+      (plan_file && (cli_phase(&progress, "read the plan %s", plan_file),
+                     cli_load_plan(g, plan_file, devices ? &want : NULL, &devs, &d) != AP_OK)) ||
+      (!plan_file && devs.n_devices > 1 &&
+       (cli_phase(&progress, "plan %d devices (%s)", devs.n_devices, ap_strategy_name(strat)),
+        ap_partition(g, &popts, &d) != AP_OK)) ||
+      (cli_phase(&progress, "generate C in %s", outdir), ap_codegen_c(g, &opts, &d) != AP_OK)) {
     rc = cli_fail(&d);
   } else if (build) {
-    char *root = source_root();
-    char exe[PATH_MAX], rt_lib[PATH_MAX + 64], rt_inc[PATH_MAX], kdir[PATH_MAX];
-    char *exe_real = realpath("/proc/self/exe", NULL);
-    snprintf(exe, sizeof exe, "%s", exe_real ? exe_real : ".");
-    free(exe_real);
-    char *slash = strrchr(exe, '/');
-    if (slash)
-      *slash = 0; /* BUILD/tools */
-    char fallback[PATH_MAX + 64];
-    snprintf(fallback, sizeof fallback, "%s/../runtime/libaccpar_rt.a", exe);
-    ap_build_opts b = {.outdir = outdir};
-    b.rt_lib = locate("ACCPAR_RT_LIB", ACCPAR_RT_LIB, rt_lib, sizeof rt_lib, fallback);
-    snprintf(fallback, sizeof fallback, "%s/runtime", root ? root : ".");
-    b.rt_include = locate("ACCPAR_RT_INCLUDE", ACCPAR_RT_INCLUDE_DIR, rt_inc, sizeof rt_inc,
-                          fallback);
-    snprintf(fallback, sizeof fallback, "%s/codegen/kernels", root ? root : ".");
-    b.kernels_dir = locate("ACCPAR_KERNELS_DIR", ACCPAR_KERNELS_DIR, kdir, sizeof kdir, fallback);
-    b.extra_libs = ACCPAR_RT_LINK_FLAGS;
-    b.n_devices = devs.n_devices;
+    char libs[2 * CLI_PATH_MAX];
+    snprintf(libs, sizeof libs, "%s%s%s", ACCPAR_RT_LINK_FLAGS, with_mpi ? " " : "",
+             with_mpi ? rt.mpi_link_flags : "");
+    ap_build_opts b = {.outdir = outdir,
+                       .rt_lib = with_mpi ? rt.rt_mpi_lib : rt.rt_lib,
+                       .rt_include = rt.rt_include,
+                       .kernels_dir = rt.kernels_dir,
+                       .extra_libs = libs,
+                       .n_devices = devs.n_devices};
+    cli_phase(&progress, "build %s/model (%d sources in parallel, %s runtime)", outdir,
+              devs.n_devices > 1 ? devs.n_devices + 2 : 3, with_mpi ? "threads+MPI" : "threads");
     if (ap_codegen_build(&b, &d) != AP_OK ||
-        (verify && cli_verify(argc, argv, g, model, outdir, devs.n_devices, opts.train,
-                              &d) != AP_OK)) {
+        (verify && (cli_phase(&progress, "verify against the one-device program"),
+                    cli_verify(argc, argv, g, model, outdir, devs.n_devices, opts.train,
+                               &d) != AP_OK))) {
       char exe_path[PATH_MAX + 16];
       snprintf(exe_path, sizeof exe_path, "%s/model", outdir);
       if (verify)
         remove(exe_path);
       rc = cli_fail(&d);
     }
-    free(root);
   }
   ap_graph_free(g);
+  if (rc == 0)
+    cli_phase(&progress, "done");
   return rc;
 }

@@ -1,5 +1,6 @@
 /* accparc plan    MODEL.onnx --devices SPEC [--strategy S] [--batch N]
- *                            [--cost time|paper] [--mem-limit BYTES] [--format table|json]
+ *                            [--cost time|paper] [--mem-limit BYTES]
+ *                            [--format table|json|dot|html]
  * accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]
  * accparc export  MODEL.onnx --devices SPEC [plan options] -o ANNOTATED.onnx
  * Load, bind, run the pipeline, partition, print (or write). */
@@ -15,32 +16,47 @@
 #include "tools/commands.h"
 
 static const char plan_usage[] =
-    "usage: accparc plan MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "usage: accparc plan MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--batch N]\n"
     "                               [--cost time|paper] [--mem-limit BYTES]\n"
-    "                               [--format table|json]\n"
+    "                               [--format table|json|dot|html]\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
+    "  --plan FILE      the plan of FILE.json (what --format json prints), or of a model\n"
+    "                   'accparc export' wrote, instead of a search: its devices, strategy\n"
+    "                   and every layer's types, checked\n"
+    "                   (--devices, if given, must be the file's)\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension\n"
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
     "  --cost C         time (default): predicted seconds; paper: elements at ratio 1/2\n"
     "  --mem-limit B    bytes per device (default: each device's capacity)\n"
-    "  --format F       table (default) or json\n";
+    "  --format F       table (default), json, dot (a Graphviz graph: each layer's type\n"
+    "                   per level, each edge's bytes) or html (one self-contained page:\n"
+    "                   the table, each device's boxes, bytes and memory as bar charts)\n";
 
 static const char compare_usage[] =
     "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]\n"
     "                                  [--format table|json]\n"
-    "  plans with dp, owt, hypar and accpar and prints them side by side\n";
+    "  plans with dp, owt, hypar and accpar and prints them side by side\n"
+    "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
+    "  --batch N        bind the batch dimension\n"
+    "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
+    "  --format F       table (default) or json\n";
 
 static const char export_usage[] =
-    "usage: accparc export MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "usage: accparc export MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--batch N]\n"
     "                                 [--cost time|paper] [--mem-limit BYTES] -o ANNOTATED.onnx\n"
     "  writes the model as planned (bound and folded) with the plan's JSON, as\n"
     "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan',\n"
     "  and in ONNX's own form (IR version 11: ModelProto.configuration and every\n"
-    "  node's device_configurations) wherever its shares are even\n";
+    "  node's device_configurations) wherever its shares are even\n"
+    "  --devices, --plan, --strategy, --batch, --dim, --cost, --mem-limit   as for\n"
+    "                   'accparc plan'\n"
+    "  -o FILE          the ONNX file to write (nothing is written on failure)\n";
 
 typedef struct plan_args {
   const char *model, *devices, *format;
+  const char *plan_file;  /* --plan: a plan read back instead of searched */
+  const char *search_opt; /* the first of --strategy, --cost, --mem-limit given */
   const char *output; /* export's -o */
   ap_plan_opts opts;
   int64_t batch;
@@ -71,11 +87,15 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
         return 2;
     } else if (strcmp(s, "--format") == 0 && has_value) {
       a->format = argv[++i];
+    } else if (plan_options && strcmp(s, "--plan") == 0 && has_value) {
+      a->plan_file = argv[++i];
     } else if (plan_options && strcmp(s, "--strategy") == 0 && has_value) {
+      a->search_opt = s;
       if (!ap_strategy_parse(argv[++i], &a->opts.strategy))
         return cli_usage_error(cmd, "--strategy must be dp, owt, hypar, accpar or exhaustive, "
                                     "got '%s'", argv[i]);
     } else if (plan_options && strcmp(s, "--cost") == 0 && has_value) {
+      a->search_opt = a->search_opt ? a->search_opt : s;
       const char *c = argv[++i];
       if (strcmp(c, "time") == 0)
         a->opts.cost = AP_COST_TIME;
@@ -84,6 +104,7 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
       else
         return cli_usage_error(cmd, "--cost must be time or paper, got '%s'", c);
     } else if (plan_options && strcmp(s, "--mem-limit") == 0 && has_value) {
+      a->search_opt = a->search_opt ? a->search_opt : s;
       char *end;
       errno = 0;
       double b = strtod(argv[++i], &end);
@@ -103,12 +124,17 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
   }
   if (!a->model)
     return cli_usage_error(cmd, "no model given (try --help)");
-  if (!a->devices)
+  if (!a->devices && !a->plan_file)
     return cli_usage_error(cmd, "--devices is required (try --help)");
+  if (a->plan_file && a->search_opt)
+    return cli_usage_error(cmd, "%s: --plan gives the plan, no search is made", a->search_opt);
   if (wants_output && !a->output)
     return cli_usage_error(cmd, "-o ANNOTATED.onnx is required (try --help)");
-  if (strcmp(a->format, "table") != 0 && strcmp(a->format, "json") != 0)
-    return cli_usage_error(cmd, "--format must be table or json, got '%s'", a->format);
+  bool pictures = strcmp(cmd, "plan") == 0; /* dot and html draw one plan */
+  if (strcmp(a->format, "table") != 0 && strcmp(a->format, "json") != 0 &&
+      !(pictures && (strcmp(a->format, "dot") == 0 || strcmp(a->format, "html") == 0)))
+    return cli_usage_error(cmd, "--format must be table%s or json, got '%s'",
+                           pictures ? ", dot, html" : "", a->format);
   return 0;
 }
 
@@ -134,12 +160,18 @@ static ap_status load(const plan_args *a, ap_graph **out, ap_diag *d) {
 
 typedef struct plan_job {
   ap_graph *g;
-  bool json;
+  const char *format; /* table, json, dot or html */
 } plan_job;
 
 static ap_status emit_plan(void *ctx, FILE *out) {
   plan_job *job = ctx;
-  return job->json ? ap_plan_print_json(job->g, out) : ap_plan_print_table(job->g, out);
+  if (strcmp(job->format, "json") == 0)
+    return ap_plan_print_json(job->g, out);
+  if (strcmp(job->format, "dot") == 0)
+    return ap_plan_print_dot(job->g, out);
+  if (strcmp(job->format, "html") == 0)
+    return ap_plan_print_html(job->g, out);
+  return ap_plan_print_table(job->g, out);
 }
 
 /* What plan and export share: parse, load, bind, run the pipeline and
@@ -149,12 +181,14 @@ static int plan_model(const char *cmd, const char *usage, bool wants_output, int
   int rc = parse(cmd, usage, true, wants_output, argc, argv, a);
   if (rc)
     return rc < 0 ? 0 : rc;
-  if (ap_devices_parse(a->devices, dv, d) != AP_OK)
+  if (a->devices && ap_devices_parse(a->devices, dv, d) != AP_OK)
     return cli_fail(d);
   a->opts.devices = dv;
   if (load(a, g, d) != AP_OK)
     return cli_fail(d);
-  if (ap_partition(*g, &a->opts, d) != AP_OK) {
+  ap_status st = a->plan_file ? cli_load_plan(*g, a->plan_file, a->devices ? dv : NULL, dv, d)
+                              : ap_partition(*g, &a->opts, d);
+  if (st != AP_OK) {
     ap_graph_free(*g);
     return cli_fail(d);
   }
@@ -169,7 +203,7 @@ int cmd_plan(int argc, char **argv) {
   int rc = plan_model("plan", plan_usage, false, argc, argv, &a, &dv, &g, &d);
   if (rc >= 0)
     return rc;
-  rc = cli_emit(stdout, emit_plan, &(plan_job){g, strcmp(a.format, "json") == 0}, &d);
+  rc = cli_emit(stdout, emit_plan, &(plan_job){g, a.format}, &d);
   ap_graph_free(g);
   return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "accpar/accpar.h"
+#include "accpar/plan.h"
 
 int cmd_dump(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
@@ -21,6 +22,38 @@ int cmd_compile(int argc, char **argv);
  * (from the command name on) minus the array, strategy and output folder. */
 ap_status cli_verify(int argc, char **argv, const ap_graph *g, const char *model,
                      const char *outdir, int ndev, bool train, ap_diag *d);
+
+/* Where compiled programs find the runtime and the kernels
+ * (tools/runtime_paths.c): beside an installed accparc, else in the build
+ * tree it was built in; the environment overrides either. */
+enum { CLI_PATH_MAX = 4096 };
+typedef struct cli_runtime_paths {
+  char rt_lib[CLI_PATH_MAX];      /* libaccpar_rt.a: the threads transport */
+  char rt_mpi_lib[CLI_PATH_MAX];  /* libaccpar_rt_mpi.a (threads and MPI); "" when not built;
+                                     ACCPAR_RT_LIB overrides both */
+  char rt_include[CLI_PATH_MAX];  /* the folder of accpar_rt.h */
+  char kernels_dir[CLI_PATH_MAX]; /* the folder of kernels.h, gemm.c, conv.c */
+  const char *mpi_link_flags;     /* what libaccpar_rt_mpi.a needs besides the threads' libraries */
+  bool installed;                 /* found beside an installed accparc */
+} cli_runtime_paths;
+ap_status cli_runtime_paths_find(cli_runtime_paths *p, ap_diag *d);
+
+/* A long command's phases, reported on stderr only when stderr is a
+ * terminal (scripts and tests see nothing): "accparc compile: [0.12 s] build ...". */
+typedef struct cli_progress {
+  const char *cmd;
+  bool on;        /* stderr is a terminal */
+  double start_s; /* monotonic clock at cli_progress_start */
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *cmd);
+void cli_phase(cli_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* --plan FILE (tools/cli.c): plans g with the plan in FILE, a plan's JSON
+ * or a model accparc export wrote (its metadata_props 'accpar.plan'), by
+ * ap_partition_from_json into *devices; when want is not NULL (--devices
+ * was given too) the file's array must be the same kinds and counts. */
+ap_status cli_load_plan(ap_graph *g, const char *path, const ap_devices *want,
+                        ap_devices *devices, ap_diag *d);
 
 /* Shared by the subcommands (tools/cli.c). */
 int cli_fail(const ap_diag *d);                         /* prints the diag; returns 1 or 2 */

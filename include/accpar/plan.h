@@ -5,8 +5,9 @@
  * every level, one of the three partition types of AccPar (I: split the
  * batch, II: split the input features, III: split the output features) and
  * annotates the graph with the plan. The plan's predicted step time, bytes
- * and memory are read back with the ap_plan_* calls and printed as a table
- * or as JSON. Everything lives in the graph's arena.
+ * and memory are read back with the ap_plan_* calls and printed as a table,
+ * as JSON (which ap_partition_from_json reads back), as a Graphviz graph or
+ * as an HTML page. Everything lives in the graph's arena.
  */
 #ifndef ACCPAR_PLAN_H
 #define ACCPAR_PLAN_H
@@ -40,15 +41,15 @@ typedef struct ap_devices {
 
 /* The figures of a preset ("tpuv2", "tpuv3", "eyeriss", "cpu"), count 0;
  * false if name is not a preset. */
-bool ap_device_preset(const char *name, ap_device_kind *out);
+AP_API bool ap_device_preset(const char *name, ap_device_kind *out);
 /* Names of the presets, NULL-terminated. */
-const char *const *ap_device_preset_names(void);
+AP_API const char *const *ap_device_preset_names(void);
 /* Parses "kind:count[,kind:count...]" where kind is a preset or the path of
  * a device file (see docs/partition.md), or a device file alone. */
-ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
+AP_API ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
 /* Reads one device file: "key = value" lines (name, peak_flops,
  * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s; # comments). */
-ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
+AP_API ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
 
 typedef enum ap_strategy {
   AP_STRATEGY_DP,         /* type I everywhere */
@@ -72,13 +73,35 @@ typedef struct ap_plan_opts {
   long exhaustive_max;     /* assignments the exhaustive search may visit; 0: 1e6 */
 } ap_plan_opts;
 
-const char *ap_strategy_name(ap_strategy s);
-bool ap_strategy_parse(const char *name, ap_strategy *out);
+/* The strategy's name ("dp", "owt", "hypar", "accpar", "exhaustive"), and
+ * back: false if name is none of them. */
+AP_API const char *ap_strategy_name(ap_strategy s);
+AP_API bool ap_strategy_parse(const char *name, ap_strategy *out);
 
 /* The partition pass: needs a verified graph with inferred shapes. Sets
  * node->types on every layer node and attaches the plan to the graph
  * (replacing an earlier one). */
-ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d);
+AP_API ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d);
+
+/* The partition type of node n at level l (0 is the top level) once
+ * planned: 1 (I), 2 (II) or 3 (III); 0 for weightless nodes, unplanned
+ * graphs and levels out of range. ap_node_num_levels is the number of levels
+ * n was planned at (0 for weightless or unplanned nodes). */
+AP_API int ap_node_num_levels(const ap_graph *g, int n);
+AP_API int ap_node_type(const ap_graph *g, int n, int level);
+
+/* Plans g with a plan read back: json is what ap_plan_print_json wrote
+ * (`accparc plan --format json`), path names it in diagnostics. The file's
+ * devices (into *devices), strategy and cost are used; every layer's type
+ * and every join's layout at every level are the file's, the shares the
+ * cost model's ratios for them, as ap_partition chooses them. Refused in one
+ * line naming the node and the level when a layer has no type at a level or
+ * one it cannot take, and naming the node when the file's boxes do not
+ * cover each dimension of a value between the devices or differ from the
+ * boxes its types give. g needs the same pipeline (and batch) as when the
+ * plan was made. */
+AP_API ap_status ap_partition_from_json(ap_graph *g, const char *json, const char *path,
+                                        ap_devices *devices, ap_diag *d);
 
 /* Reading the plan back (after ap_partition returned AP_OK). */
 typedef struct ap_plan_summary {
@@ -93,17 +116,19 @@ typedef struct ap_plan_summary {
   double max_mem_bytes;      /* the largest per-device footprint */
   const char *optimality;    /* "exact", or the bounded method used */
 } ap_plan_summary;
-bool ap_plan_get(const ap_graph *g, ap_plan_summary *out);
+/* Fills out with the plan of g; false if g has not been planned. */
+AP_API bool ap_plan_get(const ap_graph *g, ap_plan_summary *out);
 /* Footprint (weights, gradients, activations kept for backward) of device
- * dev, 0 <= dev < n_devices, in bytes. */
-double ap_plan_device_mem(const ap_graph *g, int dev);
+ * dev, 0 <= dev < n_devices, in bytes; 0 without a plan or when dev is out
+ * of range. */
+AP_API double ap_plan_device_mem(const ap_graph *g, int dev);
 /* Bytes device dev sends in the partitioned program of this plan: the
  * forward pass of inference (train false) or one training step (forward,
  * the errors backward through every transfer, weight-gradient all-reduces of
  * type I and input-error reductions of type III). Computed box by box from
  * the plan's layouts (passes/distribute.h), as code generation moves them;
  * -1 without a plan or when dev is out of range. */
-double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
+AP_API double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
 
 /* The plan in ONNX's standard multi-device form (IR version 11): attaches to
  * g a device configuration ("accpar", one device name per device, "kind:N")
@@ -116,12 +141,22 @@ double ap_plan_device_bytes(ap_graph *g, int dev, bool train);
  * array's ratios) or in boxes that do not form a grid gets no annotation:
  * its name is listed in *unexpressed (*n_unexpressed of them, in g's
  * arena). Needs ap_partition first. */
-ap_status ap_plan_annotate_sharding(ap_graph *g, int *n_unexpressed,
+AP_API ap_status ap_plan_annotate_sharding(ap_graph *g, int *n_unexpressed,
                                     const char ***unexpressed, ap_diag *d);
 
-/* Output: the table (one row per layer, one column per level) or JSON. */
-ap_status ap_plan_print_table(const ap_graph *g, FILE *out);
-ap_status ap_plan_print_json(const ap_graph *g, FILE *out);
+/* Output to out: the table (one row per layer, one column per level) or
+ * JSON (what `accparc plan --format json` prints). */
+AP_API ap_status ap_plan_print_table(const ap_graph *g, FILE *out);
+AP_API ap_status ap_plan_print_json(const ap_graph *g, FILE *out);
+/* The plan as a Graphviz digraph: every operator with its type at each
+ * level (joins as hexagons with their layouts, the weightless nodes that
+ * carry a layer's layout in grey), every edge with the bytes the forward
+ * pass sends for it (red when any), partial-sum reductions on their node. */
+AP_API ap_status ap_plan_print_dot(const ap_graph *g, FILE *out);
+/* The plan as one self-contained HTML page (no scripts, no network): the
+ * table, each device's boxes of the largest tensors, and bytes and memory
+ * per device as inline SVG bar charts. */
+AP_API ap_status ap_plan_print_html(const ap_graph *g, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,1 @@
+plan @BUILD@/golden-models/lenet5.onnx --plan @SOURCE@/tests/golden/plans/lenet5_hypar.json --strategy dp

@@ -1,0 +1,1 @@
+plan @BUILD@/golden-models/lenet5.onnx --plan @SOURCE@/tests/golden/plans/bad_node.json

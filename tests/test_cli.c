@@ -1,0 +1,276 @@
+/* The driver's and the executables' command lines tell the truth:
+ * compile --transport links the runtime it names (the default, when MPI was
+ * built, runs under mpirun with no environment variable set), compile
+ * reports its phases on a terminal and nothing otherwise, builds every
+ * source on its own then links, and the help of an executable describes
+ * every option its synopsis offers. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/test_util.h"
+
+#define ZOO ACCPAR_BINARY_DIR "/samples/accpar-zoo"
+#define WORK_DIR ACCPAR_BINARY_DIR "/cli"
+#define RT_MPI_LIB ACCPAR_BINARY_DIR "/runtime/libaccpar_rt_mpi.a"
+
+/* LeNet-5 and its inputs in dir (each test its own: they run in parallel). */
+static void setup(const char *dir) {
+  char cmd[4096];
+  fmt(cmd, sizeof cmd,
+      "rm -rf '%s' && mkdir -p '%s' && '%s' --inputs -o '%s' lenet5 >/dev/null", dir, dir, ZOO,
+      dir);
+  cr_assert_eq(system(cmd), 0, "accpar-zoo failed");
+}
+
+/* The whole of a file, NUL-terminated (freed by the caller). */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "cannot open %s", path);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  cr_assert(mem);
+  int c;
+  while ((c = fgetc(f)) != EOF)
+    fputc(c, mem);
+  fclose(f);
+  fclose(mem);
+  return buf;
+}
+
+/* Runs cmd through sh with the ACCPAR_RT_* overrides removed; 0 if it exits 0. */
+static int sh(const char *cmd) {
+  char full[8192];
+  fmt(full, sizeof full, "unset ACCPAR_RT_LIB ACCPAR_RT_INCLUDE ACCPAR_KERNELS_DIR; %s", cmd);
+  int st = system(full);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(cli, transport_threads_links_the_threads_runtime, .timeout = 300) {
+  const char *dir = WORK_DIR "/threads";
+  setup(dir);
+  char cmd[4096];
+  fmt(cmd, sizeof cmd, "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices cpu:2 --transport threads -o '%s/prog' 2>'%s/err'",
+      ACCPARC, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "compile failed");
+  fmt(cmd, sizeof cmd, "%s/prog/build.sh", dir);
+  char *script = slurp(cmd);
+  cr_assert(strstr(script, "/libaccpar_rt.a'"), "%s", script);
+  cr_assert(!strstr(script, "libaccpar_rt_mpi") && !strstr(script, "libmpi"), "%s", script);
+  /* Every source on its own, then one link. */
+  cr_assert(strstr(script, "-c \"$1.c\" -o \"$1.o\"") &&
+                strstr(script, "for unit in kernels dev0 dev1 main;") &&
+                strstr(script, "-o model.tmp kernels.o dev0.o dev1.o main.o "),
+            "%s", script);
+  free(script);
+  fmt(cmd, sizeof cmd, "%s/err", dir);
+  char *err = slurp(cmd);
+  cr_assert_str_eq(err, "", "stderr is not a terminal: no phases");
+  free(err);
+  /* --outputs names a folder that does not exist yet. */
+  fmt(cmd, sizeof cmd, "'%s/prog/model' --inputs '%s/lenet5_data' --outputs '%s/out/new' >/dev/null",
+      dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(cmd, sizeof cmd, "%s/out/new/output_0.pb", dir);
+  cr_assert(exists(cmd));
+  /* This program has no MPI transport, and says how to get one. */
+  fmt(cmd, sizeof cmd, "'%s/prog/model' --transport mpi 2>'%s/err' >/dev/null", dir, dir);
+  cr_assert_eq(sh(cmd), 1);
+  fmt(cmd, sizeof cmd, "%s/err", dir);
+  err = slurp(cmd);
+  cr_assert(strstr(err, "accparc compile --transport mpi"), "%s", err);
+  free(err);
+}
+
+Test(cli, default_transport_runs_under_mpirun_without_environment, .timeout = 300) {
+  if (!exists(RT_MPI_LIB))
+    cr_skip_test("MPI was not found: no %s", RT_MPI_LIB);
+  const char *dir = WORK_DIR "/mpi";
+  setup(dir);
+  char cmd[4096];
+  fmt(cmd, sizeof cmd, "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices tpuv3:1,tpuv2:2 -o '%s/prog'",
+      ACCPARC, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "compile failed");
+  fmt(cmd, sizeof cmd, "%s/prog/build.sh", dir);
+  char *script = slurp(cmd);
+  cr_assert(strstr(script, "/libaccpar_rt_mpi.a'"), "%s", script);
+  free(script);
+  /* The same program on threads and under mpirun: the same output. */
+  fmt(cmd, sizeof cmd, "'%s/prog/model' --inputs '%s/lenet5_data' --outputs '%s/threads' >/dev/null",
+      dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  if (system("command -v mpirun >/dev/null 2>&1") != 0)
+    cr_skip_test("no mpirun");
+  fmt(cmd, sizeof cmd,
+      "ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np 3 "
+      "'%s/prog/model' --transport mpi --inputs '%s/lenet5_data' --outputs '%s/mpi' >/dev/null",
+      dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "mpirun failed");
+  fmt(cmd, sizeof cmd, "cmp '%s/threads/output_0.pb' '%s/mpi/output_0.pb'", dir, dir);
+  cr_assert_eq(sh(cmd), 0, "the MPI run's output differs from the threads run's");
+}
+
+Test(cli, transport_is_checked) {
+  char cmd[4096];
+  fmt(cmd, sizeof cmd, "'%s' compile m.onnx --devices cpu:2 --transport pigeons -o x 2>&1", ACCPARC);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  char line[512] = "";
+  cr_assert(fgets(line, sizeof line, p));
+  cr_assert_eq(WEXITSTATUS(pclose(p)), 2);
+  cr_assert_str_eq(line, "accparc compile: --transport must be threads, mpi or both, got 'pigeons'\n");
+}
+
+Test(cli, compile_reports_its_phases_on_a_terminal, .timeout = 300) {
+  if (system("command -v script >/dev/null 2>&1") != 0)
+    cr_skip_test("no script(1) to give accparc a terminal");
+  const char *dir = WORK_DIR "/phases";
+  setup(dir);
+  char cmd[4096];
+  /* script(1) runs accparc on a pseudo-terminal and copies what it wrote. */
+  fmt(cmd, sizeof cmd,
+      "CFLAGS=-O1 script -qec \"'%s' compile '%s/lenet5.onnx' --devices cpu:2 -o '%s/prog'\" "
+      "/dev/null >'%s/tty' 2>&1",
+      ACCPARC, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "compile failed");
+  fmt(cmd, sizeof cmd, "%s/tty", dir);
+  char *tty = slurp(cmd);
+  const char *phases[] = {"] parse ", "] plan 2 devices (accpar)", "] generate C in ",
+                          "] build ", "] done"};
+  const char *at = tty;
+  for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
+    const char *p = strstr(at, phases[i]);
+    cr_assert(p, "phase '%s' missing or out of order in:\n%s", phases[i], tty);
+    at = p;
+  }
+  cr_assert(strstr(tty, "accparc compile: [0."), "%s", tty);
+  free(tty);
+  fmt(cmd, sizeof cmd, "%s/prog/model", dir);
+  cr_assert(exists(cmd));
+}
+
+Test(cli, executable_help_describes_every_option, .timeout = 300) {
+  const char *dir = WORK_DIR "/help";
+  setup(dir);
+  char cmd[4096];
+  fmt(cmd, sizeof cmd, "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices cpu:1 -o '%s/prog'",
+      ACCPARC, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "compile failed");
+  fmt(cmd, sizeof cmd, "'%s/prog/model' --help >'%s/help'", dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(cmd, sizeof cmd, "%s/help", dir);
+  char *help = slurp(cmd);
+  const char *options[] = {"--transport", "--steps", "--lr",     "--seed",
+                           "--inputs",    "--outputs", "--report", "--repeat"};
+  for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+    char line[64];
+    fmt(line, sizeof line, "\n  %s ", options[i]);
+    cr_assert(strstr(help, line), "no description of %s in:\n%s", options[i], help);
+  }
+  free(help);
+}
+
+/* Every option the synopsis of `accparc compile --help` offers is described
+ * below it, and nothing says training is limited to one device. */
+Test(cli, compile_help_describes_every_option) {
+  char cmd[4096];
+  fmt(cmd, sizeof cmd, "'%s' compile --help", ACCPARC);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  char *help = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&help, &len);
+  int c;
+  while ((c = fgetc(p)) != EOF)
+    fputc(c, mem);
+  fclose(mem);
+  cr_assert_eq(pclose(p), 0);
+  cr_assert(!strstr(help, "one device so far"), "%s", help);
+  const char *synopsis_end = strstr(help, "\n  -");
+  cr_assert(synopsis_end);
+  for (const char *s = help; s < synopsis_end; s++) {
+    if (*s != '[' || s[1] != '-')
+      continue;
+    char opt[32];
+    size_t n = strcspn(s + 1, " ]");
+    cr_assert_lt(n, sizeof opt - 4);
+    memcpy(opt + 3, s + 1, n);
+    memcpy(opt, "\n  ", 3);
+    opt[3 + n] = 0;
+    cr_assert(strstr(synopsis_end, opt), "'%s' is in the synopsis, not described:\n%s", opt + 3,
+              help);
+  }
+  free(help);
+}
+
+/* A plan read back (--plan FILE.json) is the plan that was written: the
+ * JSON of `plan --plan` equals the file, for every strategy and cost, on
+ * one- and two-level arrays, homogeneous and mixed, with joins (ResNet). */
+Test(cli, plans_read_back_exactly, .timeout = 300) {
+  const char *dir = WORK_DIR "/readback";
+  char cmd[8192];
+  fmt(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' -o '%s' lenet5 resnet_small >/dev/null",
+      dir, dir, ZOO, dir);
+  cr_assert_eq(system(cmd), 0);
+  const char *models[] = {"lenet5 --batch 1", "resnet_small --batch 8"};
+  const char *arrays[] = {"cpu:4", "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:6"};
+  const char *strategies[] = {"dp", "owt", "hypar", "accpar"};
+  const char *costs[] = {"time", "paper"};
+  int runs = 0;
+  for (size_t m = 0; m < 2; m++)
+    for (size_t a = 0; a < 3; a++)
+      for (size_t s = 0; s < 4; s++)
+        for (size_t c = 0; c < 2; c++) {
+          char model[64];
+          fmt(model, sizeof model, "%s", models[m]);
+          *strchr(model, ' ') = 0;
+          fmt(cmd, sizeof cmd,
+              "cd '%s' && '%s' plan %s.onnx %s --devices %s --strategy %s --cost %s --format json "
+              ">a.json && '%s' plan %s.onnx %s --plan a.json --format json >b.json && cmp a.json b.json",
+              dir, ACCPARC, model, strchr(models[m], ' ') + 1, arrays[a], strategies[s], costs[c],
+              ACCPARC, model, strchr(models[m], ' ') + 1);
+          cr_expect_eq(sh(cmd), 0, "%s on %s, %s, cost %s: not read back as written", model,
+                       arrays[a], strategies[s], costs[c]);
+          runs++;
+        }
+  cr_assert_eq(runs, 48);
+  /* ...and from a model accparc export wrote. */
+  fmt(cmd, sizeof cmd,
+      "cd '%s' && '%s' export resnet_small.onnx --batch 8 --devices tpuv3:2,tpuv2:6 -o planned.onnx "
+      "&& '%s' plan resnet_small.onnx --batch 8 --devices tpuv3:2,tpuv2:6 --format json >a.json "
+      "&& '%s' plan resnet_small.onnx --batch 8 --plan planned.onnx --format json >b.json "
+      "&& cmp a.json b.json",
+      dir, ACCPARC, ACCPARC, ACCPARC);
+  cr_expect_eq(sh(cmd), 0, "the plan of an exported model is not read back as written");
+}
+
+/* compile --plan builds the program of the plan in the file: its measured
+ * bytes are the file's predicted bytes, device by device. */
+Test(cli, compile_builds_the_plan_of_a_file, .timeout = 300) {
+  const char *dir = WORK_DIR "/compile-plan";
+  setup(dir);
+  char cmd[8192];
+  fmt(cmd, sizeof cmd,
+      "cd '%s' && '%s' plan lenet5.onnx --devices tpuv3:1,tpuv2:2 --strategy hypar --format json "
+      ">plan.json && CFLAGS=-O1 '%s' compile lenet5.onnx --plan plan.json --transport threads -o prog "
+      "&& prog/model --inputs lenet5_data --report report.json >/dev/null",
+      dir, ACCPARC, ACCPARC);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(cmd, sizeof cmd, "%s/plan.json", dir);
+  char *plan = slurp(cmd);
+  fmt(cmd, sizeof cmd, "%s/report.json", dir);
+  char *report = slurp(cmd);
+  const char *want = strstr(plan, "\"device_forward_bytes\": ");
+  const char *got = strstr(report, "\"bytes_sent\": ");
+  cr_assert(want && got, "%s\n%s", plan, report);
+  want += strlen("\"device_forward_bytes\": ");
+  got += strlen("\"bytes_sent\": ");
+  cr_assert_eq(strncmp(want, got, (size_t)(strchr(want, ']') - want + 1)), 0,
+               "bytes sent %.*s, the plan's %.*s", (int)(strchr(got, ']') - got + 1), got,
+               (int)(strchr(want, ']') - want + 1), want);
+  free(plan);
+  free(report);
+}

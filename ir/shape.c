@@ -288,6 +288,114 @@ static ap_status infer_compare(const ctx *c) {
 #define infer_LESS infer_compare
 #define infer_GREATER infer_compare
 #define infer_EQUAL infer_compare
+#define infer_GREATER_OR_EQUAL infer_compare
+#define infer_LESS_OR_EQUAL infer_compare
+
+/* The activations and math functions of one float operand (their kernels
+ * say which element types they take), and Sign, which takes any number. */
+#define infer_LEAKY_RELU infer_unary
+#define infer_ELU infer_unary
+#define infer_SELU infer_unary
+#define infer_CELU infer_unary
+#define infer_HARD_SIGMOID infer_unary
+#define infer_HARD_SWISH infer_unary
+#define infer_SOFTPLUS infer_unary
+#define infer_SOFTSIGN infer_unary
+#define infer_THRESHOLDED_RELU infer_unary
+#define infer_MISH infer_unary
+#define infer_SIN infer_unary
+#define infer_COS infer_unary
+#define infer_FLOOR infer_unary
+#define infer_CEIL infer_unary
+#define infer_ROUND infer_unary
+#define infer_SIGN infer_unary
+
+static ap_status need_bool(const ctx *c, const ap_value *v) {
+  if (v->dtype != AP_DT_UNDEFINED && v->dtype != AP_DT_BOOL)
+    return bad(c, "input '%s' must be bool, not %s", v->name, ap_dtype_name(v->dtype));
+  return AP_OK;
+}
+
+static ap_status need_float_in(const ctx *c, const ap_value *v) {
+  if (v->dtype != AP_DT_UNDEFINED && !ap_dtype_is_float(v->dtype))
+    return bad(c, "input '%s' must be a floating-point tensor, not %s", v->name,
+               ap_dtype_name(v->dtype));
+  return AP_OK;
+}
+
+/* IsNaN, IsInf: a bool of the input's shape. */
+static ap_status infer_float_test(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)) || (s = need_float_in(c, x)))
+    return s;
+  return copy_out(c, 0, x, AP_DT_BOOL);
+}
+#define infer_IS_NAN infer_float_test
+#define infer_IS_INF infer_float_test
+
+static ap_status infer_NOT(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)) || (s = need_bool(c, x)))
+    return s;
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
+
+/* And, Or, Xor: bool operands, broadcast. */
+static ap_status infer_logical(const ctx *c) {
+  ap_value *a, *b;
+  ap_status s;
+  if ((s = need(c, 0, &a)) || (s = need(c, 1, &b)) || (s = need_bool(c, a)) ||
+      (s = need_bool(c, b)))
+    return s;
+  return infer_compare(c);
+}
+#define infer_AND infer_logical
+#define infer_OR infer_logical
+#define infer_XOR infer_logical
+
+/* Mod: floats only as C's fmod (the attribute fmod = 1), which ONNX
+ * requires; integers either way. */
+static ap_status infer_MOD(const ctx *c) {
+  ap_value *a;
+  ap_status s = need(c, 0, &a);
+  if (s)
+    return s;
+  const ap_attr *f = ap_attr_find(c->n, "fmod");
+  if (f && (f->type != AP_ATTR_INT || (f->i != 0 && f->i != 1)))
+    return bad(c, "attribute 'fmod' must be the int 0 or 1");
+  if (ap_dtype_is_float(a->dtype) && !(f && f->i == 1))
+    return bad(c, "a floating-point Mod needs fmod = 1 (input '%s' is %s)", a->name,
+               ap_dtype_name(a->dtype));
+  return infer_arith(c);
+}
+
+/* PRelu: the slope broadcasts to X (unidirectionally, from opset 7); the
+ * output is X's. Before opset 7 a slope of several elements was per channel
+ * without a defined layout, which is not implemented. */
+static ap_status infer_PRELU(const ctx *c) {
+  ap_value *x, *slope;
+  ap_status s;
+  if ((s = need(c, 0, &x)) || (s = need(c, 1, &slope)) || (s = same_dtype(c, x, slope)))
+    return s;
+  if (c->g->opset < 7 && ap_numel(slope->rank, slope->dims) != 1)
+    return ap_error(c->d, AP_ERR_UNSUPPORTED, c->g->path, c->n->name, c->n->op_type,
+                    "a slope of several elements before opset 7 (per channel, not broadcast) "
+                    "is not supported");
+  shp acc;
+  shp_of(x, &acc);
+  if ((s = broadcast_into(c, &acc, slope)))
+    return s;
+  if (acc.rank >= 0 && x->rank >= 0) {
+    bool same = acc.rank == x->rank;
+    for (int i = 0; same && i < x->rank; i++)
+      same = x->dims[i] < 0 || acc.dims[i] == x->dims[i];
+    if (!same)
+      return bad(c, "slope '%s' does not broadcast to the shape of '%s'", slope->name, x->name);
+  }
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
 
 /* Where(cond, X, Y): the result has X's type; the condition is bool. */
 static ap_status infer_WHERE(const ctx *c) {

@@ -172,6 +172,52 @@ def erf_abs_reciprocal():
     return model(nodes, [("x", D, [3, 4])], ("y", D))
 
 
+def four():
+    """A Constant node (not an initializer, which would be a weight)."""
+    return helper.make_node("Constant", [], ["four"],
+                            value=numpy_helper.from_array(np.array(4.0), "four"))
+
+
+def leaky_relu_prelu():
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.2),
+             helper.make_node("PRelu", ["a", "s"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 4]), ("s", D, [3, 1])], ("y", D))
+
+
+def elu_selu_celu():
+    nodes = [helper.make_node("Elu", ["x"], ["a"], alpha=0.7),
+             helper.make_node("Selu", ["x"], ["b"]),
+             helper.make_node("Celu", ["x"], ["c"], alpha=1.5),
+             helper.make_node("Sum", ["a", "b", "c"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D))
+
+
+def hard_sigmoid_swish():
+    """On 4x, in [-4, 4): both clipped ends and the linear part."""
+    nodes = [four(), helper.make_node("Mul", ["x", "four"], ["t"]),
+             helper.make_node("HardSigmoid", ["t"], ["a"], alpha=0.5, beta=0.2),
+             helper.make_node("HardSwish", ["t"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D), opset=18)
+
+
+def softplus_softsign_mish():
+    nodes = [four(), helper.make_node("Mul", ["x", "four"], ["t"]),
+             helper.make_node("Softplus", ["t"], ["a"]),
+             helper.make_node("Softsign", ["t"], ["b"]),
+             helper.make_node("Mish", ["t"], ["c"]),
+             helper.make_node("Sum", ["a", "b", "c"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D), opset=18)
+
+
+def thresholded_relu_sin_cos():
+    nodes = [helper.make_node("ThresholdedRelu", ["x"], ["a"], alpha=0.3),
+             helper.make_node("Sin", ["x"], ["b"]),
+             helper.make_node("Cos", ["x"], ["c"]),
+             helper.make_node("Sum", ["a", "b", "c"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D))
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -381,6 +427,11 @@ CASES = {
     "pow_broadcast": pow_,
     "erf_abs_reciprocal": erf_abs_reciprocal,
     "clip": clip,
+    "leaky_relu_prelu": leaky_relu_prelu,
+    "elu_selu_celu": elu_selu_celu,
+    "hard_sigmoid_swish": hard_sigmoid_swish,
+    "softplus_softsign_mish": softplus_softsign_mish,
+    "thresholded_relu_sin_cos": thresholded_relu_sin_cos,
     "sum_max_min_broadcast": sum_max_min,
     "where_broadcast": where,
     "reduce_sum_mean_max": reductions,

@@ -704,6 +704,15 @@ void cg_map_end(cg_kernel *k, cg_x *x);
  * Gemm; x0 the bias, y0 the output (emit_util.c). */
 void cg_emit_bias_add(cg_kernel *k);
 
+/* ---- c_move.c ------------------------------------------------------------- */
+
+/* Pad: the input index along an axis of dim elements (begin and end pads)
+ * that output index i reads, ap_pad_source as an expression; in the
+ * constant mode the index may fall outside, and *inside is the condition
+ * that it does not (NULL: always inside). */
+cg_x *cg_pad_source(cg_kernel *k, ap_pad_mode mode, cg_x *i, int64_t begin, int64_t end,
+                    int64_t dim, cg_x **inside);
+
 /* ---- c_layer.c ------------------------------------------------------------ */
 
 /* The spatial window of a convolution or pool: kernel, strides, dilations

@@ -446,6 +446,45 @@ static ap_status fold_SLICE(fctx *c) {
   return gather_view(c, y, x, y->rank, y->dims, st, base);
 }
 
+/* Every output element from its source (ap_pad_source) or the constant. */
+static ap_status fold_PAD(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  int64_t begin[AP_MAX_RANK], end[AP_MAX_RANK], xs[AP_MAX_RANK], idx[AP_MAX_RANK] = {0};
+  ap_pad_mode mode;
+  bool known;
+  ap_status s = ap_pad_params(c->g, c->n, x->rank, begin, end, &mode, &known, c->d);
+  if (s || !known || x->dtype == AP_DT_STRING) {
+    c->skip = true;
+    return s;
+  }
+  /* The constant: input 2 from opset 11 (zero when omitted), else 'value'. */
+  ap_tensor value = {.dtype = y->dtype, .numel = 1};
+  uint8_t zero[16] = {0};
+  value.data = zero;
+  if (c->g->opset < 11)
+    ap_tensor_set_f64(&value, 0, ap_attr_float(c->n, "value", 0));
+  else if (c->n_in > 2 && c->in[2].data && c->in[2].numel >= 1)
+    value = c->in[2];
+  strides_of(x->rank, x->dims, xs);
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t off = 0;
+    for (int a = 0; a < x->rank && off >= 0; a++) {
+      int64_t j = ap_pad_source(mode, idx[a], begin[a], x->dims[a]);
+      off = j < 0 ? -1 : off + j * xs[a];
+    }
+    if (off < 0)
+      copy_elem(y, i, &value, 0);
+    else
+      copy_elem(y, i, x, off);
+    for (int a = y->rank - 1; a >= 0; a--) {
+      if (++idx[a] < y->dims[a])
+        break;
+      idx[a] = 0;
+    }
+  }
+  return AP_OK;
+}
+
 /* Copies, along axis, blocks of src into dst at position at (in units of
  * the axis): the core of Concat and Split. */
 static void copy_along(ap_tensor *dst, int64_t dst_at, const ap_tensor *src, int64_t src_at,

@@ -1358,6 +1358,124 @@ static ap_status infer_SLICE(const ctx *c) {
   return set_out(c, 0, x->dtype, &o);
 }
 
+ap_status ap_pad_params(ap_graph *g, ap_node *n, int rank, int64_t *begin, int64_t *end,
+                        ap_pad_mode *mode, bool *known, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  static const char *const modes[] = {"constant", "reflect", "edge", "wrap"};
+  const char *m = ap_attr_string(n, "mode", "constant");
+  *known = false;
+  *mode = AP_PAD_CONSTANT;
+  bool found = false;
+  for (int i = 0; i < 4 && !found; i++)
+    if (strcmp(m, modes[i]) == 0 && (i < 3 || g->opset >= 19)) {
+      *mode = (ap_pad_mode)i;
+      found = true;
+    }
+  if (!found)
+    return bad(c, "mode '%s' is not one of constant, reflect, edge%s", m,
+               g->opset >= 19 ? ", wrap" : "");
+  int64_t pads[AP_MAX_RANK * 2], axes[AP_MAX_RANK];
+  int n_pads, n_axes = rank;
+  ap_status s;
+  if (g->opset < 11) {
+    const int64_t *a = ap_attr_ints(n, "pads", &n_pads);
+    if (!a)
+      return bad(c, "attribute 'pads' (a list of ints) is required");
+    if (n_pads > AP_MAX_RANK * 2)
+      return bad(c, "attribute 'pads' has %d values", n_pads);
+    memcpy(pads, a, (size_t)n_pads * sizeof *a);
+  } else {
+    ap_value *vp, *va = in(c, 3);
+    bool kp, ka = true;
+    if ((s = need(c, 1, &vp)) ||
+        (s = const_ints(c, vp, pads, AP_MAX_RANK * 2, &n_pads, &kp)))
+      return s;
+    if (va && (s = const_ints(c, va, axes, AP_MAX_RANK, &n_axes, &ka)))
+      return s;
+    if (!kp || !ka)
+      return AP_OK;
+  }
+  bool given = g->opset >= 11 && in(c, 3);
+  if (n_pads != 2 * n_axes)
+    return bad(c, "pads has %d values; %d are needed (2 per %s)", n_pads, 2 * n_axes,
+               given ? "axis of 'axes'" : "axis");
+  for (int i = 0; i < rank; i++)
+    begin[i] = end[i] = 0;
+  bool seen[AP_MAX_RANK] = {false};
+  for (int i = 0; i < n_axes; i++) {
+    int a = i;
+    if (given && (s = norm_axis(c, "axis", axes[i], rank, &a)))
+      return s;
+    if (seen[a])
+      return bad(c, "axis %d is padded twice", a);
+    seen[a] = true;
+    if (pads[i] < -WINDOW_ATTR_MAX || pads[i] > WINDOW_ATTR_MAX ||
+        pads[i + n_axes] < -WINDOW_ATTR_MAX || pads[i + n_axes] > WINDOW_ATTR_MAX)
+      return bad(c, "pad %lld or %lld is too large", (long long)pads[i],
+                 (long long)pads[i + n_axes]);
+    begin[a] = pads[i];
+    end[a] = pads[i + n_axes];
+  }
+  *known = true;
+  return AP_OK;
+}
+
+int64_t ap_pad_source(ap_pad_mode mode, int64_t i, int64_t begin, int64_t dim) {
+  int64_t j = i - begin;
+  if (j >= 0 && j < dim)
+    return j;
+  switch (mode) {
+  case AP_PAD_CONSTANT: return -1;
+  case AP_PAD_EDGE: return j < 0 ? 0 : dim - 1;
+  case AP_PAD_WRAP: return (j % dim + dim) % dim;
+  case AP_PAD_REFLECT: {
+    /* numpy's reflect: mirror about the end elements, repeated, period 2 (dim - 1) */
+    int64_t period = 2 * (dim - 1);
+    if (period == 0)
+      return 0;
+    int64_t m = (j < 0 ? -j : j) % period;
+    return m < dim ? m : period - m;
+  }
+  }
+  return -1;
+}
+
+static ap_status infer_PAD(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->rank < 0)
+    return set_out(c, 0, x->dtype, &(shp){.rank = -1});
+  int64_t begin[AP_MAX_RANK], end[AP_MAX_RANK];
+  ap_pad_mode mode;
+  bool known;
+  if ((s = ap_pad_params(c->g, c->n, x->rank, begin, end, &mode, &known, c->d)))
+    return s;
+  ap_value *cv = c->g->opset >= 11 ? in(c, 2) : NULL;
+  if (cv && cv->dtype != AP_DT_UNDEFINED && cv->dtype != x->dtype)
+    return bad(c, "constant_value '%s' (%s) must have the type of '%s' (%s)", cv->name,
+               ap_dtype_name(cv->dtype), x->name, ap_dtype_name(x->dtype));
+  shp o;
+  shp_of(x, &o);
+  for (int i = 0; i < x->rank; i++) {
+    if (!known) {
+      shp_dim(&o, i, -1, NULL);
+    } else if (x->dims[i] >= 0) {
+      int64_t dim = x->dims[i] + begin[i] + end[i];
+      if (dim < 0)
+        return bad(c, "axis %d: pads %lld and %lld leave fewer than no elements of %lld", i,
+                   (long long)begin[i], (long long)end[i], (long long)x->dims[i]);
+      if (mode != AP_PAD_CONSTANT && x->dims[i] == 0 && (begin[i] > 0 || end[i] > 0))
+        return bad(c, "axis %d is empty: there is nothing to pad it with", i);
+      shp_dim(&o, i, dim, NULL);
+    } else if (begin[i] || end[i]) {
+      shp_dim(&o, i, -1, NULL);
+    }
+  }
+  return set_out(c, 0, x->dtype, &o);
+}
+
 static ap_status infer_SQUEEZE(const ctx *c) {
   ap_value *x;
   ap_status s;

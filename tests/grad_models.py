@@ -218,6 +218,25 @@ def thresholded_relu_sin_cos():
     return model(nodes, [("x", D, [3, 4])], ("y", D))
 
 
+def pads():
+    """Pad in every mode (opset 19), pads as inputs, a cropping pad, the
+    reflections and wraps longer than nothing: repeated elements sum."""
+    nodes = [helper.make_node("Pad", ["x", "p1"], ["a"], mode="reflect"),
+             helper.make_node("Pad", ["a", "p2"], ["b"], mode="edge"),
+             helper.make_node("Pad", ["b", "p3", "v"], ["c"]),
+             helper.make_node("Pad", ["c", "p4", "", "ax"], ["y"], mode="wrap")]
+    inits = [const("p1", [1, 2, 1, 1]), const("p2", [0, 2, 1, 0]),
+             const("p3", [-1, 1, 1, 0]), const("ax", [1]), const("p4", [3, 2]),
+             numpy_helper.from_array(np.array(0.25), "v")]
+    return model(nodes, [("x", D, [3, 4])], ("y", D), inits, opset=19)
+
+
+def pad_attributes():
+    """Pad before opset 11: pads and the value as attributes."""
+    n = helper.make_node("Pad", ["x"], ["y"], mode="constant", pads=[1, 0, 0, 2], value=0.5)
+    return model([n], [("x", D, [3, 4])], ("y", D), opset=10)
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -427,6 +446,8 @@ CASES = {
     "pow_broadcast": pow_,
     "erf_abs_reciprocal": erf_abs_reciprocal,
     "clip": clip,
+    "pad_modes": pads,
+    "pad_attributes": pad_attributes,
     "leaky_relu_prelu": leaky_relu_prelu,
     "elu_selu_celu": elu_selu_celu,
     "hard_sigmoid_swish": hard_sigmoid_swish,

@@ -120,10 +120,51 @@ def mlp(outdir):
     save(outdir, "ops_mlp", nodes, [8, 16], [8, 10], inits)
 
 
+def ints(name, v):
+    return numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+
+
+def pad(outdir):
+    """Pad in every mode between convolutions: reflect on the spatial axes
+    given by 'axes' (opset 18), edge with a pad of the channels, constant
+    with a value and a negative (cropping) pad, wrap (opset 19)."""
+    n = helper.make_node
+    inits = [init("w1", [6, 3, 3, 3]), init("w2", [6, 6, 3, 3]), init("w3", [6, 8, 3, 3]),
+             init("wf", [6 * 8 * 7, 10], 0.05),
+             ints("p_reflect", [2, 1, 1, 2]), ints("hw", [2, 3]),
+             ints("p_edge", [0, 1, 1, 0, 0, 1, 0, 0]),
+             ints("p_const", [0, 0, -1, 1, 0, 0, 2, -2]), scalar("value", 0.5),
+             ints("p_wrap", [0, 0, 1, 2, 0, 0, 2, 1])]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                          # [2, 6, 8, 8]
+        n("Pad", ["c1", "p_reflect", "", "hw"], ["r"], mode="reflect"),  # [2, 6, 11, 11]
+        n("Conv", ["r", "w2"], ["c2"]),                          # [2, 6, 9, 9]
+        n("Pad", ["c2", "p_edge"], ["e"], mode="edge"),          # [2, 8, 10, 9]
+        n("Conv", ["e", "w3"], ["c3"]),                          # [2, 6, 8, 7]
+        n("Pad", ["c3", "p_const", "value"], ["k"]),             # [2, 6, 9, 6]
+        n("Pad", ["k", "p_wrap"], ["w"], mode="wrap"),           # [2, 6, 12, 9]
+        n("Slice", ["w", "s0", "s1", "s2"], ["ws"]),             # [2, 6, 8, 7]
+        n("Flatten", ["ws"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    inits += [ints("s0", [1, 1]), ints("s1", [9, 8]), ints("s2", [2, 3])]
+    g = helper.make_graph(nodes, "ops_pad", [helper.make_tensor_value_info("x", F, [2, 3, 10, 10])],
+                          [helper.make_tensor_value_info("y", F, [2, 10])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    with open(f"{outdir}/ops_pad.onnx", "wb") as f:
+        f.write(m.SerializeToString())
+    os.makedirs(f"{outdir}/ops_pad_data", exist_ok=True)
+    x = rng.standard_normal([2, 3, 10, 10]).astype(np.float32)
+    with open(f"{outdir}/ops_pad_data/input_0.pb", "wb") as f:
+        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
     mlp(outdir)
+    pad(outdir)
 
 
 if __name__ == "__main__":

@@ -366,16 +366,17 @@ Test(differential, operators_between_layers, .timeout = 2400) {
                       ACCPAR_SOURCE_DIR, dir, dir);
   cr_assert_eq(system(cmd), 0, "op_models.py failed (see %s.log)", dir);
   free(cmd);
-  static const char *const names[] = {"ops_cnn", "ops_mlp"};
-  model m[2];
-  for (int i = 0; i < 2; i++)
+  static const char *const names[] = {"ops_cnn", "ops_mlp", "ops_pad"};
+  enum { N = sizeof names / sizeof names[0] };
+  model m[N];
+  for (int i = 0; i < N; i++)
     m[i] = (model){.name = xprintf("%s", names[i]),
                    .path = xprintf("%s/%s.onnx", dir, names[i]),
                    .data = xprintf("%s/%s_data", dir, names[i]),
                    .ort = true};
   static const int every[] = {0, 1, 2, 3, 4}, some[] = {1, 3};
-  int failed = SANITIZED ? sweep("ops", m, 2, some, 2) : sweep("ops", m, 2, every, N_ARRAYS);
-  free_models(m, 2);
+  int failed = SANITIZED ? sweep("ops", m, N, some, 2) : sweep("ops", m, N, every, N_ARRAYS);
+  free_models(m, N);
   cr_assert_eq(failed, 0, "%d configurations failed (see above)", failed);
 }
 

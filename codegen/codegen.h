@@ -713,6 +713,13 @@ void cg_emit_bias_add(cg_kernel *k);
 cg_x *cg_pad_source(cg_kernel *k, ap_pad_mode mode, cg_x *i, int64_t begin, int64_t end,
                     int64_t dim, cg_x **inside);
 
+/* Tile: the input offset output element iv[] (loop variables over the
+ * output's box) reads. */
+cg_x *cg_tile_source(cg_kernel *k, const int64_t *repeats, const int *iv);
+/* DepthToSpace, SpaceToDepth (k->n): the input offset output element
+ * iv[] = (n, c, h, w) reads. */
+cg_x *cg_depth_space_source(cg_kernel *k, const int *iv);
+
 /* ---- c_layer.c ------------------------------------------------------------ */
 
 /* The spatial window of a convolution or pool: kernel, strides, dilations

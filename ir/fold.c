@@ -485,6 +485,62 @@ static ap_status fold_PAD(fctx *c) {
   return AP_OK;
 }
 
+static ap_status fold_TILE(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  int64_t xs[AP_MAX_RANK], idx[AP_MAX_RANK] = {0};
+  strides_of(x->rank, x->dims, xs);
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t off = 0;
+    for (int a = 0; a < x->rank; a++)
+      off += idx[a] % x->dims[a] * xs[a];
+    copy_elem(y, i, x, off);
+    for (int a = y->rank - 1; a >= 0; a--) {
+      if (++idx[a] < y->dims[a])
+        break;
+      idx[a] = 0;
+    }
+  }
+  return AP_OK;
+}
+
+/* The input offset of output element (n, c, h, w) of DepthToSpace or
+ * SpaceToDepth with block b (x: the input's dims). */
+static int64_t depth_space_source(bool to_space, bool crd, int64_t b, const int64_t *x,
+                                  int64_t n, int64_t c, int64_t h, int64_t w) {
+  int64_t xc, xh, xw;
+  if (to_space) {
+    int64_t i = h % b, j = w % b, cout = x[1] / (b * b);
+    xc = crd ? (c * b + i) * b + j : (i * b + j) * cout + c;
+    xh = h / b;
+    xw = w / b;
+  } else {
+    int64_t blk = c / x[1];
+    xc = c % x[1];
+    xh = h * b + blk / b;
+    xw = w * b + blk % b;
+  }
+  return ((n * x[1] + xc) * x[2] + xh) * x[3] + xw;
+}
+
+static ap_status fold_depth_space(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  int64_t b;
+  bool crd;
+  ap_status s = ap_depth_space_params(c->g, c->n, &b, &crd, c->d);
+  if (s)
+    return s;
+  bool to_space = c->n->op == AP_OP_DEPTH_TO_SPACE;
+  int64_t i = 0;
+  for (int64_t n = 0; n < y->dims[0]; n++)
+    for (int64_t ch = 0; ch < y->dims[1]; ch++)
+      for (int64_t h = 0; h < y->dims[2]; h++)
+        for (int64_t w = 0; w < y->dims[3]; w++)
+          copy_elem(y, i++, x, depth_space_source(to_space, crd, b, x->dims, n, ch, h, w));
+  return AP_OK;
+}
+#define fold_DEPTH_TO_SPACE fold_depth_space
+#define fold_SPACE_TO_DEPTH fold_depth_space
+
 /* Copies, along axis, blocks of src into dst at position at (in units of
  * the axis): the core of Concat and Split. */
 static void copy_along(ap_tensor *dst, int64_t dst_at, const ap_tensor *src, int64_t src_at,

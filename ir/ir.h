@@ -131,6 +131,8 @@ typedef enum ap_axes_rule {
   AP_AXES_SPLIT,       /* every axis but `axis` */
   AP_AXES_SLICE,       /* the axes not sliced */
   AP_AXES_PAD,         /* the axes not padded */
+  AP_AXES_TILE,        /* the axes not repeated */
+  AP_AXES_BATCH,       /* axis 0 only (DepthToSpace, SpaceToDepth) */
   AP_AXES_GATHER,      /* data's axes but `axis`, and the indices' axes */
   AP_AXES_EXPAND       /* input 0 broadcast to the output */
 } ap_axes_rule;
@@ -329,6 +331,13 @@ ap_status ap_pad_params(ap_graph *g, ap_node *n, int rank, int64_t *begin, int64
 /* The input index along an axis of size dim (> 0 unless mode is constant)
  * that output index i reads, begin pads before it; -1 for the constant. */
 int64_t ap_pad_source(ap_pad_mode mode, int64_t i, int64_t begin, int64_t dim);
+/* Tile: the repeats per input axis; *known is false when they are not a
+ * constant. */
+ap_status ap_tile_repeats(ap_graph *g, ap_node *n, int rank, int64_t *repeats, bool *known,
+                          ap_diag *d);
+/* DepthToSpace, SpaceToDepth: the block size, and whether DepthToSpace's
+ * mode is CRD (else DCR). */
+ap_status ap_depth_space_params(ap_graph *g, ap_node *n, int64_t *block, bool *crd, ap_diag *d);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
  * or a constant input, noop_with_empty_axes applied). */
 ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d);

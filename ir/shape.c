@@ -1622,6 +1622,89 @@ static ap_status infer_EXPAND(const ctx *c) {
   return set_out(c, 0, x->dtype, &o);
 }
 
+ap_status ap_tile_repeats(ap_graph *g, ap_node *n, int rank, int64_t *repeats, bool *known,
+                          ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  ap_value *rv;
+  int count;
+  ap_status s;
+  if ((s = need(c, 1, &rv)) || (s = const_ints(c, rv, repeats, AP_MAX_RANK, &count, known)))
+    return s;
+  if (!*known)
+    return AP_OK;
+  if (count != rank)
+    return bad(c, "repeats has %d values for an input of rank %d", count, rank);
+  for (int i = 0; i < rank; i++)
+    if (repeats[i] < 0 || repeats[i] > WINDOW_ATTR_MAX)
+      return bad(c, "repeats[%d] = %lld is out of range", i, (long long)repeats[i]);
+  return AP_OK;
+}
+
+static ap_status infer_TILE(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->rank < 0)
+    return set_out(c, 0, x->dtype, &(shp){.rank = -1});
+  int64_t repeats[AP_MAX_RANK];
+  bool known;
+  if ((s = ap_tile_repeats(c->g, c->n, x->rank, repeats, &known, c->d)))
+    return s;
+  shp o;
+  shp_of(x, &o);
+  for (int i = 0; i < x->rank; i++)
+    if (!known || (repeats[i] != 1 && x->dims[i] < 0))
+      shp_dim(&o, i, -1, NULL);
+    else if (repeats[i] != 1)
+      shp_dim(&o, i, x->dims[i] * repeats[i], NULL);
+  return set_out(c, 0, x->dtype, &o);
+}
+
+ap_status ap_depth_space_params(ap_graph *g, ap_node *n, int64_t *block, bool *crd,
+                                ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  const ap_attr *b = ap_attr_find(n, "blocksize");
+  if (!b || b->type != AP_ATTR_INT || b->i < 1 || b->i > WINDOW_ATTR_MAX)
+    return bad(c, "attribute 'blocksize' (a positive int) is required");
+  *block = b->i;
+  const char *mode = ap_attr_string(n, "mode", "DCR");
+  *crd = n->op == AP_OP_DEPTH_TO_SPACE && strcmp(mode, "CRD") == 0;
+  if (n->op == AP_OP_DEPTH_TO_SPACE && !*crd && strcmp(mode, "DCR") != 0)
+    return bad(c, "mode '%s' is not DCR or CRD", mode);
+  return AP_OK;
+}
+
+/* [N, C, H, W] <-> [N, C / b^2, H b, W b]. */
+static ap_status infer_depth_space(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  int64_t b;
+  bool crd;
+  if ((s = need(c, 0, &x)) || (s = ap_depth_space_params(c->g, c->n, &b, &crd, c->d)))
+    return s;
+  if (x->rank >= 0 && x->rank != 4)
+    return bad(c, "input '%s' must have rank 4 (N, C, H, W), not %d", x->name, x->rank);
+  shp o;
+  shp_of(x, &o);
+  if (x->rank < 0)
+    return set_out(c, 0, x->dtype, &o);
+  bool to_space = c->n->op == AP_OP_DEPTH_TO_SPACE;
+  int64_t ch = x->dims[1], h = x->dims[2], w = x->dims[3];
+  if (to_space && ch >= 0 && ch % (b * b))
+    return bad(c, "channels %lld are not a multiple of blocksize^2 = %lld", (long long)ch,
+               (long long)(b * b));
+  if (!to_space && ((h >= 0 && h % b) || (w >= 0 && w % b)))
+    return bad(c, "height %lld and width %lld must be multiples of blocksize %lld",
+               (long long)h, (long long)w, (long long)b);
+  shp_dim(&o, 1, ch < 0 ? -1 : to_space ? ch / (b * b) : ch * b * b, NULL);
+  shp_dim(&o, 2, h < 0 ? -1 : to_space ? h * b : h / b, NULL);
+  shp_dim(&o, 3, w < 0 ? -1 : to_space ? w * b : w / b, NULL);
+  return set_out(c, 0, x->dtype, &o);
+}
+#define infer_DEPTH_TO_SPACE infer_depth_space
+#define infer_SPACE_TO_DEPTH infer_depth_space
+
 /* ---- constants and metadata --------------------------------------------- */
 
 static ap_status infer_CONSTANT(const ctx *c) {

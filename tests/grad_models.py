@@ -237,6 +237,16 @@ def pad_attributes():
     return model([n], [("x", D, [3, 4])], ("y", D), opset=10)
 
 
+def tile_depth_space():
+    """Tile (copies of an element sum), DepthToSpace in both modes and
+    SpaceToDepth."""
+    nodes = [helper.make_node("Tile", ["x", "reps"], ["t"]),
+             helper.make_node("DepthToSpace", ["t"], ["d"], blocksize=2, mode="CRD"),
+             helper.make_node("SpaceToDepth", ["d"], ["s"], blocksize=2),
+             helper.make_node("DepthToSpace", ["s"], ["y"], blocksize=2, mode="DCR")]
+    return model(nodes, [("x", D, [1, 4, 2, 3])], ("y", D), [const("reps", [2, 2, 1, 2])])
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -448,6 +458,7 @@ CASES = {
     "clip": clip,
     "pad_modes": pads,
     "pad_attributes": pad_attributes,
+    "tile_depth_space": tile_depth_space,
     "leaky_relu_prelu": leaky_relu_prelu,
     "elu_selu_celu": elu_selu_celu,
     "hard_sigmoid_swish": hard_sigmoid_swish,

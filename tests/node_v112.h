@@ -21,7 +21,7 @@ __attribute__((unused)) static bool node_v112_selected(const char *name) {
       "leakyrelu", "prelu", "elu", "selu", "celu", "hardsigmoid", "hardswish", "softplus",
       "softsign", "thresholdedrelu", "mish", "sin", "cos", "floor", "ceil", "round", "sign",
       "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
-      "constant_pad", "edge_pad", "reflect_pad",
+      "constant_pad", "edge_pad", "reflect_pad", "tile", "depthtospace", "spacetodepth",
   };
   if (strncmp(name, "test_", 5) != 0)
     return false;

@@ -160,11 +160,36 @@ def pad(outdir):
         f.write(numpy_helper.from_array(x, "x").SerializeToString())
 
 
+def depth_space(outdir):
+    """SpaceToDepth, DepthToSpace (both modes) and Tile between
+    convolutions: the batch axis stays split, Tile's unrepeated axes too."""
+    n = helper.make_node
+    inits = [init("w1", [4, 3, 3, 3]), init("w2", [8, 16, 1, 1]), init("w3", [6, 2, 3, 3]),
+             init("w4", [6, 6, 1, 1]), init("wf", [6 * 10 * 5, 10], 0.05),
+             ints("reps", [1, 2, 1, 1]), ints("reps2", [1, 1, 2, 1])]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                                  # [4, 4, 6, 6]
+        n("SpaceToDepth", ["c1"], ["s"], blocksize=2),                   # [4, 16, 3, 3]
+        n("Conv", ["s", "w2"], ["c2"]),                                  # [4, 8, 3, 3]
+        n("DepthToSpace", ["c2"], ["d1"], blocksize=2, mode="DCR"),      # [4, 2, 6, 6]
+        n("Tile", ["d1", "reps"], ["t1"]),                               # [4, 4, 6, 6]
+        n("DepthToSpace", ["t1"], ["d2"], blocksize=2, mode="CRD"),      # [4, 1, 12, 12]
+        n("Tile", ["d2", "reps"], ["t2"]),                               # [4, 2, 12, 12]
+        n("Conv", ["t2", "w3"], ["c3"]),                                 # [4, 6, 10, 10]
+        n("Conv", ["c3", "w4"], ["c4"], strides=[2, 2]),                 # [4, 6, 5, 5]
+        n("Tile", ["c4", "reps2"], ["t3"]),                              # [4, 6, 10, 5]
+        n("Flatten", ["t3"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_depth_space", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
     mlp(outdir)
     pad(outdir)
+    depth_space(outdir)
 
 
 if __name__ == "__main__":

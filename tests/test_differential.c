@@ -366,7 +366,7 @@ Test(differential, operators_between_layers, .timeout = 2400) {
                       ACCPAR_SOURCE_DIR, dir, dir);
   cr_assert_eq(system(cmd), 0, "op_models.py failed (see %s.log)", dir);
   free(cmd);
-  static const char *const names[] = {"ops_cnn", "ops_mlp", "ops_pad"};
+  static const char *const names[] = {"ops_cnn", "ops_mlp", "ops_pad", "ops_depth_space"};
   enum { N = sizeof names / sizeof names[0] };
   model m[N];
   for (int i = 0; i < N; i++)

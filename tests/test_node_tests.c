@@ -34,6 +34,7 @@ static const char *const op_prefixes[] = {
     "softsign", "thresholdedrelu", "mish", "sin", "cos", "floor", "ceil", "round", "sign",
     "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
     "edge_pad", "reflect_pad", /* test_constant_pad: "constant" */
+    "tile", "depthtospace", "spacetodepth",
 };
 
 /* Folders a prefix matches that test another operator. */

@@ -146,6 +146,9 @@ typedef struct ap_op_info {
 } ap_op_info;
 
 extern const ap_op_info ap_op_table[AP_OP_COUNT];
+/* The newest opset of the default domain whose semantics are implemented
+ * (ONNX 1.22's node tests go up to it); a newer model is refused. */
+enum { AP_OPSET_MAX = 25 };
 ap_op ap_op_lookup(const char *domain, const char *type); /* AP_OP_UNKNOWN if unsupported */
 
 /* ---- graph.c ------------------------------------------------------------ */

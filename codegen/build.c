@@ -8,16 +8,9 @@
 
 #include "codegen/codegen.h"
 
+/* ops.def's CONST_IN. */
 bool cg_input_needs_constant(ap_op op, int slot) {
-  switch (op) {
-  case AP_OP_RESHAPE: case AP_OP_EXPAND: case AP_OP_SPLIT:
-  case AP_OP_SQUEEZE: case AP_OP_UNSQUEEZE:
-  case AP_OP_REDUCE_MEAN: case AP_OP_REDUCE_SUM: case AP_OP_REDUCE_MAX:
-    return slot == 1;
-  case AP_OP_SLICE: return slot >= 1;
-  case AP_OP_CONSTANT_OF_SHAPE: case AP_OP_RANGE: return true;
-  default: return false;
-  }
+  return op < AP_OP_COUNT && slot >= 0 && slot < 32 && (ap_op_table[op].const_in >> slot & 1);
 }
 
 ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d) {

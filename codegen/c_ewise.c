@@ -366,3 +366,189 @@ static ap_status variadic(cg_kernel *k, char which) {
 ap_status cg_emit_SUM(cg_kernel *k) { return variadic(k, '+'); }
 ap_status cg_emit_MAX(cg_kernel *k) { return variadic(k, '>'); }
 ap_status cg_emit_MIN(cg_kernel *k) { return variadic(k, '<'); }
+
+/* ---- activations, math functions, logic ------------------------------------ */
+
+/* v as a constant of a's type. */
+static cg_x *lit_of(cg_kernel *k, cg_x *a, double v) { return cg_const(k, (cg_ty)a->ty, v); }
+
+static double attr_f(cg_kernel *k, const char *name, double dflt) {
+  return ap_attr_float(k->n, name, (float)dflt);
+}
+
+/* The piecewise-linear activations compute in the element type, as their
+ * references do; those with exp, log or tanh compute in double and round
+ * once, as Gelu. */
+static cg_x *leaky_relu(cg_kernel *k, cg_x *a) {
+  return cg_sel(k, cg_lt(k, a, zero_of(k, a)), cg_mul(k, a, lit_of(k, a, attr_f(k, "alpha", 0.01))),
+                a);
+}
+static cg_x *thresholded_relu(cg_kernel *k, cg_x *a) {
+  return cg_sel(k, cg_gt(k, a, lit_of(k, a, attr_f(k, "alpha", 1.0))), a, zero_of(k, a));
+}
+/* max(0, min(1, alpha x + beta)), NaN passing through. */
+static cg_x *hard_sigmoid_of(cg_kernel *k, cg_x *a, double alpha, double beta) {
+  int v = cg_let(k, "v", cg_add(k, cg_mul(k, a, lit_of(k, a, alpha)), lit_of(k, a, beta)));
+  return cg_sel(k, cg_lt(k, cg_v(k, v), zero_of(k, a)), lit_of(k, a, 0),
+                cg_sel(k, cg_gt(k, cg_v(k, v), lit_of(k, a, 1)), lit_of(k, a, 1), cg_v(k, v)));
+}
+static cg_x *hard_sigmoid(cg_kernel *k, cg_x *a) {
+  return hard_sigmoid_of(k, a, attr_f(k, "alpha", 0.2), attr_f(k, "beta", 0.5));
+}
+static cg_x *hard_swish(cg_kernel *k, cg_x *a) {
+  return cg_mul(k, a, hard_sigmoid_of(k, a, 1.0 / 6, 0.5));
+}
+static cg_x *softsign(cg_kernel *k, cg_x *a) {
+  return cg_div(k, a, cg_add(k, lit_of(k, a, 1), cg_fn1(k, CG_FN_FABS, a)));
+}
+
+static cg_x *in_double(cg_kernel *k, cg_x *a) { return cg_cast(k, CG_T_F64, a); }
+
+static cg_x *elu(cg_kernel *k, cg_x *a) {
+  cg_x *x = in_double(k, a);
+  cg_x *neg = cg_mul(k, cg_f64(k, attr_f(k, "alpha", 1.0)),
+                     cg_sub(k, cg_fnd(k, CG_FN_EXP, x), cg_f64(k, 1)));
+  return cg_cast(k, (cg_ty)a->ty, cg_sel(k, cg_lt(k, x, cg_f64(k, 0)), neg, x));
+}
+/* The defaults are float32's roundings of SELU's constants, as ONNX's. */
+static cg_x *selu(cg_kernel *k, cg_x *a) {
+  double alpha = attr_f(k, "alpha", 1.67326319217681884765625),
+         gamma = attr_f(k, "gamma", 1.05070102214813232421875);
+  cg_x *x = in_double(k, a);
+  cg_x *neg = cg_sub(k, cg_mul(k, cg_f64(k, alpha), cg_fnd(k, CG_FN_EXP, x)), cg_f64(k, alpha));
+  return cg_cast(k, (cg_ty)a->ty,
+                 cg_mul(k, cg_f64(k, gamma), cg_sel(k, cg_gt(k, x, cg_f64(k, 0)), x, neg)));
+}
+static cg_x *celu(cg_kernel *k, cg_x *a) {
+  double alpha = attr_f(k, "alpha", 1.0);
+  cg_x *x = in_double(k, a);
+  cg_x *neg = cg_mul(k, cg_f64(k, alpha),
+                     cg_sub(k, cg_fnd(k, CG_FN_EXP, cg_div(k, x, cg_f64(k, alpha))), cg_f64(k, 1)));
+  return cg_cast(k, (cg_ty)a->ty, cg_sel(k, cg_gt(k, x, cg_f64(k, 0)), x, neg));
+}
+/* log(1 + e^x) without overflow: x + log(1 + e^-x) for positive x. */
+static cg_x *softplus_d(cg_kernel *k, cg_x *x) {
+  int v = cg_let(k, "v", x);
+  cg_x *pos = cg_add(k, cg_v(k, v),
+                     cg_fnd(k, CG_FN_LOG, cg_add(k, cg_f64(k, 1),
+                                                 cg_fnd(k, CG_FN_EXP, cg_neg(k, cg_v(k, v))))));
+  cg_x *neg = cg_fnd(k, CG_FN_LOG, cg_add(k, cg_f64(k, 1), cg_fnd(k, CG_FN_EXP, cg_v(k, v))));
+  return cg_sel(k, cg_gt(k, cg_v(k, v), cg_f64(k, 0)), pos, neg);
+}
+static cg_x *softplus(cg_kernel *k, cg_x *a) {
+  return cg_cast(k, (cg_ty)a->ty, softplus_d(k, in_double(k, a)));
+}
+static cg_x *mish(cg_kernel *k, cg_x *a) {
+  cg_x *x = in_double(k, a);
+  return cg_cast(k, (cg_ty)a->ty,
+                 cg_mul(k, x, cg_fnd(k, CG_FN_TANH, softplus_d(k, x))));
+}
+static cg_x *sin_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_SIN, a); }
+static cg_x *cos_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_COS, a); }
+static cg_x *floor_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_FLOOR, a); }
+static cg_x *ceil_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_CEIL, a); }
+/* Halves to even, as numpy's round: rint in the default rounding mode. */
+static cg_x *round_(cg_kernel *k, cg_x *a) { return cg_fn1(k, CG_FN_RINT, a); }
+
+ap_status cg_emit_LEAKY_RELU(cg_kernel *k) { return float_unary(k, leaky_relu); }
+ap_status cg_emit_THRESHOLDED_RELU(cg_kernel *k) { return float_unary(k, thresholded_relu); }
+ap_status cg_emit_HARD_SIGMOID(cg_kernel *k) { return float_unary(k, hard_sigmoid); }
+ap_status cg_emit_HARD_SWISH(cg_kernel *k) { return float_unary(k, hard_swish); }
+ap_status cg_emit_SOFTSIGN(cg_kernel *k) { return float_unary(k, softsign); }
+ap_status cg_emit_ELU(cg_kernel *k) { return float_unary(k, elu); }
+ap_status cg_emit_SELU(cg_kernel *k) { return float_unary(k, selu); }
+ap_status cg_emit_CELU(cg_kernel *k) { return float_unary(k, celu); }
+ap_status cg_emit_SOFTPLUS(cg_kernel *k) { return float_unary(k, softplus); }
+ap_status cg_emit_MISH(cg_kernel *k) { return float_unary(k, mish); }
+ap_status cg_emit_SIN(cg_kernel *k) { return float_unary(k, sin_); }
+ap_status cg_emit_COS(cg_kernel *k) { return float_unary(k, cos_); }
+ap_status cg_emit_FLOOR(cg_kernel *k) { return float_unary(k, floor_); }
+ap_status cg_emit_CEIL(cg_kernel *k) { return float_unary(k, ceil_); }
+ap_status cg_emit_ROUND(cg_kernel *k) { return float_unary(k, round_); }
+
+/* -1, 0 or 1; NaN and signed zeros pass through for floats. */
+static cg_x *sign(cg_kernel *k, cg_x *a) {
+  return cg_sel(k, cg_gt(k, a, zero_of(k, a)), lit_of(k, a, 1),
+                cg_sel(k, cg_lt(k, a, zero_of(k, a)), lit_of(k, a, -1),
+                       cg_ty_float((cg_ty)a->ty) ? a : zero_of(k, a)));
+}
+ap_status cg_emit_SIGN(cg_kernel *k) { return emit_unary(k, sign); }
+
+static cg_x *is_nan(cg_kernel *k, cg_x *a) { return cg_cast(k, CG_T_U8, cg_ne(k, a, a)); }
+ap_status cg_emit_IS_NAN(cg_kernel *k) { return float_unary(k, is_nan); }
+
+/* Beyond the largest finite value of the type: an infinity (never NaN). */
+static cg_x *is_inf(cg_kernel *k, cg_x *a) {
+  double max = a->ty == CG_T_F32 ? 0x1.fffffep+127 : 0x1.fffffffffffffp+1023;
+  bool pos = ap_attr_int(k->n, "detect_positive", 1) != 0,
+       neg = ap_attr_int(k->n, "detect_negative", 1) != 0;
+  cg_x *c = pos && neg ? cg_gt(k, cg_fn1(k, CG_FN_FABS, a), lit_of(k, a, max))
+            : pos      ? cg_gt(k, a, lit_of(k, a, max))
+            : neg      ? cg_lt(k, a, lit_of(k, a, -max))
+                       : cg_ne(k, cg_int(k, 0), cg_int(k, 0));
+  return cg_cast(k, CG_T_U8, c);
+}
+ap_status cg_emit_IS_INF(cg_kernel *k) { return float_unary(k, is_inf); }
+
+static cg_x *not_(cg_kernel *k, cg_x *a) { return cg_cast(k, CG_T_U8, cg_not(k, a)); }
+ap_status cg_emit_NOT(cg_kernel *k) { return emit_unary(k, not_); }
+
+ap_status cg_emit_GREATER_OR_EQUAL(cg_kernel *k) { return compare(k, CG_X_GE); }
+ap_status cg_emit_LESS_OR_EQUAL(cg_kernel *k) { return compare(k, CG_X_LE); }
+ap_status cg_emit_AND(cg_kernel *k) { return compare(k, CG_X_AND); }
+ap_status cg_emit_OR(cg_kernel *k) { return compare(k, CG_X_OR); }
+
+ap_status cg_emit_XOR(cg_kernel *k) {
+  int slots[2] = {0, 1};
+  cg_map_begin(k, 0, 2, slots);
+  cg_map_end(k, cg_cast(k, CG_T_U8, cg_ne(k, cg_not(k, cg_map_arg(k, 0)),
+                                          cg_not(k, cg_map_arg(k, 1)))));
+  return AP_OK;
+}
+
+/* Floats: C's fmod (ONNX requires fmod = 1 for them). Integers: the
+ * truncated remainder, moved to the divisor's sign unless fmod; x mod 0
+ * gives 0 rather than a trap, and x mod -1 is 0 (C leaves INT_MIN % -1
+ * undefined). */
+ap_status cg_emit_MOD(cg_kernel *k) {
+  ap_dtype t = k->out[0].dtype;
+  cg_ty ct = cg_ty_of(t);
+  bool fmod_ = ap_attr_int(k->n, "fmod", 0) != 0;
+  int slots[2] = {0, 1};
+  cg_map_begin(k, 0, 2, slots);
+  cg_x *a = cg_map_arg(k, 0), *b = cg_map_arg(k, 1);
+  if (is_float(t)) {
+    cg_map_end(k, cg_fn2(k, CG_FN_FMOD, a, b));
+    return AP_OK;
+  }
+  if (cg_dtype_is_unsigned(t)) {
+    cg_map_end(k, cg_cast(k, ct, cg_sel(k, b, cg_bin(k, CG_X_REM, a, cg_map_arg(k, 1)),
+                                        cg_int(k, 0))));
+    return AP_OK;
+  }
+  cg_x *trap = cg_or(k, cg_eq(k, b, cg_int(k, 0)), cg_eq(k, cg_map_arg(k, 1), cg_int(k, -1)));
+  int r = cg_let(k, "r", cg_sel(k, trap, cg_int(k, 0),
+                                cg_bin(k, CG_X_REM, cg_map_arg(k, 0), cg_map_arg(k, 1))));
+  cg_x *x = cg_v(k, r);
+  if (!fmod_) {
+    cg_x *moved = cg_and(k, cg_ne(k, cg_v(k, r), cg_int(k, 0)),
+                         cg_ne(k, cg_lt(k, cg_v(k, r), cg_int(k, 0)),
+                               cg_lt(k, cg_map_arg(k, 1), cg_int(k, 0))));
+    x = cg_sel(k, moved, cg_add(k, cg_v(k, r), cg_map_arg(k, 1)), cg_v(k, r));
+  }
+  cg_map_end(k, cg_cast(k, ct, x));
+  return AP_OK;
+}
+
+/* x where x >= 0, slope x elsewhere, the slope broadcast to x. */
+ap_status cg_emit_PRELU(cg_kernel *k) {
+  ap_status s = need_float(k, &k->in[0]);
+  if (s != AP_OK)
+    return s;
+  int slots[2] = {0, 1};
+  cg_map_begin(k, 0, 2, slots);
+  cg_x *x = cg_map_arg(k, 0);
+  cg_map_end(k, cg_sel(k, cg_lt(k, x, zero_of(k, x)), cg_mul(k, cg_map_arg(k, 1), cg_map_arg(k, 0)),
+                       cg_map_arg(k, 0)));
+  return AP_OK;
+}

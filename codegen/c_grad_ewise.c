@@ -143,6 +143,111 @@ static ap_status grad_abs(cg_grad_kernel *gk) { return unary(gk, d_abs); }
 static ap_status grad_reciprocal(cg_grad_kernel *gk) { return unary(gk, d_reciprocal); }
 static ap_status grad_clip(cg_grad_kernel *gk) { return unary(gk, d_clip); }
 
+/* ---- the activations and math functions ------------------------------------ */
+
+static double attr_f(cg_kernel *k, const char *name, double dflt) {
+  return ap_attr_float(k->n, name, (float)dflt);
+}
+static cg_x *dbl(cg_kernel *k, cg_x *a) { return cg_cast(k, CG_T_F64, a); }
+
+static cg_x *d_leaky_relu(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_sel(k, cg_lt(k, x, cg_int(k, 0)), cg_mul(k, dy, cg_f64(k, attr_f(k, "alpha", 0.01))), dy);
+}
+static cg_x *d_thresholded_relu(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_sel(k, cg_gt(k, x, cg_const(k, (cg_ty)x->ty, attr_f(k, "alpha", 1.0))), dy,
+                cg_int(k, 0));
+}
+/* The slope alpha inside the linear part 0 < alpha x + beta < 1, else 0. */
+static cg_x *hard_sigmoid_slope(cg_kernel *k, cg_x *x, double alpha, double beta) {
+  int v = cg_let(k, "v", cg_add(k, cg_mul(k, x, cg_const(k, (cg_ty)x->ty, alpha)),
+                                cg_const(k, (cg_ty)x->ty, beta)));
+  return cg_sel(k, cg_and(k, cg_gt(k, cg_v(k, v), cg_int(k, 0)), cg_lt(k, cg_v(k, v), cg_int(k, 1))),
+                cg_f64(k, alpha), cg_f64(k, 0));
+}
+static cg_x *d_hard_sigmoid(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_mul(k, dy, hard_sigmoid_slope(k, x, attr_f(k, "alpha", 0.2), attr_f(k, "beta", 0.5)));
+}
+/* y = x h(x), h the hard sigmoid (1/6, 1/2): dy (h(x) + x h'(x)). */
+static cg_x *d_hard_swish(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  int v = cg_let(k, "h", cg_add(k, cg_mul(k, dbl(k, x), cg_f64(k, 1.0 / 6)), cg_f64(k, 0.5)));
+  cg_x *h = cg_sel(k, cg_lt(k, cg_v(k, v), cg_int(k, 0)), cg_f64(k, 0),
+                   cg_sel(k, cg_gt(k, cg_v(k, v), cg_int(k, 1)), cg_f64(k, 1), cg_v(k, v)));
+  cg_x *dh = cg_sel(k, cg_and(k, cg_gt(k, cg_v(k, v), cg_int(k, 0)), cg_lt(k, cg_v(k, v), cg_int(k, 1))),
+                    cg_f64(k, 1.0 / 6), cg_f64(k, 0));
+  return cg_mul(k, dy, cg_add(k, h, cg_mul(k, dbl(k, x), dh)));
+}
+static cg_x *d_softsign(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  int d = cg_let(k, "d", cg_add(k, cg_f64(k, 1), cg_fnd(k, CG_FN_FABS, x)));
+  return cg_div(k, dy, cg_mul(k, cg_v(k, d), cg_v(k, d)));
+}
+static cg_x *d_elu(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_sel(k, cg_lt(k, x, cg_int(k, 0)),
+                cg_mul(k, dy, cg_mul(k, cg_f64(k, attr_f(k, "alpha", 1.0)), cg_fnd(k, CG_FN_EXP, x))),
+                dy);
+}
+static cg_x *d_selu(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  double alpha = attr_f(k, "alpha", 1.67326319217681884765625),
+         gamma = attr_f(k, "gamma", 1.05070102214813232421875);
+  return cg_mul(k, cg_mul(k, dy, cg_f64(k, gamma)),
+                cg_sel(k, cg_gt(k, x, cg_int(k, 0)), cg_f64(k, 1),
+                       cg_mul(k, cg_f64(k, alpha), cg_fnd(k, CG_FN_EXP, x))));
+}
+static cg_x *d_celu(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  cg_x *e = cg_fnd(k, CG_FN_EXP, cg_div(k, dbl(k, x), cg_f64(k, attr_f(k, "alpha", 1.0))));
+  return cg_sel(k, cg_gt(k, x, cg_int(k, 0)), dy, cg_mul(k, dy, e));
+}
+/* sigmoid(x) = 1 / (1 + e^-x), the derivative of softplus. */
+static cg_x *sigmoid_d(cg_kernel *k, cg_x *x) {
+  return cg_div(k, cg_f64(k, 1), cg_add(k, cg_f64(k, 1), cg_fnd(k, CG_FN_EXP, cg_neg(k, dbl(k, x)))));
+}
+static cg_x *d_softplus(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_mul(k, dy, sigmoid_d(k, x));
+}
+/* y = x tanh(sp(x)): dy (t + x (1 - t^2) sigmoid(x)), t = tanh(sp(x)). */
+static cg_x *d_mish(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  int v = cg_let(k, "v", dbl(k, x));
+  cg_x *sp = cg_sel(k, cg_gt(k, cg_v(k, v), cg_f64(k, 0)),
+                    cg_add(k, cg_v(k, v), cg_fnd(k, CG_FN_LOG, cg_add(k, cg_f64(k, 1),
+                                                                     cg_fnd(k, CG_FN_EXP, cg_neg(k, cg_v(k, v)))))),
+                    cg_fnd(k, CG_FN_LOG, cg_add(k, cg_f64(k, 1), cg_fnd(k, CG_FN_EXP, cg_v(k, v)))));
+  int t = cg_let(k, "t", cg_fnd(k, CG_FN_TANH, sp));
+  cg_x *d = cg_add(k, cg_v(k, t),
+                   cg_mul(k, cg_mul(k, cg_v(k, v), cg_sub(k, cg_f64(k, 1), cg_mul(k, cg_v(k, t), cg_v(k, t)))),
+                          sigmoid_d(k, cg_v(k, v))));
+  return cg_mul(k, dy, d);
+}
+static cg_x *d_sin(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_mul(k, dy, cg_fnd(k, CG_FN_COS, x));
+}
+static cg_x *d_cos(cg_kernel *k, cg_x *dy, cg_x *x, cg_x *y) {
+  (void)y;
+  return cg_mul(k, cg_neg(k, dy), cg_fnd(k, CG_FN_SIN, x));
+}
+
+static ap_status grad_leaky_relu(cg_grad_kernel *gk) { return unary(gk, d_leaky_relu); }
+static ap_status grad_thresholded_relu(cg_grad_kernel *gk) { return unary(gk, d_thresholded_relu); }
+static ap_status grad_hard_sigmoid(cg_grad_kernel *gk) { return unary(gk, d_hard_sigmoid); }
+static ap_status grad_hard_swish(cg_grad_kernel *gk) { return unary(gk, d_hard_swish); }
+static ap_status grad_softsign(cg_grad_kernel *gk) { return unary(gk, d_softsign); }
+static ap_status grad_elu(cg_grad_kernel *gk) { return unary(gk, d_elu); }
+static ap_status grad_selu(cg_grad_kernel *gk) { return unary(gk, d_selu); }
+static ap_status grad_celu(cg_grad_kernel *gk) { return unary(gk, d_celu); }
+static ap_status grad_softplus(cg_grad_kernel *gk) { return unary(gk, d_softplus); }
+static ap_status grad_mish(cg_grad_kernel *gk) { return unary(gk, d_mish); }
+static ap_status grad_sin(cg_grad_kernel *gk) { return unary(gk, d_sin); }
+static ap_status grad_cos(cg_grad_kernel *gk) { return unary(gk, d_cos); }
+
 /* ---- n-ary operators with broadcasting ------------------------------------ */
 
 static bool wants(const cg_grad_kernel *gk, int slot) { return gk->want >> slot & 1; }
@@ -260,6 +365,26 @@ static ap_status grad_where(cg_grad_kernel *gk) {
   return s;
 }
 
+/* y = x where x >= 0, slope x elsewhere: dx = dy (1 or slope), dslope =
+ * dy x where x < 0, reduced over the dims the slope was broadcast along. */
+static ap_status grad_prelu(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  ap_status s = need_float(k, k->out[0].dtype);
+  if (s == AP_OK && wants(gk, 0)) {
+    cg_grad_unbroadcast_begin(gk, 0);
+    cg_x *x = cg_grad_bcast(gk, 0);
+    cg_grad_unbroadcast_end(gk, 0, cg_sel(k, cg_lt(k, x, cg_int(k, 0)),
+                                          cg_mul(k, dy_o(gk), cg_grad_bcast(gk, 1)), dy_o(gk)));
+  }
+  if (s == AP_OK && wants(gk, 1)) {
+    cg_grad_unbroadcast_begin(gk, 1);
+    cg_x *x = cg_grad_bcast(gk, 0);
+    cg_grad_unbroadcast_end(gk, 1, cg_sel(k, cg_lt(k, x, cg_int(k, 0)),
+                                          cg_mul(k, dy_o(gk), cg_grad_bcast(gk, 0)), cg_int(k, 0)));
+  }
+  return s;
+}
+
 const cg_grad_op cg_grad_ops_ewise[AP_OP_COUNT] = {
     [AP_OP_RELU] = {grad_relu, 0x1, 0, 0x1},
     [AP_OP_SIGMOID] = {grad_sigmoid, 0x1, 0, 0x1},
@@ -286,4 +411,17 @@ const cg_grad_op cg_grad_ops_ewise[AP_OP_COUNT] = {
     [AP_OP_CAST] = {grad_identity, 0x1, 0, 0},      /* between float types: the error */
     [AP_OP_CAST_LIKE] = {grad_identity, 0x1, 0, 0}, /* converted back */
     [AP_OP_DROPOUT] = {grad_identity, 0x1, 0, 0},
+    [AP_OP_LEAKY_RELU] = {grad_leaky_relu, 0x1, 0x1, 0},
+    [AP_OP_PRELU] = {grad_prelu, 0x3, 0x3, 0},
+    [AP_OP_ELU] = {grad_elu, 0x1, 0x1, 0},
+    [AP_OP_SELU] = {grad_selu, 0x1, 0x1, 0},
+    [AP_OP_CELU] = {grad_celu, 0x1, 0x1, 0},
+    [AP_OP_HARD_SIGMOID] = {grad_hard_sigmoid, 0x1, 0x1, 0},
+    [AP_OP_HARD_SWISH] = {grad_hard_swish, 0x1, 0x1, 0},
+    [AP_OP_SOFTPLUS] = {grad_softplus, 0x1, 0x1, 0},
+    [AP_OP_SOFTSIGN] = {grad_softsign, 0x1, 0x1, 0},
+    [AP_OP_THRESHOLDED_RELU] = {grad_thresholded_relu, 0x1, 0x1, 0},
+    [AP_OP_MISH] = {grad_mish, 0x1, 0x1, 0},
+    [AP_OP_SIN] = {grad_sin, 0x1, 0x1, 0},
+    [AP_OP_COS] = {grad_cos, 0x1, 0x1, 0},
 };

@@ -94,6 +94,84 @@ static ap_status grad_split(cg_grad_kernel *gk) {
   return AP_OK;
 }
 
+/* dx gets every output element's gradient at the input element it was read
+ * from: once each in the constant mode, several times where edge, reflect
+ * or wrap repeat an element. */
+static ap_status grad_pad(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *x = &k->in[0], *y = &k->out[0];
+  int64_t begin[AP_MAX_RANK], end[AP_MAX_RANK];
+  ap_pad_mode mode;
+  bool known;
+  ap_status s = ap_pad_params(k->g, (ap_node *)k->n, x->rank, begin, end, &mode, &known, k->d);
+  if (s != AP_OK)
+    return s;
+  if (!known)
+    return cg_error(k, AP_ERR_UNSUPPORTED,
+                    "pads and axes must be constants (bind them with --inputs)");
+  cg_grad_zero(gk, 0);
+  if (!y->numel)
+    return AP_OK;
+  int64_t xs[AP_MAX_RANK];
+  cg_strides(x->rank, x->dims, xs);
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  cg_x *off = cg_i64(k, 0), *inside = NULL;
+  for (int a = 0; a < x->rank; a++) {
+    cg_x *in_a;
+    cg_x *j = cg_pad_source(k, mode, cg_v(k, iv[a]), begin[a], end[a], x->dims[a], &in_a);
+    off = cg_add(k, off, xs[a] == 1 ? j : cg_mul(k, j, cg_i64(k, xs[a])));
+    if (in_a)
+      inside = inside ? cg_and(k, inside, in_a) : in_a;
+  }
+  if (inside)
+    cg_if(k, inside);
+  cg_st_op(k, cg_dx(k, 0), off, CG_X_ADD, cg_ld(k, cg_dy(k, 0), cg_v(k, o)));
+  if (inside)
+    cg_end(k);
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+/* Every output element's gradient back to the element it copies; Tile's
+ * copies of one element sum. */
+static ap_status grad_tile(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *x = &k->in[0], *y = &k->out[0];
+  int64_t repeats[AP_MAX_RANK];
+  bool known;
+  ap_status s = ap_tile_repeats(k->g, (ap_node *)k->n, x->rank, repeats, &known, k->d);
+  if (s != AP_OK)
+    return s;
+  if (!known)
+    return cg_error(k, AP_ERR_UNSUPPORTED, "repeats must be a constant (bind it with --inputs)");
+  cg_grad_zero(gk, 0);
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  cg_st_op(k, cg_dx(k, 0), cg_tile_source(k, repeats, iv), CG_X_ADD,
+           cg_ld(k, cg_dy(k, 0), cg_v(k, o)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+/* A permutation of the elements: each input element gets one output's. */
+static ap_status grad_depth_space(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *y = &k->out[0];
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  cg_grad_put(gk, 0, cg_depth_space_source(k, iv), cg_ld(k, cg_dy(k, 0), cg_v(k, o)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
 static ap_status grad_slice(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
   const cg_operand *x = &k->in[0], *y = &k->out[0];
@@ -176,6 +254,10 @@ const cg_grad_op cg_grad_ops_move[AP_OP_COUNT] = {
     [AP_OP_CONCAT] = {grad_concat, ~(uint64_t)0, 0, 0},
     [AP_OP_SPLIT] = {grad_split, 0x1, 0, 0},
     [AP_OP_SLICE] = {grad_slice, 0x1, 0, 0},
+    [AP_OP_PAD] = {grad_pad, 0x1, 0, 0},
+    [AP_OP_TILE] = {grad_tile, 0x1, 0, 0},
+    [AP_OP_DEPTH_TO_SPACE] = {grad_depth_space, 0x1, 0, 0},
+    [AP_OP_SPACE_TO_DEPTH] = {grad_depth_space, 0x1, 0, 0},
     [AP_OP_EXPAND] = {grad_expand, 0x1, 0, 0},
     [AP_OP_GATHER] = {grad_gather, 0x1, 0x2, 0},
 };

@@ -278,3 +278,174 @@ ap_status cg_emit_RANGE(cg_kernel *k) {
   cg_end(k);
   return AP_OK;
 }
+
+cg_x *cg_pad_source(cg_kernel *k, ap_pad_mode mode, cg_x *i, int64_t begin, int64_t end,
+                    int64_t dim, cg_x **inside) {
+  *inside = NULL;
+  if (!begin && !end)
+    return i;
+  int j = cg_let(k, "j", cg_sub(k, i, cg_i64(k, begin)));
+  cg_x *jv = cg_v(k, j);
+  switch (mode) {
+  case AP_PAD_CONSTANT:
+    *inside = cg_and(k, cg_ge(k, jv, cg_i64(k, 0)), cg_lt(k, cg_v(k, j), cg_i64(k, dim)));
+    return jv;
+  case AP_PAD_EDGE:
+    return cg_sel(k, cg_lt(k, jv, cg_i64(k, 0)), cg_i64(k, 0),
+                  cg_sel(k, cg_ge(k, cg_v(k, j), cg_i64(k, dim)), cg_i64(k, dim - 1), cg_v(k, j)));
+  case AP_PAD_WRAP:
+    return cg_bin(k, CG_X_REM, cg_add(k, cg_bin(k, CG_X_REM, jv, cg_i64(k, dim)), cg_i64(k, dim)),
+                  cg_i64(k, dim));
+  case AP_PAD_REFLECT:
+    break;
+  }
+  int64_t period = 2 * (dim - 1);
+  if (period == 0)
+    return cg_i64(k, 0);
+  cg_x *abs_j = cg_sel(k, cg_lt(k, jv, cg_i64(k, 0)), cg_neg(k, cg_v(k, j)), cg_v(k, j));
+  int m = cg_let(k, "m", cg_bin(k, CG_X_REM, abs_j, cg_i64(k, period)));
+  return cg_sel(k, cg_lt(k, cg_v(k, m), cg_i64(k, dim)), cg_v(k, m),
+                cg_sub(k, cg_i64(k, period), cg_v(k, m)));
+}
+
+/* Pads (opset < 11: attributes; later: constant inputs, the constant value
+ * a constant or fed at run time). A padded axis is whole on every device
+ * (ir/axes.c), an axis without pads the same box of input and output. */
+ap_status cg_emit_PAD(cg_kernel *k) {
+  const cg_operand *x = &k->in[0], *y = &k->out[0];
+  int64_t begin[AP_MAX_RANK], end[AP_MAX_RANK];
+  ap_pad_mode mode;
+  bool known;
+  ap_status s = ap_pad_params(k->g, (ap_node *)k->n, x->rank, begin, end, &mode, &known, k->d);
+  if (s != AP_OK)
+    return s;
+  if (!known)
+    return cg_error(k, AP_ERR_UNSUPPORTED,
+                    "pads and axes must be constants (bind them with --inputs)");
+  k->skip_in |= ~(uint64_t)1;
+  for (int i = 0; i < x->rank; i++)
+    if (x->dims[i] + begin[i] + end[i] != y->box.size[i])
+      return cg_error(k, AP_ERR_INVALID, "output dim %d is %lld, the pads give %lld", i,
+                      (long long)y->box.size[i], (long long)(x->dims[i] + begin[i] + end[i]));
+  if (!y->numel)
+    return AP_OK;
+  ap_dtype t = x->dtype;
+  cg_x *value = NULL;
+  int fed = -1;
+  double v = 0;
+  if (cg_opset(k) < 11) {
+    value = cg_lit(k, t, ap_attr_float(k->n, "value", 0));
+  } else if (!k->in[2].v) {
+    value = cg_lit(k, t, 0);
+  } else if (cg_dtype_is_unsigned(t) || t == AP_DT_INT64 || t == AP_DT_UINT64) {
+    int64_t iv;
+    if (cg_const_i64(&k->in[2], 0, &iv))
+      value = cg_const(k, cg_ty_of(t), (double)iv);
+  } else if (cg_const_f64(&k->in[2], 0, &v)) {
+    value = cg_lit(k, t, v);
+  }
+  if (!value && mode == AP_PAD_CONSTANT) { /* read once, before the loops */
+    k->skip_in &= ~((uint64_t)1 << 2);
+    fed = cg_let(k, "value", cg_ldi(k, cg_in(k, 2), 0));
+  }
+  int64_t xs[AP_MAX_RANK];
+  cg_strides(x->rank, x->dims, xs);
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
+  cg_x *off = cg_i64(k, 0), *inside = NULL;
+  for (int a = 0; a < x->rank; a++) {
+    cg_x *in_a;
+    cg_x *j = cg_pad_source(k, mode, cg_v(k, iv[a]), begin[a], end[a], x->dims[a], &in_a);
+    off = cg_add(k, off, xs[a] == 1 ? j : cg_mul(k, j, cg_i64(k, xs[a])));
+    if (in_a)
+      inside = inside ? cg_and(k, inside, in_a) : in_a;
+  }
+  cg_x *el = cg_ld(k, cg_in(k, 0), off);
+  if (inside)
+    el = cg_sel(k, inside, el, fed >= 0 ? cg_v(k, fed) : value);
+  cg_st(k, cg_out(k, 0), cg_v(k, o), el);
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+/* The input offset an output element of Tile reads: each axis's index
+ * modulo the input's dim (an axis that is not repeated, which may be
+ * split, reads its own index). */
+cg_x *cg_tile_source(cg_kernel *k, const int64_t *repeats, const int *iv) {
+  const cg_operand *x = &k->in[0];
+  int64_t xs[AP_MAX_RANK];
+  cg_strides(x->rank, x->dims, xs);
+  cg_x *off = cg_i64(k, 0);
+  for (int a = 0; a < x->rank; a++) {
+    cg_x *j = cg_v(k, iv[a]);
+    if (repeats[a] != 1)
+      j = cg_bin(k, CG_X_REM, j, cg_i64(k, x->dims[a]));
+    off = cg_add(k, off, xs[a] == 1 ? j : cg_mul(k, j, cg_i64(k, xs[a])));
+  }
+  return off;
+}
+
+ap_status cg_emit_TILE(cg_kernel *k) {
+  const cg_operand *x = &k->in[0], *y = &k->out[0];
+  int64_t repeats[AP_MAX_RANK];
+  bool known;
+  ap_status s = ap_tile_repeats(k->g, (ap_node *)k->n, x->rank, repeats, &known, k->d);
+  if (s != AP_OK)
+    return s;
+  if (!known)
+    return cg_error(k, AP_ERR_UNSUPPORTED, "repeats must be a constant (bind it with --inputs)");
+  k->skip_in |= ~(uint64_t)1;
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
+  cg_st(k, cg_out(k, 0), cg_v(k, o), cg_ld(k, cg_in(k, 0), cg_tile_source(k, repeats, iv)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+cg_x *cg_depth_space_source(cg_kernel *k, const int *iv) {
+  const int64_t *x = k->in[0].dims;
+  int64_t b;
+  bool crd;
+  ap_diag d = {0};
+  if (ap_depth_space_params(k->g, (ap_node *)k->n, &b, &crd, &d) != AP_OK)
+    ap_die("DepthToSpace/SpaceToDepth parameters were checked by shape inference");
+  cg_x *bb = cg_i64(k, b), *xc, *xh, *xw;
+  if (k->n->op == AP_OP_DEPTH_TO_SPACE) {
+    cg_x *i = cg_bin(k, CG_X_REM, cg_v(k, iv[2]), bb), *j = cg_bin(k, CG_X_REM, cg_v(k, iv[3]), bb);
+    xc = crd ? cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, iv[1]), bb), i), bb), j)
+             : cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, i, bb), j), cg_i64(k, x[1] / (b * b))),
+                      cg_v(k, iv[1]));
+    xh = cg_div(k, cg_v(k, iv[2]), bb);
+    xw = cg_div(k, cg_v(k, iv[3]), bb);
+  } else {
+    int blk = cg_let(k, "blk", cg_div(k, cg_v(k, iv[1]), cg_i64(k, x[1])));
+    xc = cg_bin(k, CG_X_REM, cg_v(k, iv[1]), cg_i64(k, x[1]));
+    xh = cg_add(k, cg_mul(k, cg_v(k, iv[2]), bb), cg_div(k, cg_v(k, blk), bb));
+    xw = cg_add(k, cg_mul(k, cg_v(k, iv[3]), bb), cg_bin(k, CG_X_REM, cg_v(k, blk), bb));
+  }
+  cg_x *row = cg_add(k, cg_mul(k, cg_add(k, cg_mul(k, cg_v(k, iv[0]), cg_i64(k, x[1])), xc),
+                               cg_i64(k, x[2])),
+                     xh);
+  return cg_add(k, cg_mul(k, row, cg_i64(k, x[3])), xw);
+}
+
+/* Channels and space trade places within each batch element, which a
+ * device holds whole (ir/axes.c, rule BATCH). */
+static ap_status depth_space(cg_kernel *k) {
+  const cg_operand *y = &k->out[0];
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
+  cg_st(k, cg_out(k, 0), cg_v(k, o), cg_ld(k, cg_in(k, 0), cg_depth_space_source(k, iv)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+ap_status cg_emit_DEPTH_TO_SPACE(cg_kernel *k) { return depth_space(k); }
+ap_status cg_emit_SPACE_TO_DEPTH(cg_kernel *k) { return depth_space(k); }

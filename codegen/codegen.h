@@ -66,8 +66,25 @@ typedef enum cg_xop {
   CG_X_CALL        /* math function fn of a[0] (and a[1]) in ty: expf for float... */
 } cg_xop;
 
-typedef enum cg_fn { CG_FN_EXP, CG_FN_LOG, CG_FN_SQRT, CG_FN_TANH, CG_FN_ERF, CG_FN_FABS,
-                     CG_FN_POW } cg_fn;
+/* The math functions of CG_X_CALL: X(ID, C name of the double version,
+ * arity), in one list for every backend. The C backend appends "f" for the
+ * float version (expf); each is the C library's function, with its
+ * semantics (rint rounds halves to even in the default rounding mode, fmod
+ * takes the dividend's sign), which an LLVM backend maps to its intrinsics
+ * (llvm.exp, llvm.rint, frem...) or to the same library calls. */
+#define CG_FNS(X) \
+  X(EXP, "exp", 1) X(LOG, "log", 1) X(SQRT, "sqrt", 1) X(TANH, "tanh", 1) X(ERF, "erf", 1) \
+  X(FABS, "fabs", 1) X(POW, "pow", 2) X(SIN, "sin", 1) X(COS, "cos", 1)                     \
+  X(FLOOR, "floor", 1) X(CEIL, "ceil", 1) X(RINT, "rint", 1) X(FMOD, "fmod", 2)
+
+typedef enum cg_fn {
+#define X(id, name, arity) CG_FN_##id,
+  CG_FNS(X)
+#undef X
+} cg_fn;
+
+/* The C name of fn's double version ("exp"). */
+const char *cg_fn_name(cg_fn fn);
 
 /* Who a pointer parameter is: forward inputs x<slot> and outputs y<slot>,
  * the gradients dy<slot> and dx<slot> of a backward kernel, the scratch,
@@ -687,6 +704,22 @@ void cg_map_end(cg_kernel *k, cg_x *x);
  * output's): per channel for Conv and ConvTranspose, beta * C broadcast for
  * Gemm; x0 the bias, y0 the output (emit_util.c). */
 void cg_emit_bias_add(cg_kernel *k);
+
+/* ---- c_move.c ------------------------------------------------------------- */
+
+/* Pad: the input index along an axis of dim elements (begin and end pads)
+ * that output index i reads, ap_pad_source as an expression; in the
+ * constant mode the index may fall outside, and *inside is the condition
+ * that it does not (NULL: always inside). */
+cg_x *cg_pad_source(cg_kernel *k, ap_pad_mode mode, cg_x *i, int64_t begin, int64_t end,
+                    int64_t dim, cg_x **inside);
+
+/* Tile: the input offset output element iv[] (loop variables over the
+ * output's box) reads. */
+cg_x *cg_tile_source(cg_kernel *k, const int64_t *repeats, const int *iv);
+/* DepthToSpace, SpaceToDepth (k->n): the input offset output element
+ * iv[] = (n, c, h, w) reads. */
+cg_x *cg_depth_space_source(cg_kernel *k, const int *iv);
 
 /* ---- c_layer.c ------------------------------------------------------------ */
 

@@ -350,6 +350,15 @@ static cg_x *call(cg_kernel *k, cg_fn fn, cg_ty t, cg_x *a, cg_x *b) {
   return x;
 }
 
+const char *cg_fn_name(cg_fn fn) {
+  static const char *const names[] = {
+#define X(id, name, arity) [CG_FN_##id] = name,
+      CG_FNS(X)
+#undef X
+  };
+  return names[fn];
+}
+
 cg_x *cg_fn1(cg_kernel *k, cg_fn fn, cg_x *a) {
   return call(k, fn, a->ty == CG_T_F32 ? CG_T_F32 : CG_T_F64, a, NULL);
 }

@@ -524,7 +524,6 @@ static void put_x(const kprinter *P, const cg_x *x) {
       [CG_X_ADD] = "+", [CG_X_SUB] = "-", [CG_X_MUL] = "*", [CG_X_DIV] = "/", [CG_X_REM] = "%",
       [CG_X_LT] = "<",  [CG_X_LE] = "<=", [CG_X_GT] = ">",  [CG_X_GE] = ">=", [CG_X_EQ] = "==",
       [CG_X_NE] = "!=", [CG_X_AND] = "&&", [CG_X_OR] = "||"};
-  static const char *const fns[] = {"exp", "log", "sqrt", "tanh", "erf", "fabs", "pow"};
   switch ((cg_xop)x->op) {
   case CG_X_CONST: put_const(f, (cg_ty)x->ty, x); break;
   case CG_X_VAR: fputs(P->names[x->id], f); break;
@@ -579,7 +578,7 @@ static void put_x(const kprinter *P, const cg_x *x) {
     fputc(')', f);
     break;
   case CG_X_CALL:
-    fprintf(f, "%s%s(", fns[x->fn], x->ty == CG_T_F32 ? "f" : "");
+    fprintf(f, "%s%s(", cg_fn_name((cg_fn)x->fn), x->ty == CG_T_F32 ? "f" : "");
     put_x(P, x->a[0]);
     if (x->a[1]) {
       fputs(", ", f);

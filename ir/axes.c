@@ -62,6 +62,33 @@ static bool sliced_axes(const ap_graph *g, const ap_node *n, bool *sliced) {
   return true;
 }
 
+/* Pad: padded[i] per input axis (pads before or after it); false when the
+ * pads are not known. */
+static bool padded_axes(const ap_graph *g, const ap_node *n, int rank, bool *padded) {
+  int64_t begin[AP_MAX_RANK], end[AP_MAX_RANK];
+  ap_pad_mode mode;
+  bool known = false;
+  ap_diag d = {0};
+  if (ap_pad_params((ap_graph *)g, (ap_node *)n, rank, begin, end, &mode, &known, &d) != AP_OK ||
+      !known)
+    return false;
+  for (int i = 0; i < rank; i++)
+    padded[i] = begin[i] != 0 || end[i] != 0;
+  return true;
+}
+
+/* Tile: repeated[i] per input axis; false when the repeats are not known. */
+static bool repeated_axes(const ap_graph *g, const ap_node *n, int rank, bool *repeated) {
+  int64_t repeats[AP_MAX_RANK];
+  bool known = false;
+  ap_diag d = {0};
+  if (ap_tile_repeats((ap_graph *)g, (ap_node *)n, rank, repeats, &known, &d) != AP_OK || !known)
+    return false;
+  for (int i = 0; i < rank; i++)
+    repeated[i] = repeats[i] != 1;
+  return true;
+}
+
 bool ap_axes_data_slot(const ap_node *n, int slot) {
   switch (rule_of(n)) {
   case AP_AXES_WHOLE:
@@ -129,6 +156,12 @@ bool ap_axes_out_split(const ap_graph *g, const ap_node *n, int j) {
     return x && j != norm(ap_attr_int(n, "axis", 0), x->rank);
   case AP_AXES_SLICE:
     return x && sliced_axes(g, n, marks) && !marks[j];
+  case AP_AXES_PAD: /* a padded axis is computed whole from the whole input axis */
+    return x && padded_axes(g, n, x->rank, marks) && !marks[j];
+  case AP_AXES_TILE: /* so is a repeated one */
+    return x && repeated_axes(g, n, x->rank, marks) && !marks[j];
+  case AP_AXES_BATCH: /* channels and space trade elements across the whole map */
+    return j == 0;
   default:
     return true;
   }
@@ -215,6 +248,9 @@ int ap_axes_in_to_out(const ap_graph *g, const ap_node *n, int slot, int a) {
   case AP_AXES_SOFTMAX:
   case AP_AXES_SPLIT:
   case AP_AXES_SLICE:
+  case AP_AXES_PAD:
+  case AP_AXES_TILE:
+  case AP_AXES_BATCH:
     j = slot == 0 && ap_axes_out_split(g, n, a) ? a : -1;
     break;
   case AP_AXES_REDUCE:

@@ -142,6 +142,13 @@ static double f_unary(ap_op op, double x) {
   case AP_OP_RELU: return x > 0 ? x : x == x ? 0 : x;
   case AP_OP_SIGMOID: return 1 / (1 + exp(-x));
   case AP_OP_TANH: return tanh(x);
+  case AP_OP_SIN: return sin(x);
+  case AP_OP_COS: return cos(x);
+  case AP_OP_FLOOR: return floor(x);
+  case AP_OP_CEIL: return ceil(x);
+  case AP_OP_ROUND: return nearbyint(x); /* halves to even, as numpy's round */
+  case AP_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : x; /* NaN and zeros stay */
+  case AP_OP_IS_NAN: return x != x;
   default: ap_die("no unary kernel for op %d", (int)op);
   }
 }
@@ -151,6 +158,8 @@ static int64_t i_unary(ap_op op, int64_t x) {
   case AP_OP_NEG: return (int64_t)(0 - (uint64_t)x);
   case AP_OP_ABS: return x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
   case AP_OP_RELU: return x > 0 ? x : 0;
+  case AP_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
+  case AP_OP_NOT: return !x;
   default: ap_die("no integer unary kernel for op %d", (int)op);
   }
 }
@@ -158,8 +167,9 @@ static int64_t i_unary(ap_op op, int64_t x) {
 static ap_status fold_unary(fctx *c) {
   ap_tensor *x = &c->in[0], *y = &c->out[0];
   ap_op op = c->n->op;
-  bool int_kernel = int_like(x->dtype) &&
-                    (op == AP_OP_NEG || op == AP_OP_ABS || op == AP_OP_RELU);
+  bool int_kernel = int_like(x->dtype) && (op == AP_OP_NEG || op == AP_OP_ABS ||
+                                           op == AP_OP_RELU || op == AP_OP_SIGN ||
+                                           op == AP_OP_NOT);
   if (x->dtype == AP_DT_STRING) {
     c->skip = true;
     return AP_OK;
@@ -182,6 +192,24 @@ static ap_status fold_unary(fctx *c) {
 #define fold_ABS fold_unary
 #define fold_RECIPROCAL fold_unary
 #define fold_ERF fold_unary
+#define fold_SIN fold_unary
+#define fold_COS fold_unary
+#define fold_FLOOR fold_unary
+#define fold_CEIL fold_unary
+#define fold_ROUND fold_unary
+#define fold_SIGN fold_unary
+#define fold_IS_NAN fold_unary
+#define fold_NOT fold_unary
+
+static ap_status fold_IS_INF(fctx *c) {
+  bool neg = ap_attr_int(c->n, "detect_negative", 1) != 0,
+       pos = ap_attr_int(c->n, "detect_positive", 1) != 0;
+  for (int64_t i = 0; i < c->out[0].numel; i++) {
+    double x = ap_tensor_get_f64(&c->in[0], i);
+    ((uint8_t *)c->out[0].data)[i] = (x == INFINITY && pos) || (x == -INFINITY && neg);
+  }
+  return AP_OK;
+}
 
 static double f_binary(ap_op op, double a, double b) {
   switch (op) {
@@ -196,6 +224,9 @@ static double f_binary(ap_op op, double a, double b) {
   case AP_OP_EQUAL: return a == b;
   case AP_OP_LESS: return a < b;
   case AP_OP_GREATER: return a > b;
+  case AP_OP_GREATER_OR_EQUAL: return a >= b;
+  case AP_OP_LESS_OR_EQUAL: return a <= b;
+  case AP_OP_MOD: return fmod(a, b); /* floats: fmod = 1 (shape inference) */
   default: ap_die("no binary kernel for op %d", (int)op);
   }
 }
@@ -211,8 +242,10 @@ static int64_t i_pow(int64_t a, int64_t b) {
 }
 
 /* Integer kernels wrap (unsigned arithmetic) as numpy does; false for a
- * division by zero, which ONNX leaves undefined and folding declines. */
-static bool i_binary(ap_op op, bool uns, int64_t a, int64_t b, int64_t *r) {
+ * division by zero, which ONNX leaves undefined and folding declines. Mod
+ * takes the sign of the dividend with fmod, else of the divisor (Python's
+ * %). */
+static bool i_binary(ap_op op, bool uns, bool fmod_, int64_t a, int64_t b, int64_t *r) {
   uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
   switch (op) {
   case AP_OP_ADD: case AP_OP_SUM: *r = (int64_t)(ua + ub); return true;
@@ -232,6 +265,22 @@ static bool i_binary(ap_op op, bool uns, int64_t a, int64_t b, int64_t *r) {
   case AP_OP_EQUAL: *r = a == b; return true;
   case AP_OP_LESS: *r = uns ? ua < ub : a < b; return true;
   case AP_OP_GREATER: *r = uns ? ua > ub : a > b; return true;
+  case AP_OP_GREATER_OR_EQUAL: *r = uns ? ua >= ub : a >= b; return true;
+  case AP_OP_LESS_OR_EQUAL: *r = uns ? ua <= ub : a <= b; return true;
+  case AP_OP_AND: *r = a && b; return true;
+  case AP_OP_OR: *r = a || b; return true;
+  case AP_OP_XOR: *r = !a != !b; return true;
+  case AP_OP_MOD:
+    if (b == 0)
+      return false;
+    if (uns) {
+      *r = (int64_t)(ua % ub);
+      return true;
+    }
+    *r = b == -1 ? 0 : a % b;
+    if (!fmod_ && *r != 0 && (*r < 0) != (b < 0))
+      *r += b;
+    return true;
   default: ap_die("no integer binary kernel for op %d", (int)op);
   }
 }
@@ -248,6 +297,7 @@ static ap_status fold_binary(fctx *c) {
       return AP_OK;
     }
   bool ints = int_like(dt) && int_like(c->in[c->n_in - 1].dtype), uns = is_unsigned(dt);
+  bool fmod_ = ap_attr_int(c->n, "fmod", 0) != 0;
   int64_t n = y->numel ? y->numel : 1;
   double *fa = NULL;
   int64_t *ia = NULL, *off = NULL;
@@ -266,7 +316,7 @@ static ap_status fold_binary(fctx *c) {
         int64_t v = ap_tensor_get_i64(x, off[i]);
         if (k == 0)
           ia[i] = v;
-        else if (!i_binary(op, uns, ia[i], v, &ia[i])) {
+        else if (!i_binary(op, uns, fmod_, ia[i], v, &ia[i])) {
           c->skip = true;
           break;
         }
@@ -298,6 +348,12 @@ static ap_status fold_binary(fctx *c) {
 #define fold_LESS fold_binary
 #define fold_GREATER fold_binary
 #define fold_EQUAL fold_binary
+#define fold_GREATER_OR_EQUAL fold_binary
+#define fold_LESS_OR_EQUAL fold_binary
+#define fold_AND fold_binary
+#define fold_OR fold_binary
+#define fold_XOR fold_binary
+#define fold_MOD fold_binary
 
 static ap_status fold_WHERE(fctx *c) {
   ap_tensor *y = &c->out[0];
@@ -389,6 +445,101 @@ static ap_status fold_SLICE(fctx *c) {
   }
   return gather_view(c, y, x, y->rank, y->dims, st, base);
 }
+
+/* Every output element from its source (ap_pad_source) or the constant. */
+static ap_status fold_PAD(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  int64_t begin[AP_MAX_RANK], end[AP_MAX_RANK], xs[AP_MAX_RANK], idx[AP_MAX_RANK] = {0};
+  ap_pad_mode mode;
+  bool known;
+  ap_status s = ap_pad_params(c->g, c->n, x->rank, begin, end, &mode, &known, c->d);
+  if (s || !known || x->dtype == AP_DT_STRING) {
+    c->skip = true;
+    return s;
+  }
+  /* The constant: input 2 from opset 11 (zero when omitted), else 'value'. */
+  ap_tensor value = {.dtype = y->dtype, .numel = 1};
+  uint8_t zero[16] = {0};
+  value.data = zero;
+  if (c->g->opset < 11)
+    ap_tensor_set_f64(&value, 0, ap_attr_float(c->n, "value", 0));
+  else if (c->n_in > 2 && c->in[2].data && c->in[2].numel >= 1)
+    value = c->in[2];
+  strides_of(x->rank, x->dims, xs);
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t off = 0;
+    for (int a = 0; a < x->rank && off >= 0; a++) {
+      int64_t j = ap_pad_source(mode, idx[a], begin[a], x->dims[a]);
+      off = j < 0 ? -1 : off + j * xs[a];
+    }
+    if (off < 0)
+      copy_elem(y, i, &value, 0);
+    else
+      copy_elem(y, i, x, off);
+    for (int a = y->rank - 1; a >= 0; a--) {
+      if (++idx[a] < y->dims[a])
+        break;
+      idx[a] = 0;
+    }
+  }
+  return AP_OK;
+}
+
+static ap_status fold_TILE(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  int64_t xs[AP_MAX_RANK], idx[AP_MAX_RANK] = {0};
+  strides_of(x->rank, x->dims, xs);
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t off = 0;
+    for (int a = 0; a < x->rank; a++)
+      off += idx[a] % x->dims[a] * xs[a];
+    copy_elem(y, i, x, off);
+    for (int a = y->rank - 1; a >= 0; a--) {
+      if (++idx[a] < y->dims[a])
+        break;
+      idx[a] = 0;
+    }
+  }
+  return AP_OK;
+}
+
+/* The input offset of output element (n, c, h, w) of DepthToSpace or
+ * SpaceToDepth with block b (x: the input's dims). */
+static int64_t depth_space_source(bool to_space, bool crd, int64_t b, const int64_t *x,
+                                  int64_t n, int64_t c, int64_t h, int64_t w) {
+  int64_t xc, xh, xw;
+  if (to_space) {
+    int64_t i = h % b, j = w % b, cout = x[1] / (b * b);
+    xc = crd ? (c * b + i) * b + j : (i * b + j) * cout + c;
+    xh = h / b;
+    xw = w / b;
+  } else {
+    int64_t blk = c / x[1];
+    xc = c % x[1];
+    xh = h * b + blk / b;
+    xw = w * b + blk % b;
+  }
+  return ((n * x[1] + xc) * x[2] + xh) * x[3] + xw;
+}
+
+static ap_status fold_depth_space(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  int64_t b;
+  bool crd;
+  ap_status s = ap_depth_space_params(c->g, c->n, &b, &crd, c->d);
+  if (s)
+    return s;
+  bool to_space = c->n->op == AP_OP_DEPTH_TO_SPACE;
+  int64_t i = 0;
+  for (int64_t n = 0; n < y->dims[0]; n++)
+    for (int64_t ch = 0; ch < y->dims[1]; ch++)
+      for (int64_t h = 0; h < y->dims[2]; h++)
+        for (int64_t w = 0; w < y->dims[3]; w++)
+          copy_elem(y, i++, x, depth_space_source(to_space, crd, b, x->dims, n, ch, h, w));
+  return AP_OK;
+}
+#define fold_DEPTH_TO_SPACE fold_depth_space
+#define fold_SPACE_TO_DEPTH fold_depth_space
 
 /* Copies, along axis, blocks of src into dst at position at (in units of
  * the axis): the core of Concat and Split. */
@@ -532,13 +683,25 @@ static ap_status fold_DROPOUT(fctx *c) {
 }
 
 /* Operators that are not folded: layers, windows, normalizations,
- * reductions, and Clip/Gelu, whose outputs are data rather than shapes. */
+ * reductions, and Clip, Gelu and the other activations, whose outputs are
+ * data rather than shapes. */
 #define fold_CONV NULL
 #define fold_CONV_TRANSPOSE NULL
 #define fold_GEMM NULL
 #define fold_MATMUL NULL
 #define fold_GELU NULL
 #define fold_CLIP NULL
+#define fold_LEAKY_RELU NULL
+#define fold_PRELU NULL
+#define fold_ELU NULL
+#define fold_SELU NULL
+#define fold_CELU NULL
+#define fold_HARD_SIGMOID NULL
+#define fold_HARD_SWISH NULL
+#define fold_SOFTPLUS NULL
+#define fold_SOFTSIGN NULL
+#define fold_THRESHOLDED_RELU NULL
+#define fold_MISH NULL
 #define fold_MAX_POOL NULL
 #define fold_AVERAGE_POOL NULL
 #define fold_GLOBAL_AVERAGE_POOL NULL

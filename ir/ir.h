@@ -130,6 +130,9 @@ typedef enum ap_axes_rule {
   AP_AXES_CONCAT,      /* every axis; along `axis` each input fills its part */
   AP_AXES_SPLIT,       /* every axis but `axis` */
   AP_AXES_SLICE,       /* the axes not sliced */
+  AP_AXES_PAD,         /* the axes not padded */
+  AP_AXES_TILE,        /* the axes not repeated */
+  AP_AXES_BATCH,       /* axis 0 only (DepthToSpace, SpaceToDepth) */
   AP_AXES_GATHER,      /* data's axes but `axis`, and the indices' axes */
   AP_AXES_EXPAND       /* input 0 broadcast to the output */
 } ap_axes_rule;
@@ -143,6 +146,9 @@ typedef struct ap_op_info {
 } ap_op_info;
 
 extern const ap_op_info ap_op_table[AP_OP_COUNT];
+/* The newest opset of the default domain whose semantics are implemented
+ * (ONNX 1.22's node tests go up to it); a newer model is refused. */
+enum { AP_OPSET_MAX = 25 };
 ap_op ap_op_lookup(const char *domain, const char *type); /* AP_OP_UNKNOWN if unsupported */
 
 /* ---- graph.c ------------------------------------------------------------ */
@@ -359,6 +365,23 @@ ap_status ap_slice_params(ap_graph *g, ap_node *n, const ap_value *x, int64_t *s
 /* One sliced axis of size dim after ONNX clamping: first index and count. */
 void ap_slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first,
                    int64_t *count);
+/* Pad's modes, and its parameters per input axis: pads before and after
+ * (0 for axes it does not pad; negative ones crop), from the attribute
+ * before opset 11, from the constant input (and axes, opset 18) after;
+ * *known is false when an input is not constant. */
+typedef enum ap_pad_mode { AP_PAD_CONSTANT, AP_PAD_REFLECT, AP_PAD_EDGE, AP_PAD_WRAP } ap_pad_mode;
+ap_status ap_pad_params(ap_graph *g, ap_node *n, int rank, int64_t *begin, int64_t *end,
+                        ap_pad_mode *mode, bool *known, ap_diag *d);
+/* The input index along an axis of size dim (> 0 unless mode is constant)
+ * that output index i reads, begin pads before it; -1 for the constant. */
+int64_t ap_pad_source(ap_pad_mode mode, int64_t i, int64_t begin, int64_t dim);
+/* Tile: the repeats per input axis; *known is false when they are not a
+ * constant. */
+ap_status ap_tile_repeats(ap_graph *g, ap_node *n, int rank, int64_t *repeats, bool *known,
+                          ap_diag *d);
+/* DepthToSpace, SpaceToDepth: the block size, and whether DepthToSpace's
+ * mode is CRD (else DCR). */
+ap_status ap_depth_space_params(ap_graph *g, ap_node *n, int64_t *block, bool *crd, ap_diag *d);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
  * or a constant input, noop_with_empty_axes applied). */
 ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d);

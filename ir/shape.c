@@ -288,6 +288,114 @@ static ap_status infer_compare(const ctx *c) {
 #define infer_LESS infer_compare
 #define infer_GREATER infer_compare
 #define infer_EQUAL infer_compare
+#define infer_GREATER_OR_EQUAL infer_compare
+#define infer_LESS_OR_EQUAL infer_compare
+
+/* The activations and math functions of one float operand (their kernels
+ * say which element types they take), and Sign, which takes any number. */
+#define infer_LEAKY_RELU infer_unary
+#define infer_ELU infer_unary
+#define infer_SELU infer_unary
+#define infer_CELU infer_unary
+#define infer_HARD_SIGMOID infer_unary
+#define infer_HARD_SWISH infer_unary
+#define infer_SOFTPLUS infer_unary
+#define infer_SOFTSIGN infer_unary
+#define infer_THRESHOLDED_RELU infer_unary
+#define infer_MISH infer_unary
+#define infer_SIN infer_unary
+#define infer_COS infer_unary
+#define infer_FLOOR infer_unary
+#define infer_CEIL infer_unary
+#define infer_ROUND infer_unary
+#define infer_SIGN infer_unary
+
+static ap_status need_bool(const ctx *c, const ap_value *v) {
+  if (v->dtype != AP_DT_UNDEFINED && v->dtype != AP_DT_BOOL)
+    return bad(c, "input '%s' must be bool, not %s", v->name, ap_dtype_name(v->dtype));
+  return AP_OK;
+}
+
+static ap_status need_float_in(const ctx *c, const ap_value *v) {
+  if (v->dtype != AP_DT_UNDEFINED && !ap_dtype_is_float(v->dtype))
+    return bad(c, "input '%s' must be a floating-point tensor, not %s", v->name,
+               ap_dtype_name(v->dtype));
+  return AP_OK;
+}
+
+/* IsNaN, IsInf: a bool of the input's shape. */
+static ap_status infer_float_test(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)) || (s = need_float_in(c, x)))
+    return s;
+  return copy_out(c, 0, x, AP_DT_BOOL);
+}
+#define infer_IS_NAN infer_float_test
+#define infer_IS_INF infer_float_test
+
+static ap_status infer_NOT(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)) || (s = need_bool(c, x)))
+    return s;
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
+
+/* And, Or, Xor: bool operands, broadcast. */
+static ap_status infer_logical(const ctx *c) {
+  ap_value *a, *b;
+  ap_status s;
+  if ((s = need(c, 0, &a)) || (s = need(c, 1, &b)) || (s = need_bool(c, a)) ||
+      (s = need_bool(c, b)))
+    return s;
+  return infer_compare(c);
+}
+#define infer_AND infer_logical
+#define infer_OR infer_logical
+#define infer_XOR infer_logical
+
+/* Mod: floats only as C's fmod (the attribute fmod = 1), which ONNX
+ * requires; integers either way. */
+static ap_status infer_MOD(const ctx *c) {
+  ap_value *a;
+  ap_status s = need(c, 0, &a);
+  if (s)
+    return s;
+  const ap_attr *f = ap_attr_find(c->n, "fmod");
+  if (f && (f->type != AP_ATTR_INT || (f->i != 0 && f->i != 1)))
+    return bad(c, "attribute 'fmod' must be the int 0 or 1");
+  if (ap_dtype_is_float(a->dtype) && !(f && f->i == 1))
+    return bad(c, "a floating-point Mod needs fmod = 1 (input '%s' is %s)", a->name,
+               ap_dtype_name(a->dtype));
+  return infer_arith(c);
+}
+
+/* PRelu: the slope broadcasts to X (unidirectionally, from opset 7); the
+ * output is X's. Before opset 7 a slope of several elements was per channel
+ * without a defined layout, which is not implemented. */
+static ap_status infer_PRELU(const ctx *c) {
+  ap_value *x, *slope;
+  ap_status s;
+  if ((s = need(c, 0, &x)) || (s = need(c, 1, &slope)) || (s = same_dtype(c, x, slope)))
+    return s;
+  if (c->g->opset < 7 && ap_numel(slope->rank, slope->dims) != 1)
+    return ap_error(c->d, AP_ERR_UNSUPPORTED, c->g->path, c->n->name, c->n->op_type,
+                    "a slope of several elements before opset 7 (per channel, not broadcast) "
+                    "is not supported");
+  shp acc;
+  shp_of(x, &acc);
+  if ((s = broadcast_into(c, &acc, slope)))
+    return s;
+  if (acc.rank >= 0 && x->rank >= 0) {
+    bool same = acc.rank == x->rank;
+    for (int i = 0; same && i < x->rank; i++)
+      same = x->dims[i] < 0 || acc.dims[i] == x->dims[i];
+    if (!same)
+      return bad(c, "slope '%s' does not broadcast to the shape of '%s'", slope->name, x->name);
+  }
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
 
 /* Where(cond, X, Y): the result has X's type; the condition is bool. */
 static ap_status infer_WHERE(const ctx *c) {
@@ -1250,6 +1358,124 @@ static ap_status infer_SLICE(const ctx *c) {
   return set_out(c, 0, x->dtype, &o);
 }
 
+ap_status ap_pad_params(ap_graph *g, ap_node *n, int rank, int64_t *begin, int64_t *end,
+                        ap_pad_mode *mode, bool *known, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  static const char *const modes[] = {"constant", "reflect", "edge", "wrap"};
+  const char *m = ap_attr_string(n, "mode", "constant");
+  *known = false;
+  *mode = AP_PAD_CONSTANT;
+  bool found = false;
+  for (int i = 0; i < 4 && !found; i++)
+    if (strcmp(m, modes[i]) == 0 && (i < 3 || g->opset >= 19)) {
+      *mode = (ap_pad_mode)i;
+      found = true;
+    }
+  if (!found)
+    return bad(c, "mode '%s' is not one of constant, reflect, edge%s", m,
+               g->opset >= 19 ? ", wrap" : "");
+  int64_t pads[AP_MAX_RANK * 2], axes[AP_MAX_RANK];
+  int n_pads, n_axes = rank;
+  ap_status s;
+  if (g->opset < 11) {
+    const int64_t *a = ap_attr_ints(n, "pads", &n_pads);
+    if (!a)
+      return bad(c, "attribute 'pads' (a list of ints) is required");
+    if (n_pads > AP_MAX_RANK * 2)
+      return bad(c, "attribute 'pads' has %d values", n_pads);
+    memcpy(pads, a, (size_t)n_pads * sizeof *a);
+  } else {
+    ap_value *vp, *va = in(c, 3);
+    bool kp, ka = true;
+    if ((s = need(c, 1, &vp)) ||
+        (s = const_ints(c, vp, pads, AP_MAX_RANK * 2, &n_pads, &kp)))
+      return s;
+    if (va && (s = const_ints(c, va, axes, AP_MAX_RANK, &n_axes, &ka)))
+      return s;
+    if (!kp || !ka)
+      return AP_OK;
+  }
+  bool given = g->opset >= 11 && in(c, 3);
+  if (n_pads != 2 * n_axes)
+    return bad(c, "pads has %d values; %d are needed (2 per %s)", n_pads, 2 * n_axes,
+               given ? "axis of 'axes'" : "axis");
+  for (int i = 0; i < rank; i++)
+    begin[i] = end[i] = 0;
+  bool seen[AP_MAX_RANK] = {false};
+  for (int i = 0; i < n_axes; i++) {
+    int a = i;
+    if (given && (s = norm_axis(c, "axis", axes[i], rank, &a)))
+      return s;
+    if (seen[a])
+      return bad(c, "axis %d is padded twice", a);
+    seen[a] = true;
+    if (pads[i] < -WINDOW_ATTR_MAX || pads[i] > WINDOW_ATTR_MAX ||
+        pads[i + n_axes] < -WINDOW_ATTR_MAX || pads[i + n_axes] > WINDOW_ATTR_MAX)
+      return bad(c, "pad %lld or %lld is too large", (long long)pads[i],
+                 (long long)pads[i + n_axes]);
+    begin[a] = pads[i];
+    end[a] = pads[i + n_axes];
+  }
+  *known = true;
+  return AP_OK;
+}
+
+int64_t ap_pad_source(ap_pad_mode mode, int64_t i, int64_t begin, int64_t dim) {
+  int64_t j = i - begin;
+  if (j >= 0 && j < dim)
+    return j;
+  switch (mode) {
+  case AP_PAD_CONSTANT: return -1;
+  case AP_PAD_EDGE: return j < 0 ? 0 : dim - 1;
+  case AP_PAD_WRAP: return (j % dim + dim) % dim;
+  case AP_PAD_REFLECT: {
+    /* numpy's reflect: mirror about the end elements, repeated, period 2 (dim - 1) */
+    int64_t period = 2 * (dim - 1);
+    if (period == 0)
+      return 0;
+    int64_t m = (j < 0 ? -j : j) % period;
+    return m < dim ? m : period - m;
+  }
+  }
+  return -1;
+}
+
+static ap_status infer_PAD(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->rank < 0)
+    return set_out(c, 0, x->dtype, &(shp){.rank = -1});
+  int64_t begin[AP_MAX_RANK], end[AP_MAX_RANK];
+  ap_pad_mode mode;
+  bool known;
+  if ((s = ap_pad_params(c->g, c->n, x->rank, begin, end, &mode, &known, c->d)))
+    return s;
+  ap_value *cv = c->g->opset >= 11 ? in(c, 2) : NULL;
+  if (cv && cv->dtype != AP_DT_UNDEFINED && cv->dtype != x->dtype)
+    return bad(c, "constant_value '%s' (%s) must have the type of '%s' (%s)", cv->name,
+               ap_dtype_name(cv->dtype), x->name, ap_dtype_name(x->dtype));
+  shp o;
+  shp_of(x, &o);
+  for (int i = 0; i < x->rank; i++) {
+    if (!known) {
+      shp_dim(&o, i, -1, NULL);
+    } else if (x->dims[i] >= 0) {
+      int64_t dim = x->dims[i] + begin[i] + end[i];
+      if (dim < 0)
+        return bad(c, "axis %d: pads %lld and %lld leave fewer than no elements of %lld", i,
+                   (long long)begin[i], (long long)end[i], (long long)x->dims[i]);
+      if (mode != AP_PAD_CONSTANT && x->dims[i] == 0 && (begin[i] > 0 || end[i] > 0))
+        return bad(c, "axis %d is empty: there is nothing to pad it with", i);
+      shp_dim(&o, i, dim, NULL);
+    } else if (begin[i] || end[i]) {
+      shp_dim(&o, i, -1, NULL);
+    }
+  }
+  return set_out(c, 0, x->dtype, &o);
+}
+
 static ap_status infer_SQUEEZE(const ctx *c) {
   ap_value *x;
   ap_status s;
@@ -1395,6 +1621,89 @@ static ap_status infer_EXPAND(const ctx *c) {
     return s;
   return set_out(c, 0, x->dtype, &o);
 }
+
+ap_status ap_tile_repeats(ap_graph *g, ap_node *n, int rank, int64_t *repeats, bool *known,
+                          ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  ap_value *rv;
+  int count;
+  ap_status s;
+  if ((s = need(c, 1, &rv)) || (s = const_ints(c, rv, repeats, AP_MAX_RANK, &count, known)))
+    return s;
+  if (!*known)
+    return AP_OK;
+  if (count != rank)
+    return bad(c, "repeats has %d values for an input of rank %d", count, rank);
+  for (int i = 0; i < rank; i++)
+    if (repeats[i] < 0 || repeats[i] > WINDOW_ATTR_MAX)
+      return bad(c, "repeats[%d] = %lld is out of range", i, (long long)repeats[i]);
+  return AP_OK;
+}
+
+static ap_status infer_TILE(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->rank < 0)
+    return set_out(c, 0, x->dtype, &(shp){.rank = -1});
+  int64_t repeats[AP_MAX_RANK];
+  bool known;
+  if ((s = ap_tile_repeats(c->g, c->n, x->rank, repeats, &known, c->d)))
+    return s;
+  shp o;
+  shp_of(x, &o);
+  for (int i = 0; i < x->rank; i++)
+    if (!known || (repeats[i] != 1 && x->dims[i] < 0))
+      shp_dim(&o, i, -1, NULL);
+    else if (repeats[i] != 1)
+      shp_dim(&o, i, x->dims[i] * repeats[i], NULL);
+  return set_out(c, 0, x->dtype, &o);
+}
+
+ap_status ap_depth_space_params(ap_graph *g, ap_node *n, int64_t *block, bool *crd,
+                                ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  const ap_attr *b = ap_attr_find(n, "blocksize");
+  if (!b || b->type != AP_ATTR_INT || b->i < 1 || b->i > WINDOW_ATTR_MAX)
+    return bad(c, "attribute 'blocksize' (a positive int) is required");
+  *block = b->i;
+  const char *mode = ap_attr_string(n, "mode", "DCR");
+  *crd = n->op == AP_OP_DEPTH_TO_SPACE && strcmp(mode, "CRD") == 0;
+  if (n->op == AP_OP_DEPTH_TO_SPACE && !*crd && strcmp(mode, "DCR") != 0)
+    return bad(c, "mode '%s' is not DCR or CRD", mode);
+  return AP_OK;
+}
+
+/* [N, C, H, W] <-> [N, C / b^2, H b, W b]. */
+static ap_status infer_depth_space(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  int64_t b;
+  bool crd;
+  if ((s = need(c, 0, &x)) || (s = ap_depth_space_params(c->g, c->n, &b, &crd, c->d)))
+    return s;
+  if (x->rank >= 0 && x->rank != 4)
+    return bad(c, "input '%s' must have rank 4 (N, C, H, W), not %d", x->name, x->rank);
+  shp o;
+  shp_of(x, &o);
+  if (x->rank < 0)
+    return set_out(c, 0, x->dtype, &o);
+  bool to_space = c->n->op == AP_OP_DEPTH_TO_SPACE;
+  int64_t ch = x->dims[1], h = x->dims[2], w = x->dims[3];
+  if (to_space && ch >= 0 && ch % (b * b))
+    return bad(c, "channels %lld are not a multiple of blocksize^2 = %lld", (long long)ch,
+               (long long)(b * b));
+  if (!to_space && ((h >= 0 && h % b) || (w >= 0 && w % b)))
+    return bad(c, "height %lld and width %lld must be multiples of blocksize %lld",
+               (long long)h, (long long)w, (long long)b);
+  shp_dim(&o, 1, ch < 0 ? -1 : to_space ? ch / (b * b) : ch * b * b, NULL);
+  shp_dim(&o, 2, h < 0 ? -1 : to_space ? h * b : h / b, NULL);
+  shp_dim(&o, 3, w < 0 ? -1 : to_space ? w * b : w / b, NULL);
+  return set_out(c, 0, x->dtype, &o);
+}
+#define infer_DEPTH_TO_SPACE infer_depth_space
+#define infer_SPACE_TO_DEPTH infer_depth_space
 
 /* ---- constants and metadata --------------------------------------------- */
 

@@ -46,8 +46,57 @@ static ap_status report_unsupported(ap_graph *g, ap_diag *d) {
                   "unsupported operator%s: %s", types > 1 ? "s" : "", msg);
 }
 
+/* The type of every attribute name the supported operators read, the same
+ * for every operator that has it (ONNX's schemas); names whose type
+ * depends on the operator (value) are not listed. */
+static const struct {
+  const char *name;
+  ap_attr_type type;
+} attr_types[] = {
+    {"allowzero", AP_ATTR_INT}, {"axis", AP_ATTR_INT}, {"blocksize", AP_ATTR_INT},
+    {"ceil_mode", AP_ATTR_INT}, {"count_include_pad", AP_ATTR_INT},
+    {"detect_negative", AP_ATTR_INT}, {"detect_positive", AP_ATTR_INT}, {"end", AP_ATTR_INT},
+    {"fmod", AP_ATTR_INT}, {"group", AP_ATTR_INT}, {"keepdims", AP_ATTR_INT},
+    {"noop_with_empty_axes", AP_ATTR_INT}, {"size", AP_ATTR_INT}, {"start", AP_ATTR_INT},
+    {"storage_order", AP_ATTR_INT}, {"to", AP_ATTR_INT}, {"training_mode", AP_ATTR_INT},
+    {"transA", AP_ATTR_INT}, {"transB", AP_ATTR_INT},
+    {"alpha", AP_ATTR_FLOAT}, {"beta", AP_ATTR_FLOAT}, {"bias", AP_ATTR_FLOAT},
+    {"epsilon", AP_ATTR_FLOAT}, {"gamma", AP_ATTR_FLOAT}, {"max", AP_ATTR_FLOAT},
+    {"min", AP_ATTR_FLOAT}, {"momentum", AP_ATTR_FLOAT},
+    {"approximate", AP_ATTR_STRING}, {"auto_pad", AP_ATTR_STRING}, {"mode", AP_ATTR_STRING},
+    {"axes", AP_ATTR_INTS}, {"dilations", AP_ATTR_INTS}, {"ends", AP_ATTR_INTS},
+    {"kernel_shape", AP_ATTR_INTS}, {"output_padding", AP_ATTR_INTS},
+    {"output_shape", AP_ATTR_INTS}, {"pads", AP_ATTR_INTS}, {"perm", AP_ATTR_INTS},
+    {"split", AP_ATTR_INTS}, {"starts", AP_ATTR_INTS}, {"strides", AP_ATTR_INTS},
+};
+
+static const char *attr_type_name(ap_attr_type t) {
+  switch (t) {
+  case AP_ATTR_FLOAT: return "a float";
+  case AP_ATTR_INT: return "an int";
+  case AP_ATTR_STRING: return "a string";
+  case AP_ATTR_TENSOR: return "a tensor";
+  case AP_ATTR_FLOATS: return "a list of floats";
+  case AP_ATTR_INTS: return "a list of ints";
+  case AP_ATTR_STRINGS: return "a list of strings";
+  default: return "another type";
+  }
+}
+
 static ap_status check_node(ap_graph *g, const ap_node *n, ap_diag *d) {
   const ap_op_info *info = &ap_op_table[n->op];
+  /* Later opsets may change an operator's meaning, not only add to it. */
+  if (g->opset > AP_OPSET_MAX)
+    return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                    "opset %lld is newer than the ONNX semantics accpar implements (up to %d)",
+                    (long long)g->opset, AP_OPSET_MAX);
+  for (int i = 0; i < n->n_attr; i++)
+    for (size_t j = 0; j < sizeof attr_types / sizeof *attr_types; j++)
+      if (strcmp(n->attr[i].name, attr_types[j].name) == 0 &&
+          n->attr[i].type != attr_types[j].type)
+        return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
+                        "attribute '%s' must be %s, not %s", n->attr[i].name,
+                        attr_type_name(attr_types[j].type), attr_type_name(n->attr[i].type));
   if (n->n_in < info->min_in || (info->max_in >= 0 && n->n_in > info->max_in))
     return ap_error(d, AP_ERR_INVALID, g->path, n->name, n->op_type,
                     "has %d inputs, expected %d to %d", n->n_in, info->min_in, info->max_in);

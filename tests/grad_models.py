@@ -172,6 +172,81 @@ def erf_abs_reciprocal():
     return model(nodes, [("x", D, [3, 4])], ("y", D))
 
 
+def four():
+    """A Constant node (not an initializer, which would be a weight)."""
+    return helper.make_node("Constant", [], ["four"],
+                            value=numpy_helper.from_array(np.array(4.0), "four"))
+
+
+def leaky_relu_prelu():
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.2),
+             helper.make_node("PRelu", ["a", "s"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 4]), ("s", D, [3, 1])], ("y", D))
+
+
+def elu_selu_celu():
+    nodes = [helper.make_node("Elu", ["x"], ["a"], alpha=0.7),
+             helper.make_node("Selu", ["x"], ["b"]),
+             helper.make_node("Celu", ["x"], ["c"], alpha=1.5),
+             helper.make_node("Sum", ["a", "b", "c"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D))
+
+
+def hard_sigmoid_swish():
+    """On 4x, in [-4, 4): both clipped ends and the linear part."""
+    nodes = [four(), helper.make_node("Mul", ["x", "four"], ["t"]),
+             helper.make_node("HardSigmoid", ["t"], ["a"], alpha=0.5, beta=0.2),
+             helper.make_node("HardSwish", ["t"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D), opset=18)
+
+
+def softplus_softsign_mish():
+    nodes = [four(), helper.make_node("Mul", ["x", "four"], ["t"]),
+             helper.make_node("Softplus", ["t"], ["a"]),
+             helper.make_node("Softsign", ["t"], ["b"]),
+             helper.make_node("Mish", ["t"], ["c"]),
+             helper.make_node("Sum", ["a", "b", "c"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D), opset=18)
+
+
+def thresholded_relu_sin_cos():
+    nodes = [helper.make_node("ThresholdedRelu", ["x"], ["a"], alpha=0.3),
+             helper.make_node("Sin", ["x"], ["b"]),
+             helper.make_node("Cos", ["x"], ["c"]),
+             helper.make_node("Sum", ["a", "b", "c"], ["y"])]
+    return model(nodes, [("x", D, [3, 4])], ("y", D))
+
+
+def pads():
+    """Pad in every mode (opset 19), pads as inputs, a cropping pad, the
+    reflections and wraps longer than nothing: repeated elements sum."""
+    nodes = [helper.make_node("Pad", ["x", "p1"], ["a"], mode="reflect"),
+             helper.make_node("Pad", ["a", "p2"], ["b"], mode="edge"),
+             helper.make_node("Pad", ["b", "p3", "v"], ["c"]),
+             helper.make_node("Pad", ["c", "p4", "", "ax"], ["y"], mode="wrap")]
+    inits = [const("p1", [1, 2, 1, 1]), const("p2", [0, 2, 1, 0]),
+             const("p3", [-1, 1, 1, 0]), const("ax", [1]), const("p4", [3, 2]),
+             numpy_helper.from_array(np.array(0.25), "v")]
+    return model(nodes, [("x", D, [3, 4])], ("y", D), inits, opset=19)
+
+
+def pad_attributes():
+    """Pad before opset 11: pads and the value as attributes."""
+    n = helper.make_node("Pad", ["x"], ["y"], mode="constant", pads=[1, 0, 0, 2], value=0.5)
+    return model([n], [("x", D, [3, 4])], ("y", D), opset=10)
+
+
+def tile_depth_space():
+    """Tile (copies of an element sum), DepthToSpace in both modes and
+    SpaceToDepth."""
+    nodes = [helper.make_node("Tile", ["x", "reps"], ["t"]),
+             helper.make_node("DepthToSpace", ["t"], ["d"], blocksize=2, mode="CRD"),
+             helper.make_node("SpaceToDepth", ["d"], ["s"], blocksize=2),
+             helper.make_node("DepthToSpace", ["s"], ["y"], blocksize=2, mode="DCR")]
+    return model(nodes, [("x", D, [1, 4, 2, 3])], ("y", D), [const("reps", [2, 2, 1, 2])])
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -381,6 +456,14 @@ CASES = {
     "pow_broadcast": pow_,
     "erf_abs_reciprocal": erf_abs_reciprocal,
     "clip": clip,
+    "pad_modes": pads,
+    "pad_attributes": pad_attributes,
+    "tile_depth_space": tile_depth_space,
+    "leaky_relu_prelu": leaky_relu_prelu,
+    "elu_selu_celu": elu_selu_celu,
+    "hard_sigmoid_swish": hard_sigmoid_swish,
+    "softplus_softsign_mish": softplus_softsign_mish,
+    "thresholded_relu_sin_cos": thresholded_relu_sin_cos,
     "sum_max_min_broadcast": sum_max_min,
     "where_broadcast": where,
     "reduce_sum_mean_max": reductions,

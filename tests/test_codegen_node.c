@@ -1,5 +1,6 @@
 /* The C backend against ONNX's node tests and mnist-8: every folder of
- * node-v1.22 is compiled (accparc compile --devices cpu:1 --mode infer),
+ * node-v1.22, and Debian's v1.12 tests of the operators node-v1.22 does not
+ * carry (tests/node_v112.h), is compiled (accparc compile --devices cpu:1 --mode infer),
  * built, run on its test_data_set_0 and compared with output_N.pb (floats
  * within rtol 1e-4 + atol 1e-5, integers and bools exactly). Tests in the
  * exclusion table must fail (and say why); any other must pass, so both a
@@ -19,6 +20,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/ir.h"
+#include "tests/node_v112.h"
 #include "tests/test_util.h"
 
 #define NODE_DIR ACCPAR_SHARED_DIR "/onnx-tests/node-v1.22"
@@ -27,25 +29,29 @@
 
 static const double RTOL = 1e-4, ATOL = 1e-5;
 
-/* Each entry fails today for the reason given. */
+/* Each entry fails today for the reason given (dir: the folder it is in). */
 static const struct {
+  const char *dir;
   const char *name;
   const char *reason;
 } excluded[] = {
-    {"test_identity_opt", "optional input: accpar handles tensors only"},
-    {"test_identity_sequence", "sequence input: accpar handles tensors only"},
-    {"test_averagepool_2d_ceil_last_window_starts_on_pad",
+    {NODE_DIR, "test_identity_opt", "optional input: accpar handles tensors only"},
+    {NODE_DIR, "test_identity_sequence", "sequence input: accpar handles tensors only"},
+    {NODE_DIR, "test_averagepool_2d_ceil_last_window_starts_on_pad",
      "the expected output is rounded to 4 decimals (0.1511 for the exact mean 0.15106)"},
-    {"test_training_dropout", "training-mode Dropout draws its mask from numpy's RNG"},
-    {"test_training_dropout_default", "training-mode Dropout draws its mask from numpy's RNG"},
-    {"test_training_dropout_default_mask", "training-mode Dropout draws its mask from numpy's RNG"},
-    {"test_training_dropout_mask", "training-mode Dropout draws its mask from numpy's RNG"},
+    {NODE_DIR, "test_training_dropout", "training-mode Dropout draws its mask from numpy's RNG"},
+    {NODE_DIR, "test_training_dropout_default",
+     "training-mode Dropout draws its mask from numpy's RNG"},
+    {NODE_DIR, "test_training_dropout_default_mask",
+     "training-mode Dropout draws its mask from numpy's RNG"},
+    {NODE_DIR, "test_training_dropout_mask", "training-mode Dropout draws its mask from numpy's RNG"},
+    {NODE_V112_DIR, "test_mod_mixed_sign_float16", "float16 is not supported by the C backend"},
 };
 enum { N_EXCLUDED = sizeof excluded / sizeof excluded[0] };
 
-static const char *exclusion(const char *name) {
+static const char *exclusion(const char *dir, const char *name) {
   for (int i = 0; i < N_EXCLUDED; i++)
-    if (strcmp(excluded[i].name, name) == 0)
+    if (strcmp(excluded[i].dir, dir) == 0 && strcmp(excluded[i].name, name) == 0)
       return excluded[i].reason;
   return NULL;
 }
@@ -91,18 +97,26 @@ static int by_name(const void *a, const void *b) {
   return strcmp(((const node_test *)a)->name, ((const node_test *)b)->name);
 }
 
-Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
+static bool every_test(const char *name) { return strncmp(name, "test_", 5) == 0; }
+
+/* Compiles, runs and compares the folders of node_dir that pick selects
+ * (at least min_tests of them); work files go to WORK_DIR/tag. */
+static void node_suite(const char *node_dir, bool (*pick)(const char *), int min_tests,
+                       const char *tag) {
   /* The programs are tiny: -O1 builds them several times faster than -O3. */
   setenv("CFLAGS", "-O1", 1);
   mkdir(WORK_DIR, 0777);
-  DIR *dir = opendir(NODE_DIR);
-  cr_assert(dir, "cannot open %s: %s", NODE_DIR, strerror(errno));
+  char work_dir[4096];
+  fmt(work_dir, sizeof work_dir, "%s/%s", WORK_DIR, tag);
+  mkdir(work_dir, 0777);
+  DIR *dir = opendir(node_dir);
+  cr_assert(dir, "cannot open %s: %s", node_dir, strerror(errno));
   node_test *tests = NULL;
   int n = 0, cap = 0;
   for (struct dirent *e; (e = readdir(dir));) {
     char model[4096];
-    fmt(model, sizeof model, "%s/%s/model.onnx", NODE_DIR, e->d_name);
-    if (e->d_name[0] == '.' || !exists(model))
+    fmt(model, sizeof model, "%s/%s/model.onnx", node_dir, e->d_name);
+    if (e->d_name[0] == '.' || !pick(e->d_name) || !exists(model))
       continue;
     if (n == cap) {
       cap = cap ? 2 * cap : 512;
@@ -113,7 +127,7 @@ Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
     fmt(tests[n++].name, sizeof tests[0].name, "%s", e->d_name);
   }
   closedir(dir);
-  cr_assert_gt(n, 250, "only %d node tests found in %s", n, NODE_DIR);
+  cr_assert_geq(n, min_tests, "only %d node tests found in %s", n, node_dir);
   qsort(tests, (size_t)n, sizeof *tests, by_name);
 
   /* Two jobs at a time: the suite's budget is two cores. */
@@ -122,9 +136,9 @@ Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
   while (next < n || running) {
     while (running < JOBS && next < n) {
       char model[4096], data[4096], work[4096];
-      fmt(model, sizeof model, "%s/%s/model.onnx", NODE_DIR, tests[next].name);
-      fmt(data, sizeof data, "%s/%s/test_data_set_0", NODE_DIR, tests[next].name);
-      fmt(work, sizeof work, "%s/%s", WORK_DIR, tests[next].name);
+      fmt(model, sizeof model, "%s/%s/model.onnx", node_dir, tests[next].name);
+      fmt(data, sizeof data, "%s/%s/test_data_set_0", node_dir, tests[next].name);
+      fmt(work, sizeof work, "%s/%s", work_dir, tests[next].name);
       char *cmd = job_command(model, data, work);
       tests[next].pid = start(cmd);
       free(cmd);
@@ -144,14 +158,14 @@ Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
   int passed = 0, n_excluded = 0, failed = 0;
   for (int i = 0; i < n; i++) {
     char data[4096], work[4096], out[4200], why[1024] = "";
-    fmt(data, sizeof data, "%s/%s/test_data_set_0", NODE_DIR, tests[i].name);
-    fmt(work, sizeof work, "%s/%s", WORK_DIR, tests[i].name);
+    fmt(data, sizeof data, "%s/%s/test_data_set_0", node_dir, tests[i].name);
+    fmt(work, sizeof work, "%s/%s", work_dir, tests[i].name);
     fmt(out, sizeof out, "%s/out", work);
     bool ran = WIFEXITED(tests[i].status) && WEXITSTATUS(tests[i].status) == 0;
     if (!ran)
       log_head(work, why, sizeof why);
     bool ok = ran && outputs_match(data, out, RTOL, ATOL, why, sizeof why);
-    const char *reason = exclusion(tests[i].name);
+    const char *reason = exclusion(node_dir, tests[i].name);
     if (reason && ok) {
       cr_log_error("%s: excluded (%s) but passes: remove it from the exclusion table",
                    tests[i].name, reason);
@@ -167,16 +181,28 @@ Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
   }
   for (int i = 0; i < N_EXCLUDED; i++) {
     char model[4096];
-    fmt(model, sizeof model, "%s/%s/model.onnx", NODE_DIR, excluded[i].name);
+    if (strcmp(excluded[i].dir, node_dir) != 0)
+      continue;
+    fmt(model, sizeof model, "%s/%s/model.onnx", node_dir, excluded[i].name);
     if (!exists(model)) {
       cr_log_error("excluded test %s does not exist", excluded[i].name);
       failed++;
     }
   }
-  printf("codegen node tests: %d passed, %d excluded\n", passed, n_excluded);
+  printf("codegen node tests %s: %d passed, %d excluded\n", tag, passed, n_excluded);
   fflush(stdout);
   free(tests);
   cr_assert_eq(failed, 0, "%d node tests failed (see above)", failed);
+}
+
+Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
+  node_suite(NODE_DIR, every_test, 250, "v1.22");
+}
+
+Test(codegen_node, debian_v1_12_tests_of_the_added_operators, .timeout = 1800) {
+  if (!exists(NODE_V112_DIR))
+    cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
+  node_suite(NODE_V112_DIR, node_v112_selected, 80, "v1.12");
 }
 
 Test(codegen_node, mnist8_reproduces_its_three_test_sets, .timeout = 600) {

@@ -24,6 +24,7 @@
 
 #include "frontend/frontend.h"
 #include "ir/ir.h"
+#include "tests/node_v112.h"
 #include "tests/ort_compare.h"
 #include "tests/test_util.h"
 
@@ -293,49 +294,90 @@ Test(differential, zoo_models, .timeout = 2400) {
 
 /* ---- ONNX's node tests ---- */
 
-/* The node tests with several inputs (broadcasts, operands that meet) or
- * with one, their expected outputs the reference. */
-static void node_sweep(bool several, const int *arrays, int n_arr) {
+/* The node tests of node_dir that pick selects with several inputs
+ * (broadcasts, operands that meet) or with one, their expected outputs the
+ * reference. */
+static void node_sweep(const char *node_dir, bool (*pick)(const char *), const char *tag,
+                       int min_tests, bool several, const int *arrays, int n_arr) {
   struct dirent **names;
-  int nn = scandir(NODE_DIR, &names, NULL, alphasort);
-  cr_assert_geq(nn, 0, "cannot open %s: %s", NODE_DIR, strerror(errno));
+  int nn = scandir(node_dir, &names, NULL, alphasort);
+  cr_assert_geq(nn, 0, "cannot open %s: %s", node_dir, strerror(errno));
   model *m = calloc((size_t)nn + 1, sizeof *m);
   cr_assert(m);
   int n = 0, seen = 0;
   for (int i = 0; i < nn; i++) {
     const char *t = names[i]->d_name;
     char in1[4096], model_path[4096];
-    fmt(model_path, sizeof model_path, "%s/%s/model.onnx", NODE_DIR, t);
-    fmt(in1, sizeof in1, "%s/%s/test_data_set_0/input_1.pb", NODE_DIR, t);
+    fmt(model_path, sizeof model_path, "%s/%s/model.onnx", node_dir, t);
+    fmt(in1, sizeof in1, "%s/%s/test_data_set_0/input_1.pb", node_dir, t);
     /* Sequences, optionals and numpy's random training-mode Dropout fail on
      * one device too (test_codegen_node.c says why). */
     bool skip = strstr(t, "test_identity_opt") || strstr(t, "test_identity_sequence") ||
                 strstr(t, "test_training_dropout") ||
-                strstr(t, "test_averagepool_2d_ceil_last_window_starts_on_pad");
-    if (t[0] != '.' && !skip && exists(model_path) && exists(in1) == several &&
+                strstr(t, "test_averagepool_2d_ceil_last_window_starts_on_pad") ||
+                strstr(t, "test_mod_mixed_sign_float16");
+    if (t[0] != '.' && pick(t) && !skip && exists(model_path) && exists(in1) == several &&
         (!SANITIZED || seen++ % 8 == 0))
       m[n++] = (model){.name = xprintf("%s", t),
                        .path = xprintf("%s", model_path),
-                       .data = xprintf("%s/%s/test_data_set_0", NODE_DIR, t),
-                       .expected = xprintf("%s/%s/test_data_set_0", NODE_DIR, t)};
+                       .data = xprintf("%s/%s/test_data_set_0", node_dir, t),
+                       .expected = xprintf("%s/%s/test_data_set_0", node_dir, t)};
     free(names[i]);
   }
   free(names);
-  cr_assert_gt(n, SANITIZED ? 10 : 100, "only %d node tests", n);
-  int failed = sweep(several ? "node-several" : "node-one", m, n, arrays, n_arr);
+  cr_assert_geq(n, SANITIZED ? min_tests / 8 : min_tests, "only %d node tests", n);
+  char *name = xprintf("%s-%s", tag, several ? "several" : "one");
+  int failed = sweep(name, m, n, arrays, n_arr);
+  free(name);
   free_models(m, n);
   free(m);
   cr_assert_eq(failed, 0, "%d node-test configurations failed (see above)", failed);
 }
 
+static bool every_test(const char *name) { return strncmp(name, "test_", 5) == 0; }
+
 Test(differential, node_tests_with_several_inputs, .timeout = 2400) {
   static const int every[] = {0, 1, 2, 3, 4};
-  node_sweep(true, every, N_ARRAYS);
+  node_sweep(NODE_DIR, every_test, "node", 100, true, every, N_ARRAYS);
 }
 
 Test(differential, node_tests_with_one_input, .timeout = 2400) {
   static const int some[] = {1, 3};
-  node_sweep(false, some, 2);
+  node_sweep(NODE_DIR, every_test, "node", 100, false, some, 2);
+}
+
+/* Debian's v1.12 tests of the operators node-v1.22 does not carry, on every
+ * array whatever their inputs. */
+Test(differential, debian_v1_12_tests_of_the_added_operators, .timeout = 2400) {
+  if (!exists(NODE_V112_DIR))
+    cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
+  static const int every[] = {0, 1, 2, 3, 4};
+  node_sweep(NODE_V112_DIR, node_v112_selected, "v1.12", 40, true, every, N_ARRAYS);
+  node_sweep(NODE_V112_DIR, node_v112_selected, "v1.12", 30, false, every, N_ARRAYS);
+}
+
+/* ---- the added operators between layers (tests/op_models.py) ---- */
+
+Test(differential, operators_between_layers, .timeout = 2400) {
+  const char *dir = WORK_DIR "/op-models";
+  mkdir(WORK_DIR, 0777);
+  mkdir(dir, 0777);
+  char *cmd = xprintf("'%s' '%s/tests/op_models.py' '%s' >'%s.log' 2>&1", "/usr/bin/python3",
+                      ACCPAR_SOURCE_DIR, dir, dir);
+  cr_assert_eq(system(cmd), 0, "op_models.py failed (see %s.log)", dir);
+  free(cmd);
+  static const char *const names[] = {"ops_cnn", "ops_mlp", "ops_pad", "ops_depth_space"};
+  enum { N = sizeof names / sizeof names[0] };
+  model m[N];
+  for (int i = 0; i < N; i++)
+    m[i] = (model){.name = xprintf("%s", names[i]),
+                   .path = xprintf("%s/%s.onnx", dir, names[i]),
+                   .data = xprintf("%s/%s_data", dir, names[i]),
+                   .ort = true};
+  static const int every[] = {0, 1, 2, 3, 4}, some[] = {1, 3};
+  int failed = SANITIZED ? sweep("ops", m, N, some, 2) : sweep("ops", m, N, every, N_ARRAYS);
+  free_models(m, N);
+  cr_assert_eq(failed, 0, "%d configurations failed (see above)", failed);
 }
 
 /* ---- the light architectures, at their batch of 1 ---- */

@@ -11,6 +11,7 @@
  * checked for shape after the pipeline runs on their declared inputs. */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@
 #include "ir/ir.h"
 
 /* Operators whose tests are run, as folder-name prefixes ("test_" + prefix,
- * then the end of the name or '_'). */
+ * then the end of the name, '_' or a digit: test_and2d). */
 static const char *const op_prefixes[] = {
     "conv", "basic_conv", "convtranspose", "gemm", "matmul", "relu", "sigmoid", "tanh",
     "maxpool", "averagepool", "globalaveragepool", "batchnorm", "lrn", "add", "sub", "mul",
@@ -29,13 +30,17 @@ static const char *const op_prefixes[] = {
     "logsoftmax", "layer_normalization", "gelu", "identity", "dropout", "training_dropout",
     "constant", "constantofshape", "shape", "cast", "reduce_mean", "reduce_sum",
     "reduce_max", "unsqueeze", "squeeze", "gather", "clip",
+    "leakyrelu", "prelu", "elu", "selu", "celu", "hardsigmoid", "hardswish", "softplus",
+    "softsign", "thresholdedrelu", "mish", "sin", "cos", "floor", "ceil", "round", "sign",
+    "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
+    "edge_pad", "reflect_pad", /* test_constant_pad: "constant" */
+    "tile", "depthtospace", "spacetodepth",
 };
 
 /* Folders a prefix matches that test another operator. */
 static const char *const other_operators[] = {
     "test_gather_elements", /* GatherElements */
     "test_reduce_sum_square", /* ReduceSumSquare */
-    "test_constant_pad",      /* Pad */
 };
 
 typedef struct exclusion {
@@ -62,7 +67,8 @@ static bool selected(const char *name) {
   const char *rest = name + 5;
   for (size_t i = 0; i < sizeof op_prefixes / sizeof *op_prefixes; i++) {
     size_t len = strlen(op_prefixes[i]);
-    if (strncmp(rest, op_prefixes[i], len) == 0 && (rest[len] == '\0' || rest[len] == '_'))
+    if (strncmp(rest, op_prefixes[i], len) == 0 &&
+        (rest[len] == '\0' || rest[len] == '_' || isdigit((unsigned char)rest[len])))
       return true;
   }
   return false;

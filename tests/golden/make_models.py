@@ -116,3 +116,13 @@ seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2])
 save("sequence_input", helper.make_graph([
     helper.make_node("Identity", ["s"], ["y"], name="id"),
 ], "sequence_input", [seq], [helper.make_tensor_sequence_value_info("y", TensorProto.FLOAT, [2])]))
+
+# An attribute of the wrong type: Softmax's axis as a float.
+save("float_axis", helper.make_graph([
+    helper.make_node("Softmax", ["x"], ["y"], name="softmax", axis=1.0),
+], "float_axis", [vi("x", [2, 3])], [vi("y", [2, 3])]), check=False)
+
+# An opset newer than the semantics accpar implements.
+save("opset_99", helper.make_graph([
+    helper.make_node("Relu", ["x"], ["y"], name="relu"),
+], "opset_99", [vi("x", [2, 3])], [vi("y", [2, 3])]), opset=99, check=False)

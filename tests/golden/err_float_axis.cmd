@@ -1,0 +1,1 @@
+dump @SOURCE@/tests/golden/models/float_axis.onnx

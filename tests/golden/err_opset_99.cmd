@@ -1,0 +1,1 @@
+dump @SOURCE@/tests/golden/models/opset_99.onnx

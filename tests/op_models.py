@@ -1,0 +1,196 @@
+"""Models that put the activation, math and logic operators between layers,
+for the differential sweep (tests/test_differential.c): the one-device
+program is checked against ONNX Runtime, then every strategy on every
+array against it. Weights are initializers (so layers are planned and
+partitioned), the input a seeded random tensor.
+
+Usage: op_models.py OUTDIR   (writes OUTDIR/NAME.onnx and OUTDIR/NAME_data/input_0.pb)
+Run with /usr/bin/python3 (Debian's onnx).
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+rng = np.random.default_rng(13)
+
+
+def init(name, shape, scale=0.3):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def scalar(name, v):
+    return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+
+
+def save(outdir, name, nodes, x_shape, y_shape, inits):
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", F, x_shape)],
+                          [helper.make_tensor_value_info("y", F, y_shape)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    with open(f"{outdir}/{name}.onnx", "wb") as f:
+        f.write(m.SerializeToString())
+    os.makedirs(f"{outdir}/{name}_data", exist_ok=True)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    with open(f"{outdir}/{name}_data/input_0.pb", "wb") as f:
+        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+
+
+def cnn(outdir):
+    """Convolutions with every float activation between them, then the
+    math functions, comparisons and logic on the feature map, and a Gemm."""
+    n = helper.make_node
+    inits = [init("w1", [8, 3, 3, 3]), init("b1", [8], 0.1), init("w2", [8, 8, 3, 3]),
+             init("w3", [8, 8, 3, 3]), init("w4", [8, 8, 3, 3]), init("w5", [8, 8, 3, 3]),
+             init("slope", [8, 1, 1]), init("wf", [512, 10], 0.05),
+             scalar("four", 4.0), scalar("three", 3.0), scalar("half", 0.5),
+             scalar("lo", 0.3), scalar("hi", 0.7), scalar("tenth", 0.1)]
+    conv = dict(pads=[1, 1, 1, 1])
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], **conv),
+        n("LeakyRelu", ["c1"], ["a1"], alpha=0.1),
+        n("Conv", ["a1", "w2"], ["c2"], **conv),
+        n("PRelu", ["c2", "slope"], ["a2"]),
+        n("Conv", ["a2", "w3"], ["c3"], **conv),
+        n("Elu", ["c3"], ["e1"], alpha=0.5),
+        n("Selu", ["e1"], ["e2"]),
+        n("Celu", ["e2"], ["a3"], alpha=2.0),
+        n("Conv", ["a3", "w4"], ["c4"], **conv),
+        n("HardSwish", ["c4"], ["h1"]),
+        n("HardSigmoid", ["h1"], ["a4"], alpha=0.3, beta=0.4),
+        n("Conv", ["a4", "w5"], ["c5"], **conv),
+        n("Softplus", ["c5"], ["s1"]),
+        n("Softsign", ["s1"], ["s2"]),
+        n("Mish", ["c5"], ["s3"]),
+        n("ThresholdedRelu", ["s3"], ["s4"], alpha=0.05),
+        n("Add", ["s2", "s4"], ["h"]),
+        # math functions of t = 4 h
+        n("Sin", ["h"], ["sin"]),
+        n("Cos", ["h"], ["cos"]),
+        n("Mul", ["h", "four"], ["t"]),
+        n("Floor", ["t"], ["fl"]),
+        n("Ceil", ["t"], ["ce"]),
+        n("Round", ["t"], ["ro"]),
+        n("Sub", ["h", "half"], ["hc"]),
+        n("Sign", ["hc"], ["sg"]),
+        n("Mod", ["t", "three"], ["md"], fmod=1),
+        n("Sum", ["fl", "ce", "ro", "sg", "md"], ["ints"]),
+        n("Mul", ["ints", "tenth"], ["ints_s"]),
+        n("Sum", ["sin", "cos", "ints_s"], ["u"]),
+        # comparisons and logic choose between u and -u
+        n("GreaterOrEqual", ["h", "lo"], ["ge"]),
+        n("LessOrEqual", ["h", "hi"], ["le"]),
+        n("And", ["ge", "le"], ["in"]),
+        n("Or", ["ge", "le"], ["any"]),
+        n("Xor", ["in", "any"], ["x1"]),
+        n("IsNaN", ["u"], ["nan"]),
+        n("IsInf", ["u"], ["inf"]),
+        n("Or", ["nan", "inf"], ["bad"]),
+        n("Not", ["bad"], ["good"]),
+        n("And", ["good", "x1"], ["flip"]),
+        n("Neg", ["u"], ["nu"]),
+        n("Where", ["flip", "nu", "u"], ["v"]),
+        n("Flatten", ["v"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_cnn", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
+def mlp(outdir):
+    """Fully connected layers (split any way by the strategies) with the
+    activations between them: a type-II layer's partial sums must be
+    resolved before a non-linear operator."""
+    n = helper.make_node
+    inits = [init("w1", [16, 32]), init("b1", [32], 0.1), init("slope", [32]),
+             init("w2", [32, 32]), init("w3", [32, 32]), init("w4", [32, 32]),
+             init("w5", [32, 10])]
+    nodes = [
+        n("Gemm", ["x", "w1", "b1"], ["g1"]),
+        n("PRelu", ["g1", "slope"], ["a1"]),
+        n("Gemm", ["a1", "w2"], ["g2"]),
+        n("HardSigmoid", ["g2"], ["a2"]),
+        n("Gemm", ["a2", "w3"], ["g3"]),
+        n("Mish", ["g3"], ["a3"]),
+        n("Gemm", ["a3", "w4"], ["g4"]),
+        n("Softplus", ["g4"], ["a4"]),
+        n("Gemm", ["a4", "w5"], ["y"]),
+    ]
+    save(outdir, "ops_mlp", nodes, [8, 16], [8, 10], inits)
+
+
+def ints(name, v):
+    return numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+
+
+def pad(outdir):
+    """Pad in every mode between convolutions: reflect on the spatial axes
+    given by 'axes' (opset 18), edge with a pad of the channels, constant
+    with a value and a negative (cropping) pad, wrap (opset 19)."""
+    n = helper.make_node
+    inits = [init("w1", [6, 3, 3, 3]), init("w2", [6, 6, 3, 3]), init("w3", [6, 8, 3, 3]),
+             init("wf", [6 * 8 * 7, 10], 0.05),
+             ints("p_reflect", [2, 1, 1, 2]), ints("hw", [2, 3]),
+             ints("p_edge", [0, 1, 1, 0, 0, 1, 0, 0]),
+             ints("p_const", [0, 0, -1, 1, 0, 0, 2, -2]), scalar("value", 0.5),
+             ints("p_wrap", [0, 0, 1, 2, 0, 0, 2, 1])]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                          # [2, 6, 8, 8]
+        n("Pad", ["c1", "p_reflect", "", "hw"], ["r"], mode="reflect"),  # [2, 6, 11, 11]
+        n("Conv", ["r", "w2"], ["c2"]),                          # [2, 6, 9, 9]
+        n("Pad", ["c2", "p_edge"], ["e"], mode="edge"),          # [2, 8, 10, 9]
+        n("Conv", ["e", "w3"], ["c3"]),                          # [2, 6, 8, 7]
+        n("Pad", ["c3", "p_const", "value"], ["k"]),             # [2, 6, 9, 6]
+        n("Pad", ["k", "p_wrap"], ["w"], mode="wrap"),           # [2, 6, 12, 9]
+        n("Slice", ["w", "s0", "s1", "s2"], ["ws"]),             # [2, 6, 8, 7]
+        n("Flatten", ["ws"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    inits += [ints("s0", [1, 1]), ints("s1", [9, 8]), ints("s2", [2, 3])]
+    g = helper.make_graph(nodes, "ops_pad", [helper.make_tensor_value_info("x", F, [2, 3, 10, 10])],
+                          [helper.make_tensor_value_info("y", F, [2, 10])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    with open(f"{outdir}/ops_pad.onnx", "wb") as f:
+        f.write(m.SerializeToString())
+    os.makedirs(f"{outdir}/ops_pad_data", exist_ok=True)
+    x = rng.standard_normal([2, 3, 10, 10]).astype(np.float32)
+    with open(f"{outdir}/ops_pad_data/input_0.pb", "wb") as f:
+        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+
+
+def depth_space(outdir):
+    """SpaceToDepth, DepthToSpace (both modes) and Tile between
+    convolutions: the batch axis stays split, Tile's unrepeated axes too."""
+    n = helper.make_node
+    inits = [init("w1", [4, 3, 3, 3]), init("w2", [8, 16, 1, 1]), init("w3", [6, 2, 3, 3]),
+             init("w4", [6, 6, 1, 1]), init("wf", [6 * 10 * 5, 10], 0.05),
+             ints("reps", [1, 2, 1, 1]), ints("reps2", [1, 1, 2, 1])]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                                  # [4, 4, 6, 6]
+        n("SpaceToDepth", ["c1"], ["s"], blocksize=2),                   # [4, 16, 3, 3]
+        n("Conv", ["s", "w2"], ["c2"]),                                  # [4, 8, 3, 3]
+        n("DepthToSpace", ["c2"], ["d1"], blocksize=2, mode="DCR"),      # [4, 2, 6, 6]
+        n("Tile", ["d1", "reps"], ["t1"]),                               # [4, 4, 6, 6]
+        n("DepthToSpace", ["t1"], ["d2"], blocksize=2, mode="CRD"),      # [4, 1, 12, 12]
+        n("Tile", ["d2", "reps"], ["t2"]),                               # [4, 2, 12, 12]
+        n("Conv", ["t2", "w3"], ["c3"]),                                 # [4, 6, 10, 10]
+        n("Conv", ["c3", "w4"], ["c4"], strides=[2, 2]),                 # [4, 6, 5, 5]
+        n("Tile", ["c4", "reps2"], ["t3"]),                              # [4, 6, 10, 5]
+        n("Flatten", ["t3"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_depth_space", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
+def main():
+    outdir = sys.argv[1]
+    cnn(outdir)
+    mlp(outdir)
+    pad(outdir)
+    depth_space(outdir)
+
+
+if __name__ == "__main__":
+    main()

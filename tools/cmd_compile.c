@@ -1,11 +1,13 @@
 /* accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
  *                           [--backend c|llvm] [--batch N] [--inputs DIR]
- *                           [--no-build] -o OUTDIR
+ *                           [--no-build] [--emit-llvm] -o OUTDIR
  *                           [--momentum MU]
  * Loads a model, binds what the options bind, runs the pipeline, plans the
- * partition when the array has several devices, writes the C sources of the
- * program (one per device) to OUTDIR and builds OUTDIR/model with the system
- * C compiler ($CC, $CFLAGS; default cc -O3 -march=native). */
+ * partition when the array has several devices, and hands the lowered
+ * program to the backend: c writes the C sources of the program (one per
+ * device) to OUTDIR and builds OUTDIR/model with the system C compiler
+ * ($CC, $CFLAGS; default cc -O3 -march=native); llvm builds it as one LLVM
+ * module, writes OUTDIR/model.o and links it with $CC. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
 #include <stdbool.h>
@@ -21,13 +23,14 @@
 static const char usage_text[] =
     "usage: accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]\n"
     "                       [--backend c|llvm] [--batch N] [--inputs DIR] [--no-build]\n"
-    "                       [--verify] -o OUTDIR\n"
+    "                       [--verify] [--emit-llvm] -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --mode M         infer (default) or train (one device so far)\n"
     "  --momentum MU    SGD momentum of a training program (default 0: plain SGD)\n"
-    "  --backend B      c (default) or llvm\n"
+    "  --backend B      c (default) or llvm (one LLVM module, OUTDIR/model.o)\n"
+    "  --emit-llvm      llvm: also write OUTDIR/model.ll, the module as generated\n"
     "  --batch N        bind the batch dimension\n"
     "  --inputs DIR     bind the graph inputs that fix shapes (Reshape's shape, Slice's\n"
     "                   starts...) to DIR/input_N.pb; the program checks it is fed the same\n"
@@ -108,7 +111,7 @@ int cmd_compile(int argc, char **argv) {
              *backend = "c", *inputs = NULL, *outdir = NULL;
   int64_t batch = 0;
   double momentum = 0;
-  bool build = true, verify = false;
+  bool build = true, verify = false, emit_llvm = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -141,6 +144,8 @@ int cmd_compile(int argc, char **argv) {
       build = false;
     } else if (strcmp(a, "--verify") == 0) {
       verify = true;
+    } else if (strcmp(a, "--emit-llvm") == 0) {
+      emit_llvm = true;
     } else if (a[0] == '-' && a[1]) {
       return cli_usage_error("compile", "unknown option or missing value: %s\n%s", a, usage_text);
     } else if (!model) {
@@ -165,8 +170,14 @@ int cmd_compile(int argc, char **argv) {
                            strategy);
   if (strcmp(mode, "infer") != 0 && strcmp(mode, "train") != 0)
     return cli_usage_error("compile", "--mode must be infer or train, got '%s'", mode);
-  if (strcmp(backend, "c") != 0)
-    return cli_usage_error("compile", "--backend %s: only the c backend exists so far", backend);
+  const cg_backend *be = cg_backend_named(backend);
+  if (!be)
+    return cli_usage_error("compile", "--backend must be c or llvm, got '%s'", backend);
+  if (be->missing)
+    return cli_usage_error("compile", "--backend %s: this accparc was built without it (install %s "
+                           "and rebuild)", backend, be->missing);
+  if (emit_llvm && strcmp(backend, "llvm") != 0)
+    return cli_usage_error("compile", "--emit-llvm needs --backend llvm");
 
   ap_diag d = {0};
   ap_graph *g = NULL;
@@ -184,7 +195,7 @@ int cmd_compile(int argc, char **argv) {
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
       (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
-      ap_codegen_c(g, &opts, &d) != AP_OK) {
+      ap_codegen(g, &opts, be, &(cg_emit_opts){.emit_llvm = emit_llvm}, &d) != AP_OK) {
     rc = cli_fail(&d);
   } else if (build) {
     char *root = source_root();
@@ -206,7 +217,7 @@ int cmd_compile(int argc, char **argv) {
     b.kernels_dir = locate("ACCPAR_KERNELS_DIR", ACCPAR_KERNELS_DIR, kdir, sizeof kdir, fallback);
     b.extra_libs = ACCPAR_RT_LINK_FLAGS;
     b.n_devices = devs.n_devices;
-    if (ap_codegen_build(&b, &d) != AP_OK ||
+    if (be->build(&b, &d) != AP_OK ||
         (verify && cli_verify(argc, argv, g, model, outdir, devs.n_devices, opts.train,
                               &d) != AP_OK)) {
       char exe_path[PATH_MAX + 16];

@@ -389,7 +389,8 @@ static LLVMValueRef cond(kb *K, const cg_x *x) {
                                           LLVMIntUGE, LLVMIntEQ,  LLVMIntNE};
     if (t == CG_T_PTR)
       s = false;
-    return LLVMBuildICmp(b, (s ? sp : up)[x->op - CG_X_LT], a, c, "");
+    int i = x->op - CG_X_LT;
+    return LLVMBuildICmp(b, s ? sp[i] : up[i], a, c, "");
   }
   case CG_X_NOT: return LLVMBuildNot(b, cond(K, x->a[0]), "");
   case CG_X_AND:

@@ -635,15 +635,16 @@ static LLVMValueRef table_const(lb *L, const cg_ktable *t) {
 /* Declares cgk_<i> (the device programs call it before it is built). */
 static LLVMValueRef declare_kernel(lb *L, int i) {
   const cg_kir *k = L->p->kernels[i];
-  LLVMTypeRef params[64];
-  int n = 0;
-  if (k->n_params + 1 > (int)(sizeof params / sizeof *params))
-    ap_die("kernel %s has %d parameters", k->key, k->n_params);
+  LLVMTypeRef *params = malloc(((size_t)k->n_params + 1) * sizeof *params);
+  if (!params)
+    ap_die("out of memory");
   for (int a = 0; a < k->n_params; a++)
-    params[n++] = k->params[a].scalar ? ty_of(L, (cg_ty)k->params[a].ty) : L->ptr;
+    params[a] = k->params[a].scalar ? ty_of(L, (cg_ty)k->params[a].ty) : L->ptr;
   char name[32];
   snprintf(name, sizeof name, "cgk_%d", i);
-  LLVMValueRef fn = LLVMAddFunction(L->m, name, LLVMFunctionType(L->v, params, (unsigned)n, 0));
+  LLVMValueRef fn =
+      LLVMAddFunction(L->m, name, LLVMFunctionType(L->v, params, (unsigned)k->n_params, 0));
+  free(params);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
   for (int a = 0; a < k->n_params; a++) {
@@ -879,7 +880,7 @@ static void step(db *B, const cg_step *st) {
   case CG_S_KERNEL: {
     const cg_kir *k = p->kernels[st->kernel];
     LLVMValueRef fn = L->kernels[st->kernel];
-    LLVMValueRef args[CG_MAX_OPERANDS * 2 + 8];
+    LLVMValueRef args[CG_MAX_OPERANDS * 4 + 8];
     int n = 0;
     if (st->n_args + 1 > (int)(sizeof args / sizeof *args) || st->n_args + st->work != k->n_params)
       ap_die("kernel call of cgk_%d with %d arguments for %d parameters", st->kernel,

@@ -20,8 +20,8 @@ accparc=$build/tools/accparc
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 zoo=$build/samples/accpar-zoo
-"$zoo" --seed 1 --batch 1 -o "$work" resnet50 >/dev/null
-"$zoo" --seed 1 --batch 1 --seq "$seq" -o "$work" gpt2 >/dev/null
+"$zoo" --seed 1 --batch 1 --inputs -o "$work" resnet50 >/dev/null
+"$zoo" --seed 1 --batch 1 --seq "$seq" --inputs -o "$work" gpt2 >/dev/null
 "$zoo" --seed 1 --batch 64 -o "$work" lenet5 >/dev/null
 
 # The median of the numbers of a report's JSON array key.
@@ -48,7 +48,8 @@ for spec in "resnet50 infer" "gpt2 infer" "lenet5 train"; do
   for b in c llvm; do
     read -r wall cpu <<<"$(compile "$m" "$b" "$mode")"
     if [ "$mode" = infer ]; then
-      "$work/$m-$b/model" --repeat "$repeat" --report "$work/r.json" >/dev/null
+      "$work/$m-$b/model" --inputs "$work/${m}_data" --repeat "$repeat" --report "$work/r.json" \
+        >/dev/null
       run=$(median "$work/r.json" run_time_s)
     else
       "$work/$m-$b/model" --steps "$steps" --lr 0.01 --report "$work/r.json" >/dev/null

@@ -538,35 +538,49 @@ static void stmts(kb *K, const cg_s *s) {
       break;
     }
     case CG_ST_FOR: {
-      /* for (v = lo; v < hi; v++): hi evaluated before every iteration. */
+      /* for (v = lo; v < hi; v++): hi evaluated before every iteration.
+       * Blocks are appended in the order of the source (the exit after
+       * the body), so model.ll reads as the C does. */
       LLVMValueRef var = K->vars[s->var];
       LLVMBuildStore(b, ex(K, s->a[0]), var);
-      LLVMBasicBlockRef head = new_block(K, "for.cond"), body = new_block(K, "for.body"),
-                        end = new_block(K, "for.end");
+      LLVMBasicBlockRef head = new_block(K, "for.cond");
       LLVMBuildBr(b, head);
       LLVMPositionBuilderAtEnd(b, head);
       LLVMValueRef i = LLVMBuildLoad2(b, L->i64, var, K->k->vars[s->var].name);
-      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i, ex(K, s->a[1]), ""), body, end);
+      LLVMValueRef more = LLVMBuildICmp(b, LLVMIntSLT, i, ex(K, s->a[1]), "");
+      LLVMBasicBlockRef test = LLVMGetInsertBlock(b), body = new_block(K, "for.body");
       LLVMPositionBuilderAtEnd(b, body);
       stmts(K, s->body);
       LLVMValueRef j = LLVMBuildLoad2(b, L->i64, var, "");
       LLVMBuildStore(b, LLVMBuildNSWAdd(b, j, c_i64(L, 1), ""), var);
       LLVMBuildBr(b, head);
+      LLVMBasicBlockRef end = new_block(K, "for.end");
+      LLVMPositionBuilderAtEnd(b, test);
+      LLVMBuildCondBr(b, more, body, end);
       LLVMPositionBuilderAtEnd(b, end);
       break;
     }
     case CG_ST_IF: {
-      LLVMBasicBlockRef then = new_block(K, "if.then"), end = new_block(K, "if.end");
-      LLVMBasicBlockRef els = s->els ? new_block(K, "if.else") : end;
-      LLVMBuildCondBr(b, cond(K, s->a[0]), then, els);
+      LLVMValueRef c = cond(K, s->a[0]);
+      LLVMBasicBlockRef test = LLVMGetInsertBlock(b), then = new_block(K, "if.then");
       LLVMPositionBuilderAtEnd(b, then);
       stmts(K, s->body);
-      LLVMBuildBr(b, end);
+      LLVMBasicBlockRef then_end = LLVMGetInsertBlock(b), els = NULL, els_end = NULL;
       if (s->els) {
+        els = new_block(K, "if.else");
         LLVMPositionBuilderAtEnd(b, els);
         stmts(K, s->els);
+        els_end = LLVMGetInsertBlock(b);
+      }
+      LLVMBasicBlockRef end = new_block(K, "if.end");
+      LLVMPositionBuilderAtEnd(b, then_end);
+      LLVMBuildBr(b, end);
+      if (els) {
+        LLVMPositionBuilderAtEnd(b, els_end);
         LLVMBuildBr(b, end);
       }
+      LLVMPositionBuilderAtEnd(b, test);
+      LLVMBuildCondBr(b, c, then, els ? els : end);
       LLVMPositionBuilderAtEnd(b, end);
       break;
     }

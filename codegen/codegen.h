@@ -412,6 +412,52 @@ typedef struct ap_build_opts {
 } ap_build_opts;
 
 
+/* ---- print_llvm.c: the LLVM backend (when built with LLVM) ---------------- */
+
+/* Writes OUTDIR/weights.bin and OUTDIR/model.o, the program of p as one
+ * LLVM module (kernels, device programs, the aprt_program description, and
+ * the kernel library linked in as bitcode) optimised with default<O3> for
+ * the host CPU; with o->emit_llvm also OUTDIR/model.ll, the module as
+ * generated before the library is linked and the optimiser runs. */
+ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_opts *o,
+                        ap_diag *d);
+/* Links OUTDIR/model.o with the runtime into OUTDIR/model (build.sh). */
+ap_status cg_llvm_build(const ap_build_opts *b, ap_diag *d);
+
+/* A function of the runtime the JIT resolves to the caller's copy. */
+typedef struct cg_rt_symbol {
+  const char *name;
+  void (*addr)(void);
+} cg_rt_symbol;
+/* The runtime's aprt_main (the program is an aprt_program). */
+typedef int (*cg_main_fn)(int argc, char **argv, const void *program);
+
+/* Builds p's module as cg_print_llvm does, compiles it in memory with ORC
+ * LLJIT (the runtime's functions resolved to syms, libc and libm to the
+ * process's, the blob in memory) and runs main_fn(argc, argv, program);
+ * *status is its exit status. Nothing is written but what argv asks. */
+ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
+                      cg_main_fn main_fn, int argc, char **argv, int *status, ap_diag *d);
+
+/* ---- backend.c: the backends the driver picks from -------------------------- */
+
+typedef struct cg_backend {
+  const char *name;        /* "c", "llvm" (--backend) */
+  const char *missing;     /* NULL, or the package this accparc was built without */
+  ap_status (*emit)(const cg_program *p, const char *outdir, const cg_emit_opts *o,
+                    ap_diag *d);
+  ap_status (*build)(const ap_build_opts *b, ap_diag *d);
+} cg_backend;
+
+/* The backend called name, or NULL. */
+const cg_backend *cg_backend_named(const char *name);
+/* The lowering ap_codegen_c does for o (a training program exports its
+ * updated weights). */
+ap_status cg_lower_codegen(ap_graph *g, const ap_codegen_opts *o, cg_program **out, ap_diag *d);
+/* cg_lower_codegen, then be's emit. */
+ap_status ap_codegen(ap_graph *g, const ap_codegen_opts *o, const cg_backend *be,
+                     const cg_emit_opts *eo, ap_diag *d);
+
 /* ---- build.c ------------------------------------------------------------ */
 
 /* Compiles OUTDIR's sources into OUTDIR/model (through OUTDIR/model.tmp and

@@ -1,4 +1,4 @@
-/* The C backend against ONNX's node tests and mnist-8: every folder of
+/* Both backends (c, llvm) against ONNX's node tests and mnist-8: every folder of
  * node-v1.22, and Debian's v1.12 tests of the operators node-v1.22 does not
  * carry (tests/node_v112.h), is compiled (accparc compile --devices cpu:1 --mode infer),
  * built, run on its test_data_set_0 and compared with output_N.pb (floats
@@ -45,7 +45,7 @@ static const struct {
     {NODE_DIR, "test_training_dropout_default_mask",
      "training-mode Dropout draws its mask from numpy's RNG"},
     {NODE_DIR, "test_training_dropout_mask", "training-mode Dropout draws its mask from numpy's RNG"},
-    {NODE_V112_DIR, "test_mod_mixed_sign_float16", "float16 is not supported by the C backend"},
+    {NODE_V112_DIR, "test_mod_mixed_sign_float16", "float16 is not supported by the code generator"},
 };
 enum { N_EXCLUDED = sizeof excluded / sizeof excluded[0] };
 
@@ -72,16 +72,18 @@ static pid_t start(const char *cmd) {
 
 /* Compile, build and run of model on data into work/out; the messages go to
  * work.log. */
-static char *job_command(const char *model, const char *data, const char *work) {
+static char *job_command(const char *backend, const char *model, const char *data,
+                         const char *work) {
   char *cmd = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&cmd, &len);
   cr_assert(f);
   fprintf(f,
           "rm -rf '%s' && mkdir -p '%s/out' && "
-          "'%s' compile '%s' --devices cpu:1 --mode infer --inputs '%s' -o '%s' >'%s.log' 2>&1 && "
+          "'%s' compile '%s' --devices cpu:1 --mode infer %s--inputs '%s' -o '%s' >'%s.log' 2>&1 && "
           "'%s/model' --inputs '%s' --outputs '%s/out' >>'%s.log' 2>&1",
-          work, work, ACCPARC, model, data, work, work, work, data, work, work);
+          work, work, ACCPARC, model, backend_option(backend), data, work, work, work, data, work,
+          work);
   fclose(f);
   return cmd;
 }
@@ -99,15 +101,19 @@ static int by_name(const void *a, const void *b) {
 
 static bool every_test(const char *name) { return strncmp(name, "test_", 5) == 0; }
 
-/* Compiles, runs and compares the folders of node_dir that pick selects
- * (at least min_tests of them); work files go to WORK_DIR/tag. */
-static void node_suite(const char *node_dir, bool (*pick)(const char *), int min_tests,
-                       const char *tag) {
-  /* The programs are tiny: -O1 builds them several times faster than -O3. */
-  setenv("CFLAGS", "-O1", 1);
-  mkdir(WORK_DIR, 0777);
+/* Compiles with backend, runs and compares the folders of node_dir that pick
+ * selects (at least min_tests of them); work files go to WORK_DIR-backend/tag. */
+static void node_suite(const char *backend, const char *node_dir, bool (*pick)(const char *),
+                       int min_tests, const char *tag) {
+  /* The programs are tiny: -O1 builds them several times faster than -O3.
+   * LLVM's default<O3> is fast enough on them, and every operator's kernels
+   * go through it here. */
+  fast_builds();
+  unsetenv("ACCPAR_LLVM_PASSES");
   char work_dir[4096];
-  fmt(work_dir, sizeof work_dir, "%s/%s", WORK_DIR, tag);
+  fmt(work_dir, sizeof work_dir, "%s-%s", WORK_DIR, backend);
+  mkdir(work_dir, 0777);
+  fmt(work_dir, sizeof work_dir, "%s-%s/%s", WORK_DIR, backend, tag);
   mkdir(work_dir, 0777);
   DIR *dir = opendir(node_dir);
   cr_assert(dir, "cannot open %s: %s", node_dir, strerror(errno));
@@ -129,6 +135,12 @@ static void node_suite(const char *node_dir, bool (*pick)(const char *), int min
   closedir(dir);
   cr_assert_geq(n, min_tests, "only %d node tests found in %s", n, node_dir);
   qsort(tests, (size_t)n, sizeof *tests, by_name);
+  /* The subset this backend runs (all of them but under the sanitizers). */
+  int kept = 0;
+  for (int i = 0; i < n; i++)
+    if (backend_runs(backend, i))
+      tests[kept++] = tests[i];
+  n = kept;
 
   /* Two jobs at a time: the suite's budget is two cores. */
   enum { JOBS = 2 };
@@ -139,7 +151,7 @@ static void node_suite(const char *node_dir, bool (*pick)(const char *), int min
       fmt(model, sizeof model, "%s/%s/model.onnx", node_dir, tests[next].name);
       fmt(data, sizeof data, "%s/%s/test_data_set_0", node_dir, tests[next].name);
       fmt(work, sizeof work, "%s/%s", work_dir, tests[next].name);
-      char *cmd = job_command(model, data, work);
+      char *cmd = job_command(backend, model, data, work);
       tests[next].pid = start(cmd);
       free(cmd);
       cr_assert_gt(tests[next].pid, 0, "fork failed");
@@ -189,37 +201,53 @@ static void node_suite(const char *node_dir, bool (*pick)(const char *), int min
       failed++;
     }
   }
-  printf("codegen node tests %s: %d passed, %d excluded\n", tag, passed, n_excluded);
+  printf("codegen node tests %s (%s): %d passed, %d excluded\n", tag, backend, passed,
+         n_excluded);
   fflush(stdout);
   free(tests);
-  cr_assert_eq(failed, 0, "%d node tests failed (see above)", failed);
+  cr_assert_eq(failed, 0, "%d node tests failed with the %s backend (see above)", failed, backend);
 }
 
 Test(codegen_node, every_node_test_compiles_runs_and_matches, .timeout = 1800) {
-  node_suite(NODE_DIR, every_test, 250, "v1.22");
+  node_suite("c", NODE_DIR, every_test, 250, "v1.22");
+}
+
+Test(codegen_node, every_node_test_compiles_runs_and_matches_llvm, .timeout = 1800) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  node_suite("llvm", NODE_DIR, every_test, 250, "v1.22");
 }
 
 Test(codegen_node, debian_v1_12_tests_of_the_added_operators, .timeout = 1800) {
   if (!exists(NODE_V112_DIR))
     cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
-  node_suite(NODE_V112_DIR, node_v112_selected, 80, "v1.12");
+  node_suite("c", NODE_V112_DIR, node_v112_selected, 80, "v1.12");
 }
 
-Test(codegen_node, mnist8_reproduces_its_three_test_sets, .timeout = 600) {
-  const char *work = WORK_DIR "/mnist-8";
+Test(codegen_node, debian_v1_12_tests_of_the_added_operators_llvm, .timeout = 1800) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  if (!exists(NODE_V112_DIR))
+    cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
+  node_suite("llvm", NODE_V112_DIR, node_v112_selected, 80, "v1.12");
+}
+
+static void mnist8_three_test_sets(const char *backend) {
+  char work[4096];
+  fmt(work, sizeof work, "%s/mnist-8-%s", WORK_DIR, backend);
   mkdir(WORK_DIR, 0777);
   char cmd[8192];
   fmt(cmd, sizeof cmd,
-           "rm -rf '%s' && '%s' compile '%s/model.onnx' --devices cpu:1 --mode infer -o '%s' "
+           "rm -rf '%s' && '%s' compile '%s/model.onnx' --devices cpu:1 --mode infer %s-o '%s' "
            ">'%s.log' 2>&1",
-           work, ACCPARC, MNIST_DIR, work, work);
+           work, ACCPARC, MNIST_DIR, backend_option(backend), work, work);
   char why[1024] = "";
   int st = system(cmd);
   if (st != 0)
     log_head(work, why, sizeof why);
-  cr_assert_eq(st, 0, "compiling mnist-8 failed: %s", why);
+  cr_assert_eq(st, 0, "compiling mnist-8 (%s) failed: %s", backend, why);
   for (int set = 0; set < 3; set++) {
-    char data[4096], out[4096];
+    char data[4096], out[4200];
     fmt(data, sizeof data, "%s/test_data_set_%d", MNIST_DIR, set);
     fmt(out, sizeof out, "%s/out%d", work, set);
     fmt(cmd, sizeof cmd, "mkdir -p '%s' && '%s/model' --inputs '%s' --outputs '%s' >>'%s.log' 2>&1",
@@ -227,9 +255,85 @@ Test(codegen_node, mnist8_reproduces_its_three_test_sets, .timeout = 600) {
     st = system(cmd);
     if (st != 0)
       log_head(work, why, sizeof why);
-    cr_assert_eq(st, 0, "running mnist-8 on set %d failed: %s", set, why);
-    cr_assert(outputs_match(data, out, RTOL, ATOL, why, sizeof why), "mnist-8 set %d: %s", set, why);
+    cr_assert_eq(st, 0, "running mnist-8 (%s) on set %d failed: %s", backend, set, why);
+    cr_assert(outputs_match(data, out, RTOL, ATOL, why, sizeof why), "mnist-8 (%s) set %d: %s",
+              backend, set, why);
   }
+}
+
+Test(codegen_node, mnist8_reproduces_its_three_test_sets, .timeout = 600) {
+  mnist8_three_test_sets("c");
+}
+
+Test(codegen_node, mnist8_reproduces_its_three_test_sets_llvm, .timeout = 600) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  mnist8_three_test_sets("llvm");
+}
+
+/* mnist-8 on tpuv3:1,tpuv2:2 (exchanges between three devices): the LLVM
+ * program gives the C program's outputs (rtol 1e-5) and sends the same
+ * bytes, and `accparc run` gives the LLVM program's outputs and bytes while
+ * writing nothing but what it is asked for. */
+Test(codegen_node, accparc_run_and_both_backends_agree_on_a_mixed_array, .timeout = 600) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  const char *work = WORK_DIR "/agree";
+  const char *data = MNIST_DIR "/test_data_set_1";
+  mkdir(WORK_DIR, 0777);
+  char cmd[16384], why[1024] = "";
+  fmt(cmd, sizeof cmd,
+      "rm -rf '%s' && mkdir -p '%s/c/out' '%s/llvm/out' '%s/run/out' && "
+      "for b in c llvm; do '%s' compile '%s/model.onnx' --devices tpuv3:1,tpuv2:2 --backend $b "
+      "-o '%s/'$b/prog && '%s/'$b/prog/model --inputs '%s' --outputs '%s/'$b/out "
+      "--report '%s/'$b/report.json || exit 1; done >'%s.log' 2>&1 && "
+      "cd '%s/run' && '%s' run '%s/model.onnx' --devices tpuv3:1,tpuv2:2 --inputs '%s' "
+      "--outputs out --report report.json >>'%s.log' 2>&1",
+      work, work, work, work, ACCPARC, MNIST_DIR, work, work, data, work, work, work, work, ACCPARC,
+      MNIST_DIR, data, work);
+  int st = system(cmd);
+  if (st != 0)
+    log_head(work, why, sizeof why);
+  cr_assert_eq(st, 0, "%s", why);
+  char a[4200], b[4200];
+  fmt(a, sizeof a, "%s/c/out", work);
+  fmt(b, sizeof b, "%s/llvm/out", work);
+  cr_assert(outputs_match(a, b, 1e-5, 1e-6, why, sizeof why), "llvm against c: %s", why);
+  fmt(a, sizeof a, "%s/run/out", work);
+  cr_assert(outputs_match(b, a, 1e-6, 0, why, sizeof why), "run against llvm: %s", why);
+  cr_assert(outputs_match(data, a, RTOL, ATOL, why, sizeof why), "run: %s", why);
+  double sent[3][3];
+  const char *dirs[] = {"c", "llvm", "run"};
+  for (int k = 0; k < 3; k++) {
+    fmt(a, sizeof a, "%s/%s/report.json", work, dirs[k]);
+    double moved;
+    cr_assert(bytes_as_predicted(a, 3, &moved, why, sizeof why), "%s", why);
+    cr_assert_gt(moved, 0);
+    cr_assert_eq(json_array(a, "bytes_sent", sent[k], 3), 3);
+  }
+  for (int dev = 0; dev < 3; dev++)
+    cr_assert(sent[0][dev] == sent[1][dev] && sent[1][dev] == sent[2][dev],
+              "device %d: c %.0f, llvm %.0f, run %.0f bytes", dev, sent[0][dev], sent[1][dev],
+              sent[2][dev]);
+  /* run wrote its outputs and report, nothing else. */
+  fmt(cmd, sizeof cmd, "test \"$(ls -A '%s/run')\" = \"out\nreport.json\"", work);
+  cr_assert_eq(system(cmd), 0, "accparc run wrote more than its outputs and report");
+}
+
+/* --emit-llvm: the same input gives the same module, byte for byte. */
+Test(codegen_node, emit_llvm_is_deterministic, .timeout = 300) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  const char *work = WORK_DIR "/emit_llvm";
+  mkdir(WORK_DIR, 0777);
+  char cmd[16384];
+  fmt(cmd, sizeof cmd,
+      "rm -rf '%s' && for i in 1 2; do '%s' compile '%s/model.onnx' --devices cpu:4 "
+      "--backend llvm --emit-llvm --no-build -o '%s' && cp '%s/model.ll' '%s.'$i.ll || exit 1; "
+      "done >'%s.log' 2>&1 && cmp '%s.1.ll' '%s.2.ll' && grep -q 'define internal void @cgk_0' "
+      "'%s.1.ll' && grep -q 'define internal i32 @ap_device_3' '%s.1.ll'",
+      work, ACCPARC, MNIST_DIR, work, work, work, work, work, work, work, work);
+  cr_assert_eq(system(cmd), 0, "two --emit-llvm runs differ or lack kernels (see %s.log)", work);
 }
 
 /* The number after `key` in the file at path, or -1. */
@@ -333,6 +437,28 @@ static void expect_error(const char *args, int status, const char *needle) {
   cr_assert(nl && !nl[1], "accparc %s: not one line: %s", args, err);
   fmt(model, sizeof model, "%s/model", work);
   cr_assert(!exists(model), "accparc %s left a program behind", args);
+}
+
+/* Without LLVM, --backend llvm and run are refused in one line naming the
+ * package; with it, what the LLVM options refuse is one line too. */
+Test(codegen_node, llvm_refusals_are_one_line) {
+  char args[8192];
+  const char *model = MNIST_DIR "/model.onnx";
+  if (!LLVM_BUILT) {
+    fmt(args, sizeof args, "compile '%s' --devices cpu:1 --backend llvm -o '%s/error'", model,
+        WORK_DIR);
+    expect_error(args, 2, "llvm-15-dev");
+    fmt(args, sizeof args, "run '%s' --devices cpu:1", model);
+    expect_error(args, 2, "llvm-15-dev");
+    return;
+  }
+  fmt(args, sizeof args, "compile '%s' --devices cpu:1 --emit-llvm -o '%s/error'", model, WORK_DIR);
+  expect_error(args, 2, "--emit-llvm needs --backend llvm");
+  fmt(args, sizeof args, "run '%s' --devices cpu:1 --transport mpi", model);
+  expect_error(args, 2, "threads only");
+  fmt(args, sizeof args, "run '%s/node/test_cast_FLOAT16_to_FLOAT/model.onnx' --devices cpu:1",
+      ACCPAR_ONNX_TESTDATA);
+  expect_error(args, 1, "element type float16 is not supported");
 }
 
 Test(codegen_node, what_the_c_backend_refuses_is_one_line_and_no_program) {

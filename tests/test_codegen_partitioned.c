@@ -33,8 +33,8 @@ enum { JOBS = 2 };
 
 
 
-Test(partitioned, mnist8_on_a_mixed_array_and_on_cpu_4, .timeout = 600) {
-  setenv("CFLAGS", "-O1", 1);
+static void mnist8_on_two_arrays(const char *backend) {
+  fast_builds();
   mkdir(WORK_DIR, 0777);
   static const struct {
     const char *devices;
@@ -42,10 +42,11 @@ Test(partitioned, mnist8_on_a_mixed_array_and_on_cpu_4, .timeout = 600) {
   } arrays[] = {{"tpuv3:1,tpuv2:2", 3}, {"cpu:4", 4}};
   for (int a = 0; a < 2; a++) {
     char work[4096], cmd[16384], why[1024] = "";
-    fmt(work, sizeof work, "%s/mnist-8-%d", WORK_DIR, arrays[a].ndev);
+    fmt(work, sizeof work, "%s/mnist-8-%d-%s", WORK_DIR, arrays[a].ndev, backend);
     fmt(cmd, sizeof cmd,
-        "rm -rf '%s' && '%s' compile '%s/model.onnx' --devices %s --mode infer -o '%s' >'%s.log' 2>&1",
-        work, ACCPARC, MNIST_DIR, arrays[a].devices, work, work);
+        "rm -rf '%s' && '%s' compile '%s/model.onnx' --devices %s --mode infer %s-o '%s' "
+        ">'%s.log' 2>&1",
+        work, ACCPARC, MNIST_DIR, arrays[a].devices, backend_option(backend), work, work);
     int st = system(cmd);
     if (st != 0)
       log_head(work, why, sizeof why);
@@ -151,24 +152,26 @@ Test(partitioned, plan_device_bytes_on_two_devices, .timeout = 300) {
 
 /* The same program runs under MPI, one rank per device, with the same
  * bytes (when MPI and its runtime archive are there). */
-Test(partitioned, mnist8_under_mpi, .timeout = 300) {
+static void mnist8_under_mpi(const char *backend) {
   const char *lib = ACCPAR_BINARY_DIR "/runtime/libaccpar_rt_mpi.a";
   if (system("command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1") != 0 ||
       !exists(lib))
     cr_skip_test("no mpirun, mpicc or %s", lib);
-  const char *work = WORK_DIR "/mnist-8-mpi";
+  char work[4096];
+  fmt(work, sizeof work, "%s/mnist-8-mpi-%s", WORK_DIR, backend);
   mkdir(WORK_DIR, 0777);
-  char cmd[16384], why[1024] = "";
+  char cmd[16384], why[1024] = "", out[4200];
   /* OpenMPI's start-up allocations in every rank (from dlopen'd components)
    * are never freed; leak checking stays on for the same programs under
    * the threads transport. */
   fmt(cmd, sizeof cmd,
       "rm -rf '%s' && mkdir -p '%s' && CC=mpicc CFLAGS=-O1 ACCPAR_RT_LIB='%s' '%s' compile "
-      "'%s/model.onnx' --devices tpuv3:1,tpuv2:2 -o '%s/prog' >'%s.log' 2>&1 && mkdir '%s/out' && "
+      "'%s/model.onnx' --devices tpuv3:1,tpuv2:2 %s-o '%s/prog' >'%s.log' 2>&1 && mkdir '%s/out' && "
       "ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np 3 "
       "'%s/prog/model' --transport mpi "
       "--inputs '%s/test_data_set_1' --outputs '%s/out' --report '%s/report.json' >>'%s.log' 2>&1",
-      work, work, lib, ACCPARC, MNIST_DIR, work, work, work, work, MNIST_DIR, work, work, work);
+      work, work, lib, ACCPARC, MNIST_DIR, backend_option(backend), work, work, work, work,
+      MNIST_DIR, work, work, work);
   int st = system(cmd);
   if (st != 0)
     log_head(work, why, sizeof why);
@@ -176,8 +179,29 @@ Test(partitioned, mnist8_under_mpi, .timeout = 300) {
   char report[4200];
   fmt(report, sizeof report, "%s/report.json", work);
   double moved;
-  cr_assert(outputs_match(MNIST_DIR "/test_data_set_1", WORK_DIR "/mnist-8-mpi/out", RTOL, ATOL, why,
-                          sizeof why), "%s", why);
+  fmt(out, sizeof out, "%s/out", work);
+  cr_assert(outputs_match(MNIST_DIR "/test_data_set_1", out, RTOL, ATOL, why, sizeof why), "%s",
+            why);
   cr_assert(bytes_as_predicted(report, 3, &moved, why, sizeof why), "%s", why);
   cr_assert_gt(moved, 0);
+}
+
+Test(partitioned, mnist8_on_a_mixed_array_and_on_cpu_4, .timeout = 600) {
+  mnist8_on_two_arrays("c");
+}
+
+Test(partitioned, mnist8_on_a_mixed_array_and_on_cpu_4_llvm, .timeout = 600) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  mnist8_on_two_arrays("llvm");
+}
+
+Test(partitioned, mnist8_under_mpi, .timeout = 300) {
+  mnist8_under_mpi("c");
+}
+
+Test(partitioned, mnist8_under_mpi_llvm, .timeout = 300) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  mnist8_under_mpi("llvm");
 }

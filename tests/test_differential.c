@@ -103,12 +103,17 @@ static uint64_t hash_sources(const char *dir) {
 
 
 
+/* The backend the sweep builds its programs with (both print the same
+ * lowered program, so the C sources written with --no-build tell which
+ * configurations give the same program, whichever backend builds it). */
+static const char *sweep_backend = "c";
+
 static char *compile_cmd(const model *m, const char *devices, const char *strategy,
                          const char *work, bool build) {
   return xprintf("rm -rf '%s' && mkdir -p '%s' && '%s' compile '%s' --devices %s --strategy %s "
                  "--mode infer --inputs '%s' %s-o '%s/prog' >'%s.log' 2>&1",
                  work, work, ACCPARC, m->path, devices, strategy, m->data,
-                 build ? "" : "--no-build ", work, work);
+                 build ? backend_option(sweep_backend) : "--no-build ", work, work);
 }
 
 static char *run_cmd(const model *m, const char *work) {
@@ -127,9 +132,9 @@ static void run_jobs(char **cmds, int n, int *status) {
  * all_arrays) with every strategy. Returns the number of failures; logs
  * each. */
 static int sweep(const char *tag, model *models, int n_models, const int *arrays, int n_arr) {
-  setenv("CFLAGS", "-O1", 1);
+  fast_builds();
   mkdir(WORK_DIR, 0777);
-  char *base = xprintf("%s/%s", WORK_DIR, tag);
+  char *base = xprintf("%s/%s-%s", WORK_DIR, tag, sweep_backend);
   mkdir(base, 0777);
   int failed = 0;
   /* References: the one-device programs of models without expected outputs. */
@@ -233,9 +238,9 @@ static int sweep(const char *tag, model *models, int n_models, const int *arrays
     }
     moving += moved > 0;
   }
-  printf("differential %s: %d configurations, %d distinct programs built and run, %d moved "
+  printf("differential %s (%s): %d configurations, %d distinct programs built and run, %d moved "
          "bytes, %d failures\n",
-         tag, n, distinct, moving, failed);
+         tag, sweep_backend, n, distinct, moving, failed);
   fflush(stdout);
   for (int k = 0; k < n; k++)
     free(runs[k].work);
@@ -263,9 +268,10 @@ static const char *const zoo_models[] = {"mlp",          "lenet5",          "res
                                          "bert_tiny",    "vit_tiny"};
 enum { N_ZOO = sizeof zoo_models / sizeof zoo_models[0] };
 
-Test(differential, zoo_models, .timeout = 2400) {
+static void zoo_sweep(const char *backend) {
+  sweep_backend = backend;
   char dir[4096], cmd[8192];
-  fmt(dir, sizeof dir, "%s/zoo-models", WORK_DIR);
+  fmt(dir, sizeof dir, "%s/zoo-models-%s", WORK_DIR, backend);
   mkdir(WORK_DIR, 0777);
   fmt(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' --batch 8 --inputs -o '%s'", dir,
       dir, ZOO, dir);
@@ -289,7 +295,15 @@ Test(differential, zoo_models, .timeout = 2400) {
   if (SANITIZED) /* the sweep set the references of the copies */
     m[1].expected = sub[0].expected, m[5].expected = sub[1].expected;
   free_models(m, N_ZOO);
-  cr_assert_eq(failed, 0, "%d zoo configurations failed (see above)", failed);
+  cr_assert_eq(failed, 0, "%d zoo configurations failed with %s (see above)", failed, backend);
+}
+
+Test(differential, zoo_models, .timeout = 2400) { zoo_sweep("c"); }
+
+Test(differential, zoo_models_llvm, .timeout = 2400) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  zoo_sweep("llvm");
 }
 
 /* ---- ONNX's node tests ---- */
@@ -378,6 +392,17 @@ Test(differential, operators_between_layers, .timeout = 2400) {
   int failed = SANITIZED ? sweep("ops", m, N, some, 2) : sweep("ops", m, N, every, N_ARRAYS);
   free_models(m, N);
   cr_assert_eq(failed, 0, "%d configurations failed (see above)", failed);
+}
+
+/* The LLVM backend on tpuv3:1,tpuv2:2 (every strategy): each node test
+ * with one input and with several. */
+Test(differential, node_tests_on_a_mixed_array_llvm, .timeout = 2400) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  sweep_backend = "llvm";
+  static const int mixed[] = {3};
+  node_sweep(NODE_DIR, every_test, "node", 100, true, mixed, 1);
+  node_sweep(NODE_DIR, every_test, "node", 100, false, mixed, 1);
 }
 
 /* ---- the light architectures, at their batch of 1 ---- */

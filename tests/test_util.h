@@ -21,6 +21,44 @@
 
 #include "frontend/frontend.h"
 
+/* The backends the end-to-end suites drive with the same test data: c
+ * always, llvm when accparc was built with it (ACCPAR_HAVE_LLVM, a public
+ * definition of the accpar library). A sanitized build runs the llvm
+ * sweeps on every LLVM_SUBSET-th case: a representative subset, since every
+ * case is run with the c backend there too. */
+#ifdef ACCPAR_HAVE_LLVM
+#define LLVM_BUILT true
+#else
+#define LLVM_BUILT false
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define LLVM_SUBSET 8
+#else
+#define LLVM_SUBSET 1
+#endif
+
+/* compile's option selecting backend ("c" or "llvm"), with a trailing
+ * space. */
+__attribute__((unused)) static const char *backend_option(const char *backend) {
+  return strcmp(backend, "llvm") == 0 ? "--backend llvm " : "";
+}
+
+/* Whether case i of a sweep runs with backend. */
+__attribute__((unused)) static bool backend_runs(const char *backend, int i) {
+  return strcmp(backend, "llvm") != 0 || i % LLVM_SUBSET == 0;
+}
+
+/* The suites' programs are small or many: both backends build them
+ * quickly, C with -O1, LLVM with the always-inliner and a per-function
+ * clean-up (ACCPAR_LLVM_PASSES; LLVM's default<O1> inlines and optimises
+ * the kernel library at every call and takes ten times as long). The
+ * default<O3> pipeline is checked by the node tests and mnist-8. */
+#define LLVM_FAST_PASSES "always-inline,function(sroa,early-cse,instcombine,simplifycfg)"
+__attribute__((unused)) static void fast_builds(void) {
+  setenv("CFLAGS", "-O1", 1);
+  setenv("ACCPAR_LLVM_PASSES", LLVM_FAST_PASSES, 1);
+}
+
 /* snprintf that fails the test instead of truncating. */
 __attribute__((format(printf, 3, 4), unused)) static void fmt(char *buf, size_t cap,
                                                               const char *f, ...) {

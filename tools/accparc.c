@@ -17,6 +17,7 @@ static const struct {
     {"export", cmd_export, "write the model with its plan inside (metadata_props)"},
     {"tensor", cmd_tensor, "print a TensorProto file (.pb), or compare two"},
     {"compile", cmd_compile, "generate and build the program of a model (OUTDIR/model)"},
+    {"run", cmd_run, "compile a model's program in memory (LLVM JIT) and run it"},
 };
 
 static void usage(FILE *out) {

@@ -1,12 +1,14 @@
 /* accparc compile MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--mode train|infer]
- *                           [--backend c] [--batch N] [--inputs DIR]
- *                           [--transport threads|mpi|both] [--no-build] -o OUTDIR
+ *                           [--backend c|llvm] [--batch N] [--dim NAME=V] [--inputs DIR]
+ *                           [--transport threads|mpi|both] [--no-build] [--emit-llvm] -o OUTDIR
  *                           [--momentum MU]
  * Loads a model, binds what the options bind, runs the pipeline, plans the
- * partition when the array has several devices, writes the C sources of the
+ * partition when the array has several devices (or reads the plan), and
+ * hands the lowered program to the backend: c writes the C sources of the
  * program (one per device) to OUTDIR and builds OUTDIR/model with the system
  * C compiler ($CC, $CFLAGS; default cc -O3 -march=native), its sources in
- * parallel. On a terminal it reports its phases on stderr. */
+ * parallel; llvm builds it as one LLVM module, writes OUTDIR/model.o and
+ * links it with $CC. On a terminal it reports its phases on stderr. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
 #include <stdbool.h>
@@ -21,9 +23,10 @@
 
 static const char usage_text[] =
     "usage: accparc compile MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S]\n"
-    "                       [--mode train|infer]\n"
-    "                       [--momentum MU] [--backend c] [--batch N] [--inputs DIR]\n"
-    "                       [--transport threads|mpi|both] [--no-build] [--verify] -o OUTDIR\n"
+    "                       [--mode train|infer] [--momentum MU] [--backend c|llvm]\n"
+    "                       [--batch N] [--dim NAME=V] [--inputs DIR]\n"
+    "                       [--transport threads|mpi|both] [--no-build] [--verify]\n"
+    "                       [--emit-llvm] -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
     "  --plan FILE      the plan of FILE.json ('accparc plan --format json') or of a model\n"
@@ -34,7 +37,8 @@ static const char usage_text[] =
     "                   int64 labels, backward, SGD; on one device or partitioned over\n"
     "                   any array with any strategy\n"
     "  --momentum MU    SGD momentum of a training program (default 0: plain SGD)\n"
-    "  --backend B      c (default; the only backend so far)\n"
+    "  --backend B      c (default) or llvm (one LLVM module, OUTDIR/model.o)\n"
+    "  --emit-llvm      llvm: also write OUTDIR/model.ll, the module as generated\n"
     "  --batch N        bind the batch dimension\n"
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
     "  --inputs DIR     bind the graph inputs that fix shapes (Reshape's shape, Slice's\n"
@@ -83,7 +87,7 @@ int cmd_compile(int argc, char **argv) {
              *backend = "c", *inputs = NULL, *outdir = NULL, *transport = NULL;
   int64_t batch = 0;
   double momentum = 0;
-  bool build = true, verify = false;
+  bool build = true, verify = false, emit_llvm = false;
   cli_dims dims = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -124,6 +128,8 @@ int cmd_compile(int argc, char **argv) {
       build = false;
     } else if (strcmp(a, "--verify") == 0) {
       verify = true;
+    } else if (strcmp(a, "--emit-llvm") == 0) {
+      emit_llvm = true;
     } else if (a[0] == '-' && a[1]) {
       return cli_usage_error("compile", "unknown option or missing value: %s\n%s", a, usage_text);
     } else if (!model) {
@@ -153,8 +159,14 @@ int cmd_compile(int argc, char **argv) {
                            strategy);
   if (strcmp(mode, "infer") != 0 && strcmp(mode, "train") != 0)
     return cli_usage_error("compile", "--mode must be infer or train, got '%s'", mode);
-  if (strcmp(backend, "c") != 0)
-    return cli_usage_error("compile", "--backend %s: only the c backend exists so far", backend);
+  const cg_backend *be = cg_backend_named(backend);
+  if (!be)
+    return cli_usage_error("compile", "--backend must be c or llvm, got '%s'", backend);
+  if (be->missing)
+    return cli_usage_error("compile", "--backend %s: this accparc was built without it (install %s "
+                           "and rebuild)", backend, be->missing);
+  if (emit_llvm && strcmp(backend, "llvm") != 0)
+    return cli_usage_error("compile", "--emit-llvm needs --backend llvm");
   if (transport && strcmp(transport, "threads") != 0 && strcmp(transport, "mpi") != 0 &&
       strcmp(transport, "both") != 0)
     return cli_usage_error("compile", "--transport must be threads, mpi or both, got '%s'",
@@ -196,7 +208,8 @@ int cmd_compile(int argc, char **argv) {
       (!plan_file && devs.n_devices > 1 &&
        (cli_phase(&progress, "plan %d devices (%s)", devs.n_devices, ap_strategy_name(strat)),
         ap_partition(g, &popts, &d) != AP_OK)) ||
-      (cli_phase(&progress, "generate C in %s", outdir), ap_codegen_c(g, &opts, &d) != AP_OK)) {
+      (cli_phase(&progress, "generate %s in %s", be->name, outdir),
+       ap_codegen(g, &opts, be, &(cg_emit_opts){.emit_llvm = emit_llvm}, &d) != AP_OK)) {
     rc = cli_fail(&d);
   } else if (build) {
     char libs[2 * CLI_PATH_MAX];
@@ -208,9 +221,9 @@ int cmd_compile(int argc, char **argv) {
                        .kernels_dir = rt.kernels_dir,
                        .extra_libs = libs,
                        .n_devices = devs.n_devices};
-    cli_phase(&progress, "build %s/model (%d sources in parallel, %s runtime)", outdir,
-              devs.n_devices > 1 ? devs.n_devices + 2 : 3, with_mpi ? "threads+MPI" : "threads");
-    if (ap_codegen_build(&b, &d) != AP_OK ||
+    cli_phase(&progress, "build %s/model (%s backend, %s runtime)", outdir, be->name,
+              with_mpi ? "threads+MPI" : "threads");
+    if (be->build(&b, &d) != AP_OK ||
         (verify && (cli_phase(&progress, "verify against the one-device program"),
                     cli_verify(argc, argv, g, model, outdir, devs.n_devices, opts.train,
                                &d) != AP_OK))) {

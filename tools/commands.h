@@ -16,6 +16,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_tensor(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* compile --verify (tools/verify.c): the program in outdir (of ndev devices, for g)
  * against the one-device program accparc compiles with the options argv

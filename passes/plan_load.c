@@ -2,10 +2,11 @@
  * that ap_plan_print_json writes. The file's devices, strategy and cost are
  * taken as they are; every layer's type and every join's layout at every
  * level as the file gives them (ap_partition_fixed; the ratios are the cost
- * model's, as the search would choose them); then the file's boxes are
- * checked: in bounds, covering every dimension of each value between the
- * devices, and equal to the boxes the types give. Anything else is refused
- * in one line naming the node and the level. */
+ * model's, as the search would choose them); then the file's boxes, where
+ * a node has them (a plan edited by hand may drop them), are checked: in
+ * bounds, covering every dimension of each value between the devices, and
+ * equal to the boxes the types give. Anything else is refused in one line
+ * naming the node and the level. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -417,7 +418,8 @@ ap_status ap_partition_from_json(ap_graph *g, const char *json, const char *file
     if (!vertex_of[listed[i]])
       return ap_error(d, AP_ERR_INVALID, x.file, g->nodes[listed[i]].name,
                       g->nodes[listed[i]].op_type, "not a node the plan reaches");
-    if ((st = check_boxes(&x, listed[i], boxes, vertex_of[listed[i]] - 1)) != AP_OK) {
+    /* A plan edited by hand may leave the boxes out: its types give them. */
+    if (boxes && (st = check_boxes(&x, listed[i], boxes, vertex_of[listed[i]] - 1)) != AP_OK) {
       g->plan = NULL;
       return st;
     }

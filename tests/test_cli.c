@@ -274,3 +274,41 @@ Test(cli, compile_builds_the_plan_of_a_file, .timeout = 300) {
   free(plan);
   free(report);
 }
+
+/* A plan edited by hand (one layer's types changed at every level, every
+ * node's boxes dropped) is read back as edited, and its program sends
+ * exactly the bytes it predicts. */
+Test(cli, a_hand_edited_plan_compiles_and_sends_what_it_predicts, .timeout = 300) {
+  const char *dir = WORK_DIR "/edited-plan";
+  setup(dir);
+  char cmd[8192];
+  fmt(cmd, sizeof cmd,
+      "cd '%s' && '%s' plan lenet5.onnx --devices tpuv3:1,tpuv2:2 --format json >plan.json && "
+      "/usr/bin/python3 -c \"import json; p = json.load(open('plan.json')); "
+      "l = [n for n in p['nodes'] if n['name'] == 'fc2'][0]; "
+      "l['types'] = ['II' if t != 'II' else 'III' for t in l['types']]; "
+      "[n.pop('boxes', None) for n in p['nodes']]; "
+      "json.dump(p, open('edited.json', 'w')); print(' '.join(l['types']))\" >types.txt && "
+      "'%s' plan lenet5.onnx --plan edited.json --format json >replanned.json && "
+      "CFLAGS=-O1 '%s' compile lenet5.onnx --plan edited.json --transport threads -o prog && "
+      "prog/model --inputs lenet5_data --report report.json >/dev/null",
+      dir, ACCPARC, ACCPARC, ACCPARC);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(cmd, sizeof cmd, "%s/types.txt", dir);
+  char *types = slurp(cmd);
+  fmt(cmd, sizeof cmd, "%s/replanned.json", dir);
+  char *replanned = slurp(cmd);
+  /* The plan read back carries the edited types. */
+  char want[256], t0[8] = "", t1[8] = "";
+  cr_assert_eq(sscanf(types, "%7s %7s", t0, t1), 2, "%s", types);
+  fmt(want, sizeof want, "\"name\": \"fc2\", \"op\": \"Gemm\", \"types\": [\"%s\", \"%s\"]",
+      t0, t1);
+  cr_expect(strstr(replanned, want) != NULL, "fc2 is not typed %s in\n%s", types, replanned);
+  fmt(cmd, sizeof cmd, "%s/report.json", dir);
+  char why[1024] = "";
+  double moved = 0;
+  cr_expect(bytes_as_predicted(cmd, 3, &moved, why, sizeof why), "%s", why);
+  cr_expect_gt(moved, 0);
+  free(types);
+  free(replanned);
+}

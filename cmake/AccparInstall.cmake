@@ -49,7 +49,9 @@ set_target_properties(accpar_shared PROPERTIES
   OUTPUT_NAME accpar EXPORT_NAME accpar
   VERSION "${PROJECT_VERSION}" SOVERSION "${ACCPAR_SOVERSION}"
   C_VISIBILITY_PRESET hidden LINKER_LANGUAGE C)
-target_link_options(accpar_shared PRIVATE "LINKER:--no-undefined")
+target_link_options(accpar_shared PRIVATE "LINKER:--no-undefined"
+                    "LINKER:--version-script=${CMAKE_SOURCE_DIR}/cmake/accpar.map")
+set_property(TARGET accpar_shared APPEND PROPERTY LINK_DEPENDS "${CMAKE_SOURCE_DIR}/cmake/accpar.map")
 
 # Installed, the runtime's users also get the kernels' folder: every
 # generated program includes kernels.h, and kernels.c includes gemm.c.

@@ -208,7 +208,8 @@ int cmd_compile(int argc, char **argv) {
       (!plan_file && devs.n_devices > 1 &&
        (cli_phase(&progress, "plan %d devices (%s)", devs.n_devices, ap_strategy_name(strat)),
         ap_partition(g, &popts, &d) != AP_OK)) ||
-      (cli_phase(&progress, "generate %s in %s", be->name, outdir),
+      (cli_phase(&progress, "generate %s in %s", strcmp(be->name, "llvm") == 0 ? "LLVM IR" : "C",
+                 outdir),
        ap_codegen(g, &opts, be, &(cg_emit_opts){.emit_llvm = emit_llvm}, &d) != AP_OK)) {
     rc = cli_fail(&d);
   } else if (build) {

@@ -320,3 +320,45 @@ Test(train_partitioned, gpt2_tiny_learns_as_a_language_model_llvm, .init = make_
     cr_skip_test("accparc was built without LLVM");
   gpt2_learns("llvm");
 }
+
+/* accparc run trains in memory as the compiled LLVM program does: the same
+ * losses and the same weights, bit for bit, on a partitioned array. */
+Test(train_partitioned, accparc_run_trains_as_the_compiled_program, .init = make_models,
+     .timeout = 600) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  char w[4096], cmd[16384];
+  fmt(w, sizeof w, "%s/run", WORK);
+  fmt(cmd, sizeof cmd,
+      "rm -rf '%s' && mkdir -p '%s/compiled' '%s/run' && '%s' compile '" WORK "/lenet5.onnx' "
+      "--devices tpuv3:1,tpuv2:2 --mode train --backend llvm -o '%s/prog' >'%s.log' 2>&1 && "
+      "'%s/prog/model' --steps %d --lr 0.05 --seed 4 --outputs '%s/compiled' "
+      "--report '%s/compiled.json' >>'%s.log' 2>&1 && '%s' run '" WORK "/lenet5.onnx' "
+      "--devices tpuv3:1,tpuv2:2 --mode train --steps %d --lr 0.05 --seed 4 --outputs '%s/run' "
+      "--report '%s/run.json' >>'%s.log' 2>&1",
+      w, w, w, ACCPARC, w, w, w, STEPS, w, w, w, ACCPARC, STEPS, w, w, w);
+  cr_assert_eq(system(cmd), 0, "see %s.log", w);
+  char a[4200], b[4200];
+  double la[STEPS + 1], lb[STEPS + 1], sa[MAX_DEV], sb[MAX_DEV];
+  fmt(a, sizeof a, "%s/compiled.json", w);
+  fmt(b, sizeof b, "%s/run.json", w);
+  cr_assert_eq(json_array(a, "losses", la, STEPS + 1), STEPS);
+  cr_assert_eq(json_array(b, "losses", lb, STEPS + 1), STEPS);
+  for (int s = 0; s < STEPS; s++)
+    cr_expect_eq(lb[s], la[s], "step %d: run %.9g, compiled %.9g", s + 1, lb[s], la[s]);
+  cr_assert_eq(json_array(a, "bytes_sent", sa, MAX_DEV), 3);
+  cr_assert_eq(json_array(b, "bytes_sent", sb, MAX_DEV), 3);
+  for (int dev = 0; dev < 3; dev++)
+    cr_expect_eq(sb[dev], sa[dev], "device %d: run %.0f bytes, compiled %.0f", dev, sb[dev],
+                 sa[dev]);
+  for (int n = 0;; n++) {
+    fmt(a, sizeof a, "%s/compiled/output_%d.pb", w, n);
+    fmt(b, sizeof b, "%s/run/output_%d.pb", w, n);
+    if (!exists(a)) {
+      cr_assert_gt(n, 4, "only %d outputs", n);
+      break;
+    }
+    fmt(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    cr_expect_eq(system(cmd), 0, "output %d differs between run and the compiled program", n);
+  }
+}

@@ -427,8 +427,9 @@ static int run_accparc(const char *args, const char *work, char *err, size_t cap
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static void expect_error(const char *args, int status, const char *needle) {
-  const char *work = WORK_DIR "/error";
+/* accparc args fails with status and one line holding needle, leaving no
+ * program in work (each case its own: cases may run at once). */
+static void expect_error(const char *work, const char *args, int status, const char *needle) {
   char err[4096], model[4096];
   mkdir(WORK_DIR, 0777);
   cr_assert_eq(run_accparc(args, work, err, sizeof err), status, "accparc %s: %s", args, err);
@@ -443,28 +444,29 @@ static void expect_error(const char *args, int status, const char *needle) {
  * package; with it, what the LLVM options refuse is one line too. */
 Test(codegen_node, llvm_refusals_are_one_line) {
   char args[8192];
-  const char *model = MNIST_DIR "/model.onnx";
+  const char *model = MNIST_DIR "/model.onnx", *work = WORK_DIR "/error-llvm";
   if (!LLVM_BUILT) {
-    fmt(args, sizeof args, "compile '%s' --devices cpu:1 --backend llvm -o '%s/error'", model,
-        WORK_DIR);
-    expect_error(args, 2, "llvm-15-dev");
+    fmt(args, sizeof args, "compile '%s' --devices cpu:1 --backend llvm -o '%s'", model,
+        work);
+    expect_error(work, args, 2, "llvm-15-dev");
     fmt(args, sizeof args, "run '%s' --devices cpu:1", model);
-    expect_error(args, 2, "llvm-15-dev");
+    expect_error(work, args, 2, "llvm-15-dev");
     return;
   }
-  fmt(args, sizeof args, "compile '%s' --devices cpu:1 --emit-llvm -o '%s/error'", model, WORK_DIR);
-  expect_error(args, 2, "--emit-llvm needs --backend llvm");
+  fmt(args, sizeof args, "compile '%s' --devices cpu:1 --emit-llvm -o '%s'", model, work);
+  expect_error(work, args, 2, "--emit-llvm needs --backend llvm");
   fmt(args, sizeof args, "run '%s' --devices cpu:1 --transport mpi", model);
-  expect_error(args, 2, "threads only");
+  expect_error(work, args, 2, "threads only");
   fmt(args, sizeof args, "run '%s/node/test_cast_FLOAT16_to_FLOAT/model.onnx' --devices cpu:1",
       ACCPAR_ONNX_TESTDATA);
-  expect_error(args, 1, "element type float16 is not supported");
+  expect_error(work, args, 1, "element type float16 is not supported");
 }
 
 Test(codegen_node, what_the_c_backend_refuses_is_one_line_and_no_program) {
   char args[8192];
+  const char *work = WORK_DIR "/error-c";
   fmt(args, sizeof args,
-      "compile '%s/node/test_cast_FLOAT16_to_FLOAT/model.onnx' --devices cpu:1 -o '%s/error'",
-      ACCPAR_ONNX_TESTDATA, WORK_DIR);
-  expect_error(args, 1, "element type float16 is not supported by the C backend");
+      "compile '%s/node/test_cast_FLOAT16_to_FLOAT/model.onnx' --devices cpu:1 -o '%s'",
+      ACCPAR_ONNX_TESTDATA, work);
+  expect_error(work, args, 1, "element type float16 is not supported by the C backend");
 }

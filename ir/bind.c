@@ -1,6 +1,8 @@
 /* Binding graph inputs before the passes run: a batch size for the batch
  * dimension, or concrete tensors (ONNX test data) turned into constants. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -38,6 +40,93 @@ ap_status ap_bind_batch(ap_graph *g, int64_t batch, ap_diag *d) {
   first->dims[0] = batch;
   first->sym[0] = NULL;
   return AP_OK;
+}
+
+ap_status ap_bind_dim(ap_graph *g, const char *name, int64_t value, ap_diag *d) {
+  if (value <= 0)
+    return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
+                    "--dim %s: the value must be a positive integer, got %lld", name,
+                    (long long)value);
+  bool found = false;
+  for (int i = 0; i < g->n_inputs; i++) {
+    ap_value *v = &g->values[g->inputs[i]];
+    for (int k = 0; v->kind == AP_VAL_INPUT && k < v->rank; k++)
+      if (v->sym[k] && strcmp(v->sym[k], name) == 0) {
+        v->dims[k] = value;
+        v->sym[k] = NULL;
+        found = true;
+      }
+  }
+  if (!found)
+    return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
+                    "--dim %s: no graph input has a dimension named '%s'", name, name);
+  return AP_OK;
+}
+
+/* Appends to msg (of cap bytes, at *len) without overflowing it. */
+__attribute__((format(printf, 4, 5))) static void append(char *msg, size_t cap, size_t *len,
+                                                         const char *fmt, ...) {
+  if (*len >= cap)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(msg + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  *len += w > 0 ? (size_t)w : 0;
+}
+
+/* Whether a run-time input's dim is unbound with symbol sym. */
+static bool carries(const ap_value *v, int k, const char *sym) {
+  return v->kind == AP_VAL_INPUT && v->dims[k] < 0 && v->sym[k] && strcmp(v->sym[k], sym) == 0;
+}
+
+static bool carries_any(const ap_value *v, const char *sym) {
+  for (int k = 0; k < v->rank; k++)
+    if (carries(v, k, sym))
+      return true;
+  return false;
+}
+
+ap_status ap_check_dims_bound(const ap_graph *g, ap_diag *d) {
+  char msg[AP_DIAG_MAX];
+  size_t len = 0;
+  int unbound = 0;
+  msg[0] = '\0';
+  for (int i = 0; i < g->n_inputs; i++) {
+    const ap_value *v = &g->values[g->inputs[i]];
+    for (int k = 0; v->kind == AP_VAL_INPUT && k < v->rank; k++) {
+      if (v->dims[k] >= 0)
+        continue;
+      const char *sym = v->sym[k];
+      if (!sym) {
+        append(msg, sizeof msg, &len, "%sdim %d of input '%s'", unbound++ ? ", " : "", k,
+               v->name);
+        continue;
+      }
+      /* Each symbol once, where it first appears, with every input carrying it. */
+      bool seen = false;
+      for (int j = 0; j < i && !seen; j++)
+        seen = carries_any(&g->values[g->inputs[j]], sym);
+      for (int q = 0; q < k && !seen; q++)
+        seen = carries(v, q, sym);
+      if (seen)
+        continue;
+      int n = 0;
+      for (int j = i; j < g->n_inputs; j++)
+        n += carries_any(&g->values[g->inputs[j]], sym);
+      append(msg, sizeof msg, &len, "%s'%s' (input%s", unbound++ ? ", " : "", sym,
+             n > 1 ? "s" : "");
+      for (int j = i, c = 0; j < g->n_inputs; j++)
+        if (carries_any(&g->values[g->inputs[j]], sym))
+          append(msg, sizeof msg, &len, "%s '%s'", c++ ? "," : "", g->values[g->inputs[j]].name);
+      append(msg, sizeof msg, &len, ")");
+    }
+  }
+  if (!unbound)
+    return AP_OK;
+  return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
+                  "unbound dimension%s: %s; bind %s with --dim NAME=VALUE or --batch N",
+                  unbound > 1 ? "s" : "", msg, unbound > 1 ? "them" : "it");
 }
 
 static bool file_exists(const char *path) {

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools/commands.h"
 
@@ -31,6 +32,33 @@ int cli_parse_int64(const char *cmd, const char *flag, const char *text, int64_t
     return cli_usage_error(cmd, "%s expects an integer, got '%s'", flag, text);
   *out = v;
   return 0;
+}
+
+int cli_parse_dim(const char *cmd, const char *text, cli_dims *dims) {
+  const char *eq = strchr(text, '=');
+  if (!eq || eq == text || (size_t)(eq - text) >= CLI_DIM_NAME_MAX)
+    return cli_usage_error(cmd, "--dim expects NAME=VALUE, got '%s'", text);
+  if (dims->n == CLI_MAX_DIMS)
+    return cli_usage_error(cmd, "at most %d --dim options are allowed", CLI_MAX_DIMS);
+  memcpy(dims->name[dims->n], text, (size_t)(eq - text));
+  dims->name[dims->n][eq - text] = '\0';
+  int64_t v;
+  if (cli_parse_int64(cmd, "--dim", eq + 1, &v))
+    return 2;
+  if (v < 1)
+    return cli_usage_error(cmd, "--dim %s: the value must be at least 1, got %lld",
+                           dims->name[dims->n], (long long)v);
+  dims->value[dims->n++] = v;
+  return 0;
+}
+
+ap_status cli_bind_dims(ap_graph *g, const cli_dims *dims, ap_diag *d) {
+  for (int i = 0; i < dims->n; i++) {
+    ap_status s = ap_bind_dim(g, dims->name[i], dims->value[i], d);
+    if (s != AP_OK)
+      return s;
+  }
+  return AP_OK;
 }
 
 int cli_emit(FILE *out, ap_status (*fn)(void *ctx, FILE *stream), void *ctx, ap_diag *d) {

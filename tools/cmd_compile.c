@@ -20,7 +20,8 @@
 
 static const char usage_text[] =
     "usage: accparc compile MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]\n"
-    "                       [--backend c|llvm] [--batch N] [--inputs DIR] [--no-build]\n"
+    "                       [--backend c|llvm] [--batch N] [--dim NAME=V] [--inputs DIR]\n"
+    "                       [--no-build]\n"
     "                       [--verify] -o OUTDIR\n"
     "  --devices SPEC   the device array (kind:count[,kind:count...] or a device file);\n"
     "                   every device computes its box of every value (the plan's)\n"
@@ -29,6 +30,7 @@ static const char usage_text[] =
     "  --momentum MU    SGD momentum of a training program (default 0: plain SGD)\n"
     "  --backend B      c (default) or llvm\n"
     "  --batch N        bind the batch dimension\n"
+    "  --dim NAME=V     bind the symbolic dimension NAME of every input (repeatable)\n"
     "  --inputs DIR     bind the graph inputs that fix shapes (Reshape's shape, Slice's\n"
     "                   starts...) to DIR/input_N.pb; the program checks it is fed the same\n"
     "  --no-build       write the sources only\n"
@@ -107,6 +109,7 @@ int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *devices = NULL, *strategy = "accpar", *mode = "infer",
              *backend = "c", *inputs = NULL, *outdir = NULL;
   int64_t batch = 0;
+  cli_dims dims = {0};
   double momentum = 0;
   bool build = true, verify = false;
   for (int i = 1; i < argc; i++) {
@@ -126,6 +129,9 @@ int cmd_compile(int argc, char **argv) {
       backend = argv[++i];
     } else if (strcmp(a, "--batch") == 0 && has_value) {
       if (cli_parse_int64("compile", a, argv[++i], &batch))
+        return 2;
+    } else if (strcmp(a, "--dim") == 0 && has_value) {
+      if (cli_parse_dim("compile", argv[++i], &dims))
         return 2;
     } else if (strcmp(a, "--momentum") == 0 && has_value) {
       char *end;
@@ -181,7 +187,9 @@ int cmd_compile(int argc, char **argv) {
   int rc = 0;
   ap_plan_opts popts = {.devices = &devs, .strategy = strat};
   if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
+      cli_bind_dims(g, &dims, &d) != AP_OK ||
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
+      ap_check_dims_bound(g, &d) != AP_OK ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
       (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
       ap_codegen_c(g, &opts, &d) != AP_OK) {

@@ -12,11 +12,12 @@
 #include "tools/commands.h"
 
 static const char usage_text[] =
-    "usage: accparc dump MODEL.onnx [--devices SPEC [--strategy S]] [--batch N]\n"
+    "usage: accparc dump MODEL.onnx [--devices SPEC [--strategy S]] [--batch N] [--dim NAME=V]\n"
     "                               [--inputs DIR] [--format text|json] [--dump-after PASS]\n"
     "  --devices SPEC   plan for this array (kind:count,...) and show each layer's types\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension (dim 0 of the first fed input)\n"
+    "  --dim NAME=V     bind the symbolic dimension NAME of every input (repeatable)\n"
     "  --inputs DIR     bind graph inputs to DIR/input_N.pb as constants\n"
     "  --format F       text (default) or json\n"
     "  --dump-after P   also print the IR after pass P (verify, fold, shapes, check)\n";
@@ -40,6 +41,7 @@ int cmd_dump(int argc, char **argv) {
   const char *devices = NULL, *strategy_name = NULL;
   int64_t batch = 0;
   bool batch_given = false;
+  cli_dims dims = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -51,6 +53,9 @@ int cmd_dump(int argc, char **argv) {
       if (cli_parse_int64("dump", a, argv[++i], &batch))
         return 2;
       batch_given = true;
+    } else if (strcmp(a, "--dim") == 0 && has_value) {
+      if (cli_parse_dim("dump", argv[++i], &dims))
+        return 2;
     } else if (strcmp(a, "--devices") == 0 && has_value) {
       devices = argv[++i];
     } else if (strcmp(a, "--strategy") == 0 && has_value) {
@@ -100,6 +105,7 @@ int cmd_dump(int argc, char **argv) {
     rc = 1;
     fprintf(stderr, "accparc: error: out of memory\n");
   } else if ((batch_given && ap_bind_batch(g, batch, &d) != AP_OK) ||
+             cli_bind_dims(g, &dims, &d) != AP_OK ||
              (inputs && ap_bind_inputs_dir(g, inputs, &d) != AP_OK) ||
              ap_run_pipeline(g, &opts, &d) != AP_OK ||
              (devices && ap_partition(g, &plan, &d) != AP_OK)) {

@@ -15,22 +15,24 @@
 #include "tools/commands.h"
 
 static const char plan_usage[] =
-    "usage: accparc plan MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "usage: accparc plan MODEL.onnx --devices SPEC [--strategy S] [--batch N] [--dim NAME=V]\n"
     "                               [--cost time|paper] [--mem-limit BYTES]\n"
     "                               [--format table|json]\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension\n"
+    "  --dim NAME=V     bind the symbolic dimension NAME of every input (repeatable)\n"
     "  --cost C         time (default): predicted seconds; paper: elements at ratio 1/2\n"
     "  --mem-limit B    bytes per device (default: each device's capacity)\n"
     "  --format F       table (default) or json\n";
 
 static const char compare_usage[] =
-    "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]\n"
+    "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]\n"
+    "                                  [--format table|json]\n"
     "  plans with dp, owt, hypar and accpar and prints them side by side\n";
 
 static const char export_usage[] =
-    "usage: accparc export MODEL.onnx --devices SPEC [--strategy S] [--batch N]\n"
+    "usage: accparc export MODEL.onnx --devices SPEC [--strategy S] [--batch N] [--dim NAME=V]\n"
     "                                 [--cost time|paper] [--mem-limit BYTES] -o ANNOTATED.onnx\n"
     "  writes the model as planned (bound and folded) with the plan's JSON, as\n"
     "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan'\n";
@@ -40,6 +42,7 @@ typedef struct plan_args {
   const char *output; /* export's -o */
   ap_plan_opts opts;
   int64_t batch;
+  cli_dims dims;      /* --dim */
 } plan_args;
 
 static int parse(const char *cmd, const char *usage, bool plan_options, bool wants_output,
@@ -61,6 +64,9 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
         return 2;
       if (a->batch < 1)
         return cli_usage_error(cmd, "--batch must be at least 1");
+    } else if (strcmp(s, "--dim") == 0 && has_value) {
+      if (cli_parse_dim(cmd, argv[++i], &a->dims))
+        return 2;
     } else if (strcmp(s, "--format") == 0 && has_value) {
       a->format = argv[++i];
     } else if (plan_options && strcmp(s, "--strategy") == 0 && has_value) {
@@ -110,6 +116,10 @@ static ap_status load(const plan_args *a, ap_graph **out, ap_diag *d) {
   ap_status st = ap_load_onnx(a->model, &g, d);
   if (st == AP_OK && a->batch)
     st = ap_bind_batch(g, a->batch, d);
+  if (st == AP_OK)
+    st = cli_bind_dims(g, &a->dims, d);
+  if (st == AP_OK)
+    st = ap_check_dims_bound(g, d);
   if (st == AP_OK)
     st = ap_run_pipeline(g, &(ap_pipeline_opts){0}, d);
   if (st != AP_OK) {

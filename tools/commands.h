@@ -27,6 +27,15 @@ int cli_fail(const ap_diag *d);                         /* prints the diag; retu
 int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));              /* prints; returns 2 */
 int cli_parse_int64(const char *cmd, const char *flag, const char *text, int64_t *out);
+/* The --dim NAME=VALUE options of a command, bound in order. */
+enum { CLI_MAX_DIMS = 32, CLI_DIM_NAME_MAX = 128 };
+typedef struct cli_dims {
+  int n;
+  char name[CLI_MAX_DIMS][CLI_DIM_NAME_MAX];
+  int64_t value[CLI_MAX_DIMS];
+} cli_dims;
+int cli_parse_dim(const char *cmd, const char *text, cli_dims *dims); /* 0, or 2 (printed) */
+ap_status cli_bind_dims(ap_graph *g, const cli_dims *dims, ap_diag *d);
 /* Runs fn(ctx, stream) into memory and copies the result to out only when fn
  * succeeds, so a failure never leaves half a report behind. */
 int cli_emit(FILE *out, ap_status (*fn)(void *ctx, FILE *stream), void *ctx, ap_diag *d);

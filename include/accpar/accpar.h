@@ -52,6 +52,12 @@ void ap_graph_free(ap_graph *g);
 /* Binding inputs before the passes run. */
 ap_status ap_bind_batch(ap_graph *g, int64_t batch, ap_diag *diag);
 ap_status ap_bind_inputs_dir(ap_graph *g, const char *dir, ap_diag *diag);
+/* Binds the symbolic dimension `name` (dim_param) of every graph input that
+ * has it to value (--dim NAME=VALUE); an error when no input has it. */
+ap_status ap_bind_dim(ap_graph *g, const char *name, int64_t value, ap_diag *diag);
+/* An error naming every dimension of a run-time input still unbound (its
+ * symbol, or its position when it has none) and the inputs carrying it. */
+ap_status ap_check_dims_bound(const ap_graph *g, ap_diag *diag);
 
 /* The pass pipeline: verify, infer shapes, fold constants, verify again.
  * dump_after names a pass whose result is printed to dump_to (or NULL). */

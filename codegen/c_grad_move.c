@@ -172,6 +172,31 @@ static ap_status grad_depth_space(cg_grad_kernel *gk) {
   return AP_OK;
 }
 
+/* Every output element's gradient to the input elements it read, weighted
+ * as they were (linear), added where several outputs read one element. */
+static ap_status grad_resize(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *y = &k->out[0];
+  void *t;
+  ap_status s;
+  int corners = cg_resize_begin(k, &t, &s);
+  if (s != AP_OK)
+    return s;
+  cg_grad_zero(gk, 0);
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  for (int c = 0; c < corners; c++) {
+    cg_x *w, *off = cg_resize_corner(k, t, iv, c, &w);
+    cg_x *dy = cg_ld(k, cg_dy(k, 0), cg_v(k, o));
+    cg_st_op(k, cg_dx(k, 0), off, CG_X_ADD, w ? cg_mul(k, w, dy) : dy);
+  }
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
 static ap_status grad_slice(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
   const cg_operand *x = &k->in[0], *y = &k->out[0];
@@ -258,6 +283,8 @@ const cg_grad_op cg_grad_ops_move[AP_OP_COUNT] = {
     [AP_OP_TILE] = {grad_tile, 0x1, 0, 0},
     [AP_OP_DEPTH_TO_SPACE] = {grad_depth_space, 0x1, 0, 0},
     [AP_OP_SPACE_TO_DEPTH] = {grad_depth_space, 0x1, 0, 0},
+    [AP_OP_RESIZE] = {grad_resize, 0x1, 0, 0},
+    [AP_OP_UPSAMPLE] = {grad_resize, 0x1, 0, 0},
     [AP_OP_EXPAND] = {grad_expand, 0x1, 0, 0},
     [AP_OP_GATHER] = {grad_gather, 0x1, 0x2, 0},
 };

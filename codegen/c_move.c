@@ -449,3 +449,113 @@ static ap_status depth_space(cg_kernel *k) {
 
 ap_status cg_emit_DEPTH_TO_SPACE(cg_kernel *k) { return depth_space(k); }
 ap_status cg_emit_SPACE_TO_DEPTH(cg_kernel *k) { return depth_space(k); }
+
+/* The tables of a Resize kernel: per resized axis, the input indices each
+ * output index reads (i0, and i1 with weight w for linear), as constant
+ * tables of the kernel; axes Resize maps to themselves (which may be split)
+ * read their own index. */
+typedef struct resize_tables {
+  ap_resize r;
+  int n;                          /* resized axes */
+  int axis[AP_MAX_RANK];
+  int i0[AP_MAX_RANK], i1[AP_MAX_RANK], w[AP_MAX_RANK]; /* table ids */
+} resize_tables;
+
+static ap_status resize_tables_of(cg_kernel *k, resize_tables *t) {
+  const cg_operand *x = &k->in[0];
+  bool known;
+  ap_status s = ap_resize_params(k->g, (ap_node *)k->n, x->v, &t->r, &known, k->d);
+  if (s != AP_OK)
+    return s;
+  if (!known)
+    return cg_error(k, AP_ERR_UNSUPPORTED,
+                    "scales and sizes must be constants (bind them with --inputs)");
+  t->n = 0;
+  for (int a = 0; a < x->rank; a++) {
+    if (ap_resize_identity(&t->r, a))
+      continue;
+    int64_t out = t->r.out[a];
+    int64_t *i0 = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *i0);
+    int64_t *i1 = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *i1);
+    double *w = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *w);
+    if (!i0 || !i1 || !w)
+      return cg_error(k, AP_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < out; i++)
+      ap_resize_source(&t->r, a, i, &i0[i], &i1[i], &w[i]);
+    t->axis[t->n] = a;
+    t->i0[t->n] = cg_table_add(k, AP_DT_INT64, out, i0);
+    t->i1[t->n] = t->r.linear ? cg_table_add(k, AP_DT_INT64, out, i1) : -1;
+    t->w[t->n] = t->r.linear ? cg_table_add(k, AP_DT_DOUBLE, out, w) : -1;
+    t->n++;
+  }
+  if (t->r.linear && t->n > 6)
+    return cg_error(k, AP_ERR_UNSUPPORTED, "linear resizing of more than 6 axes");
+  return AP_OK;
+}
+
+/* Corner c (bit j: the second neighbour along resized axis j) of output
+ * element iv: its input offset, and its weight (NULL for nearest). */
+cg_x *cg_resize_corner(cg_kernel *k, const void *tables, const int *iv, int c, cg_x **weight) {
+  const resize_tables *t = tables;
+  const cg_operand *x = &k->in[0];
+  int64_t xs[AP_MAX_RANK];
+  cg_strides(x->rank, x->dims, xs);
+  cg_x *off = cg_i64(k, 0);
+  *weight = NULL;
+  for (int a = 0, j = 0; a < x->rank; a++) {
+    cg_x *idx = cg_v(k, iv[a]);
+    if (j < t->n && t->axis[j] == a) {
+      bool second = c >> j & 1;
+      idx = cg_ld(k, cg_table(k, second ? t->i1[j] : t->i0[j]), cg_v(k, iv[a]));
+      if (t->r.linear) {
+        cg_x *w = cg_ld(k, cg_table(k, t->w[j]), cg_v(k, iv[a]));
+        cg_x *f = second ? w : cg_sub(k, cg_f64(k, 1), cg_ld(k, cg_table(k, t->w[j]), cg_v(k, iv[a])));
+        *weight = *weight ? cg_mul(k, *weight, f) : f;
+      }
+      j++;
+    }
+    off = cg_add(k, off, xs[a] == 1 ? idx : cg_mul(k, idx, cg_i64(k, xs[a])));
+  }
+  return off;
+}
+
+int cg_resize_begin(cg_kernel *k, void **tables, ap_status *s) {
+  resize_tables *t = ap_arena_array(k->g->arena, 1, sizeof *t);
+  if (!t) {
+    *s = cg_error(k, AP_ERR_NOMEM, "out of memory");
+    return 0;
+  }
+  *s = resize_tables_of(k, t);
+  *tables = t;
+  return t->r.linear ? 1 << t->n : 1;
+}
+
+/* Nearest: one input element per output element; linear: the weighted sum
+ * of the 2^n corners around it (n resized axes), in double. */
+static ap_status resize(cg_kernel *k) {
+  const cg_operand *y = &k->out[0];
+  void *t;
+  ap_status s;
+  int corners = cg_resize_begin(k, &t, &s);
+  if (s != AP_OK)
+    return s;
+  k->skip_in |= ~(uint64_t)1;
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
+  cg_x *val = NULL;
+  for (int c = 0; c < corners; c++) {
+    cg_x *w, *off = cg_resize_corner(k, t, iv, c, &w);
+    cg_x *el = cg_ld(k, cg_in(k, 0), off);
+    cg_x *term = w ? cg_mul(k, w, el) : el;
+    val = val ? cg_add(k, val, term) : term;
+  }
+  cg_st(k, cg_out(k, 0), cg_v(k, o), cg_cast(k, cg_ty_of(y->dtype), val));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+ap_status cg_emit_RESIZE(cg_kernel *k) { return resize(k); }
+ap_status cg_emit_UPSAMPLE(cg_kernel *k) { return resize(k); }

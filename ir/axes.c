@@ -89,6 +89,18 @@ static bool repeated_axes(const ap_graph *g, const ap_node *n, int rank, bool *r
   return true;
 }
 
+/* Resize: kept[i] when axis i maps every index to itself. */
+static bool resize_kept(const ap_graph *g, const ap_node *n, const ap_value *x, bool *kept) {
+  ap_resize r;
+  bool known = false;
+  ap_diag d = {0};
+  if (ap_resize_params((ap_graph *)g, (ap_node *)n, x, &r, &known, &d) != AP_OK || !known)
+    return false;
+  for (int i = 0; i < x->rank; i++)
+    kept[i] = ap_resize_identity(&r, i);
+  return true;
+}
+
 bool ap_axes_data_slot(const ap_node *n, int slot) {
   switch (rule_of(n)) {
   case AP_AXES_WHOLE:
@@ -162,6 +174,8 @@ bool ap_axes_out_split(const ap_graph *g, const ap_node *n, int j) {
     return x && repeated_axes(g, n, x->rank, marks) && !marks[j];
   case AP_AXES_BATCH: /* channels and space trade elements across the whole map */
     return j == 0;
+  case AP_AXES_RESIZE: /* a resized axis reads its input axis whole */
+    return x && resize_kept(g, n, x, marks) && marks[j];
   default:
     return true;
   }
@@ -251,6 +265,7 @@ int ap_axes_in_to_out(const ap_graph *g, const ap_node *n, int slot, int a) {
   case AP_AXES_PAD:
   case AP_AXES_TILE:
   case AP_AXES_BATCH:
+  case AP_AXES_RESIZE:
     j = slot == 0 && ap_axes_out_split(g, n, a) ? a : -1;
     break;
   case AP_AXES_REDUCE:

@@ -139,8 +139,10 @@ ap_status ap_check_input_dims(const ap_graph *g, ap_diag *d) {
   for (int i = 0; i < n; i++) {
     if (dims[i].done)
       continue;
-    put(list, sizeof list, &len, "%s'%s' (", entries++ ? ", " : "",
-        dims[i].sym ? dims[i].sym : "unnamed");
+    if (dims[i].sym)
+      put(list, sizeof list, &len, "%s'%s' (", entries++ ? ", " : "", dims[i].sym);
+    else
+      put(list, sizeof list, &len, "%sunnamed (", entries++ ? ", " : "");
     for (int j = i, c = 0; j < n; j++)
       if (j == i || (dims[i].sym && dims[j].sym && strcmp(dims[i].sym, dims[j].sym) == 0)) {
         put(list, sizeof list, &len, "%s%s[%d]", c++ ? ", " : "", dims[j].input, dims[j].k);

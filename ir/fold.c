@@ -714,6 +714,8 @@ static ap_status fold_DROPOUT(fctx *c) {
 #define fold_REDUCE_MEAN NULL
 #define fold_REDUCE_SUM NULL
 #define fold_REDUCE_MAX NULL
+#define fold_RESIZE NULL
+#define fold_UPSAMPLE NULL
 
 typedef ap_status (*fold_fn)(fctx *);
 

@@ -133,6 +133,7 @@ typedef enum ap_axes_rule {
   AP_AXES_PAD,         /* the axes not padded */
   AP_AXES_TILE,        /* the axes not repeated */
   AP_AXES_BATCH,       /* axis 0 only (DepthToSpace, SpaceToDepth) */
+  AP_AXES_RESIZE,      /* the axes Resize maps to themselves */
   AP_AXES_GATHER,      /* data's axes but `axis`, and the indices' axes */
   AP_AXES_EXPAND       /* input 0 broadcast to the output */
 } ap_axes_rule;
@@ -382,6 +383,32 @@ ap_status ap_tile_repeats(ap_graph *g, ap_node *n, int rank, int64_t *repeats, b
 /* DepthToSpace, SpaceToDepth: the block size, and whether DepthToSpace's
  * mode is CRD (else DCR). */
 ap_status ap_depth_space_params(ap_graph *g, ap_node *n, int64_t *block, bool *crd, ap_diag *d);
+/* Resize and Upsample, nearest or linear: per axis the input and output
+ * sizes, the scale, and how an output index maps to input indices. */
+typedef enum ap_resize_coord {
+  AP_RESIZE_HALF_PIXEL, AP_RESIZE_ASYMMETRIC, AP_RESIZE_ALIGN_CORNERS,
+  AP_RESIZE_PYTORCH_HALF_PIXEL, AP_RESIZE_TF_HALF_PIXEL_FOR_NN
+} ap_resize_coord;
+typedef enum ap_resize_nearest {
+  AP_RESIZE_ROUND_PREFER_FLOOR, AP_RESIZE_ROUND_PREFER_CEIL, AP_RESIZE_FLOOR, AP_RESIZE_CEIL
+} ap_resize_nearest;
+typedef struct ap_resize {
+  int rank;
+  bool linear;                 /* else nearest */
+  ap_resize_coord coord;
+  ap_resize_nearest nearest;
+  int64_t in[AP_MAX_RANK], out[AP_MAX_RANK];
+  double scale[AP_MAX_RANK];
+} ap_resize;
+/* The parameters for input x (its dims known); *known is false when the
+ * scales or sizes are not constants. */
+ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize *r,
+                           bool *known, ap_diag *d);
+/* Output index i along axis a reads input index *i0 (nearest), or *i0 and
+ * *i1 weighted 1 - *w and *w (linear). */
+void ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *i0, int64_t *i1, double *w);
+/* Whether axis a maps every output index to the same input index. */
+bool ap_resize_identity(const ap_resize *r, int a);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
  * or a constant input, noop_with_empty_axes applied). */
 ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d);

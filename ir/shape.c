@@ -4,6 +4,7 @@
  * a symbolic dim (dim_param) keeps its name wherever it is copied through.
  * Every check on user input is a one-line diagnostic, never an abort: this
  * code runs on fuzzed models. */
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -1704,6 +1705,197 @@ static ap_status infer_depth_space(const ctx *c) {
 }
 #define infer_DEPTH_TO_SPACE infer_depth_space
 #define infer_SPACE_TO_DEPTH infer_depth_space
+
+/* A constant float vector input (scales); *known false when not constant. */
+static ap_status const_floats(const ctx *c, const ap_value *v, double *out, int max, int *count,
+                              bool *known) {
+  *known = false;
+  *count = 0;
+  if (!v->data)
+    return AP_OK;
+  if (!ap_dtype_is_float(v->dtype))
+    return bad(c, "input '%s' must be a float tensor, not %s", v->name, ap_dtype_name(v->dtype));
+  ap_tensor t = ap_value_tensor(v);
+  if (t.numel > max)
+    return bad(c, "input '%s' has %lld elements; at most %d are allowed here", v->name,
+               (long long)t.numel, max);
+  for (int64_t i = 0; i < t.numel; i++)
+    out[i] = ap_tensor_get_f64(&t, i);
+  *count = (int)t.numel;
+  *known = true;
+  return AP_OK;
+}
+
+ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize *r,
+                           bool *known, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  *known = false;
+  memset(r, 0, sizeof *r);
+  r->rank = x->rank;
+  bool upsample = n->op == AP_OP_UPSAMPLE, v11 = !upsample && g->opset >= 11;
+  const char *mode = ap_attr_string(n, "mode", "nearest");
+  if (strcmp(mode, "linear") == 0 || (upsample && strcmp(mode, "bilinear") == 0))
+    r->linear = true;
+  else if (strcmp(mode, "nearest") != 0)
+    return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                    "mode '%s' is not supported (nearest, linear)", mode);
+  r->coord = AP_RESIZE_ASYMMETRIC;
+  r->nearest = AP_RESIZE_FLOOR;
+  if (v11) {
+    static const char *const coords[] = {"half_pixel", "asymmetric", "align_corners",
+                                         "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+    static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                           "ceil"};
+    const char *cm = ap_attr_string(n, "coordinate_transformation_mode", "half_pixel");
+    const char *nm = ap_attr_string(n, "nearest_mode", "round_prefer_floor");
+    int ci = -1, ni = -1;
+    for (int i = 0; i < 5; i++)
+      ci = strcmp(cm, coords[i]) == 0 ? i : ci;
+    for (int i = 0; i < 4; i++)
+      ni = strcmp(nm, nearests[i]) == 0 ? i : ni;
+    if (ci < 0)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                      "coordinate_transformation_mode '%s' is not supported", cm);
+    if (ni < 0)
+      return bad(c, "nearest_mode '%s' is not one of round_prefer_floor, round_prefer_ceil, "
+                    "floor, ceil", nm);
+    r->coord = (ap_resize_coord)ci;
+    r->nearest = (ap_resize_nearest)ni;
+    if (ap_attr_int(n, "antialias", 0))
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                      "antialias is not supported");
+    if (strcmp(ap_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch") != 0)
+      return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
+                      "keep_aspect_ratio_policy other than stretch is not supported");
+  }
+  /* Which axes the scales or sizes list (opset 18's axes), in order. */
+  int axes[AP_MAX_RANK], n_axes = x->rank;
+  for (int i = 0; i < x->rank; i++)
+    axes[i] = i;
+  int count;
+  const int64_t *ax = v11 ? ap_attr_ints(n, "axes", &count) : NULL;
+  if (ax) {
+    if (count > x->rank)
+      return bad(c, "attribute 'axes' has %d values for rank %d", count, x->rank);
+    n_axes = count;
+    for (int i = 0; i < count; i++) {
+      ap_status s = norm_axis(c, "axis", ax[i], x->rank, &axes[i]);
+      if (s)
+        return s;
+    }
+  }
+  double scales[AP_MAX_RANK];
+  int64_t sizes[AP_MAX_RANK];
+  int n_scales = 0, n_sizes = 0;
+  bool ks = true, kz = true;
+  ap_status s;
+  if (upsample && g->opset < 9) {
+    const ap_attr *a = ap_attr_find(n, "scales");
+    if (!a || a->type != AP_ATTR_FLOATS || a->n > AP_MAX_RANK)
+      return bad(c, "attribute 'scales' (a list of floats) is required");
+    n_scales = a->n;
+    for (int i = 0; i < a->n; i++)
+      scales[i] = a->floats[i];
+  } else {
+    ap_value *sv = in(c, v11 ? 2 : 1), *zv = v11 ? in(c, 3) : NULL;
+    if (sv && (s = const_floats(c, sv, scales, AP_MAX_RANK, &n_scales, &ks)))
+      return s;
+    if (zv && (s = const_ints(c, zv, sizes, AP_MAX_RANK, &n_sizes, &kz)))
+      return s;
+    if (!ks || !kz)
+      return AP_OK;
+  }
+  if (n_sizes ? n_sizes != n_axes : n_scales != n_axes)
+    return bad(c, "%s has %d values; %d are needed", n_sizes ? "sizes" : "scales",
+               n_sizes ? n_sizes : n_scales, n_axes);
+  for (int i = 0; i < x->rank; i++) {
+    if (x->dims[i] < 0)
+      return AP_OK;
+    r->in[i] = r->out[i] = x->dims[i];
+    r->scale[i] = 1;
+  }
+  for (int i = 0; i < n_axes; i++) {
+    int a = axes[i];
+    if (n_sizes) {
+      if (sizes[i] < 0 || sizes[i] > WINDOW_ATTR_MAX)
+        return bad(c, "sizes[%d] = %lld is out of range", i, (long long)sizes[i]);
+      r->out[a] = sizes[i];
+      r->scale[a] = r->in[a] ? (double)sizes[i] / (double)r->in[a] : 1;
+    } else {
+      if (!(scales[i] > 0) || scales[i] * (double)r->in[a] > WINDOW_ATTR_MAX)
+        return bad(c, "scales[%d] = %g is out of range", i, scales[i]);
+      r->scale[a] = scales[i];
+      r->out[a] = (int64_t)floor(scales[i] * (double)r->in[a]);
+    }
+  }
+  *known = true;
+  return AP_OK;
+}
+
+void ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *i0, int64_t *i1, double *w) {
+  /* The resized length is in * scale before rounding, as ONNX's reference
+   * has it (the output length when sizes are given). */
+  double s = r->scale[a], x = (double)i, o;
+  int64_t in = r->in[a];
+  double len = (double)in * s;
+  switch (r->coord) {
+  case AP_RESIZE_HALF_PIXEL: o = (x + 0.5) / s - 0.5; break;
+  case AP_RESIZE_PYTORCH_HALF_PIXEL: o = len > 1 ? (x + 0.5) / s - 0.5 : 0; break;
+  case AP_RESIZE_ALIGN_CORNERS: o = len == 1 ? 0 : x * (double)(in - 1) / (len - 1); break;
+  case AP_RESIZE_TF_HALF_PIXEL_FOR_NN: o = (x + 0.5) / s; break;
+  default: o = x / s; break;
+  }
+  *w = 0;
+  if (!r->linear) {
+    double f = floor(o), n;
+    switch (r->nearest) {
+    case AP_RESIZE_ROUND_PREFER_FLOOR: n = o == f + 0.5 ? f : round(o); break;
+    case AP_RESIZE_ROUND_PREFER_CEIL: n = o == f + 0.5 ? f + 1 : round(o); break;
+    case AP_RESIZE_FLOOR: n = f; break;
+    default: n = ceil(o); break;
+    }
+    *i0 = *i1 = n < 0 ? 0 : n > (double)(in - 1) ? in - 1 : (int64_t)n;
+    return;
+  }
+  /* Beyond the ends the input repeats its edge elements. */
+  o = o < 0 ? 0 : o > (double)(in - 1) ? (double)(in - 1) : o;
+  *i0 = (int64_t)floor(o);
+  *i1 = *i0 + 1 < in ? *i0 + 1 : *i0;
+  *w = o - (double)*i0;
+}
+
+bool ap_resize_identity(const ap_resize *r, int a) {
+  if (r->in[a] != r->out[a])
+    return false;
+  for (int64_t i = 0; i < r->out[a]; i++) {
+    int64_t i0, i1;
+    double w;
+    ap_resize_source(r, a, i, &i0, &i1, &w);
+    if (i0 != i || (w != 0 && i1 != i))
+      return false;
+  }
+  return true;
+}
+
+static ap_status infer_resize(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  shp o;
+  shp_of(x, &o);
+  if (x->rank < 0)
+    return set_out(c, 0, x->dtype, &o);
+  ap_resize r;
+  bool known;
+  if ((s = ap_resize_params(c->g, c->n, x, &r, &known, c->d)))
+    return s;
+  for (int i = 0; i < x->rank; i++)
+    shp_dim(&o, i, known ? r.out[i] : -1, NULL);
+  return set_out(c, 0, x->dtype, &o);
+}
+#define infer_RESIZE infer_resize
+#define infer_UPSAMPLE infer_resize
 
 /* ---- constants and metadata --------------------------------------------- */
 

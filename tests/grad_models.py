@@ -247,6 +247,20 @@ def tile_depth_space():
     return model(nodes, [("x", D, [1, 4, 2, 3])], ("y", D), [const("reps", [2, 2, 1, 2])])
 
 
+def resizes():
+    """Resize nearest (asymmetric, floor) and linear (half_pixel, then
+    align_corners down): repeated reads add, linear weights split."""
+    nodes = [helper.make_node("Resize", ["x", "", "s1"], ["a"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             helper.make_node("Resize", ["a", "", "", "z2"], ["b"], mode="linear"),
+             helper.make_node("Resize", ["b", "", "s3"], ["y"], mode="linear",
+                              coordinate_transformation_mode="align_corners")]
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "s1"),
+             const("z2", [1, 2, 5, 7]),
+             numpy_helper.from_array(np.array([1, 1, 0.6, 1], np.float32), "s3")]
+    return model(nodes, [("x", D, [1, 2, 3, 4])], ("y", D), inits, opset=13)
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -459,6 +473,7 @@ CASES = {
     "pad_modes": pads,
     "pad_attributes": pad_attributes,
     "tile_depth_space": tile_depth_space,
+    "resize_nearest_linear": resizes,
     "leaky_relu_prelu": leaky_relu_prelu,
     "elu_selu_celu": elu_selu_celu,
     "hard_sigmoid_swish": hard_sigmoid_swish,

@@ -184,12 +184,49 @@ def depth_space(outdir):
     save(outdir, "ops_depth_space", nodes, [4, 3, 8, 8], [4, 10], inits)
 
 
+def resize(outdir):
+    """Resize between convolutions as exporters write it: nearest upsampling
+    (asymmetric, floor: paddle2onnx and TensorFlow), linear by sizes
+    (half_pixel), linear on one axis (align_corners, at an integral resized
+    length: for 5 x 1.5 ONNX's reference, which the node tests follow, maps
+    through 7.5 and ONNX Runtime through 7)."""
+    n = helper.make_node
+    inits = [init("w1", [4, 3, 3, 3]), init("w2", [4, 4, 3, 3]), init("w3", [4, 4, 3, 3]),
+             init("wf", [4 * 14 * 5, 10], 0.05),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s1"),
+             ints("z2", [4, 4, 9, 7]),
+             numpy_helper.from_array(np.array([1, 1, 2, 1], np.float32), "s3")]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                                   # [4, 4, 6, 6]
+        n("Resize", ["c1", "", "s1"], ["r1"], mode="nearest",
+          coordinate_transformation_mode="asymmetric", nearest_mode="floor"),  # [4, 4, 12, 12]
+        n("Conv", ["r1", "w2"], ["c2"]),                                  # [4, 4, 10, 10]
+        n("Resize", ["c2", "", "", "z2"], ["r2"], mode="linear"),         # [4, 4, 9, 7]
+        n("Conv", ["r2", "w3"], ["c3"]),                                  # [4, 4, 7, 5]
+        n("Resize", ["c3", "", "s3"], ["r3"], mode="linear",
+          coordinate_transformation_mode="align_corners"),                # [4, 4, 14, 5]
+        n("Flatten", ["r3"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "ops_resize", [helper.make_tensor_value_info("x", F, [4, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", F, [4, 10])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    with open(f"{outdir}/ops_resize.onnx", "wb") as f:
+        f.write(m.SerializeToString())
+    os.makedirs(f"{outdir}/ops_resize_data", exist_ok=True)
+    x = rng.standard_normal([4, 3, 8, 8]).astype(np.float32)
+    with open(f"{outdir}/ops_resize_data/input_0.pb", "wb") as f:
+        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
     mlp(outdir)
     pad(outdir)
     depth_space(outdir)
+    resize(outdir)
 
 
 if __name__ == "__main__":

@@ -126,3 +126,10 @@ save("float_axis", helper.make_graph([
 save("opset_99", helper.make_graph([
     helper.make_node("Relu", ["x"], ["y"], name="relu"),
 ], "opset_99", [vi("x", [2, 3])], [vi("y", [2, 3])]), opset=99, check=False)
+
+# Inputs with symbolic dims, shared ('B') or not ('S'), and one without a name.
+save("symbolic_dims", helper.make_graph([
+    helper.make_node("Add", ["a", "b"], ["t"], name="add1"),
+    helper.make_node("Add", ["t", "c"], ["y"], name="add2"),
+], "symbolic_dims", [vi("a", ["B", "S", 4]), vi("b", ["B", 1, 4]), vi("c", [None, 4])],
+    [vi("y", ["B", "S", 4])]))

@@ -1,0 +1,1 @@
+plan @SOURCE@/tests/golden/models/small_cnn.onnx --devices cpu:2 --dim N

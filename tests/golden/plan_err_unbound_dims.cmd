@@ -1,0 +1,1 @@
+plan @SOURCE@/tests/golden/models/symbolic_dims.onnx --devices cpu:2

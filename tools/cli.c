@@ -68,17 +68,19 @@ int cli_parse_dim(const char *cmd, const char *text, cli_dims *dims) {
     return 2;
   if (size < 1)
     return cli_usage_error(cmd, "--dim %s: the size must be at least 1", text);
-  char *name = strndup(text, (size_t)(eq - text));
-  if (!name)
-    return cli_usage_error(cmd, "out of memory");
-  dims->name[dims->n] = name; /* lives as long as the command */
+  if (eq - text >= 256)
+    return cli_usage_error(cmd, "--dim: the name is longer than 255 characters");
+  dims->name[dims->n] = text;
+  dims->name_len[dims->n] = (int)(eq - text);
   dims->size[dims->n++] = size;
   return 0;
 }
 
 ap_status cli_bind_dims(ap_graph *g, const cli_dims *dims, ap_diag *d) {
   for (int i = 0; i < dims->n; i++) {
-    ap_status s = ap_bind_dim(g, dims->name[i], dims->size[i], d);
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", dims->name_len[i], dims->name[i]);
+    ap_status s = ap_bind_dim(g, name, dims->size[i], d);
     if (s != AP_OK)
       return s;
   }

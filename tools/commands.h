@@ -65,7 +65,8 @@ int cli_parse_int64(const char *cmd, const char *flag, const char *text, int64_t
 enum { CLI_MAX_DIMS = 32 };
 typedef struct cli_dims {
   int n;
-  const char *name[CLI_MAX_DIMS];
+  const char *name[CLI_MAX_DIMS]; /* into argv: the text before '=' */
+  int name_len[CLI_MAX_DIMS];
   int64_t size[CLI_MAX_DIMS];
 } cli_dims;
 /* Adds "NAME=VALUE" to dims; a usage error (returns 2) when malformed. */

@@ -374,7 +374,7 @@ static ap_status infer_MOD(const ctx *c) {
 
 /* PRelu: the slope broadcasts to X (unidirectionally, from opset 7); the
  * output is X's. Before opset 7 a slope of several elements was per channel
- * without a defined layout, which is not implemented. */
+ * without a defined layout: refused as unsupported (issue 13). */
 static ap_status infer_PRELU(const ctx *c) {
   ap_value *x, *slope;
   ap_status s;

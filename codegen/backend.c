@@ -27,7 +27,8 @@ ap_status cg_lower_codegen(ap_graph *g, const ap_codegen_opts *o, cg_program **o
                       .momentum = o->momentum,
                       .export_weights = o->train,
                       .model_name = o->model_name,
-                      .device_kind = o->device_kind};
+                      .device_kind = o->device_kind,
+                      .predicted_step_time_s = o->predicted_step_time_s};
   return cg_lower(g, &lo, out, d);
 }
 

@@ -228,6 +228,7 @@ typedef struct cg_lower_opts {
                               last step left it, named as the weight, in value order */
   const char *model_name;  /* for the program's diagnostics ("mnist-8") */
   const char *device_kind; /* the one device's kind name when there is no plan ("cpu") */
+  double predicted_step_time_s; /* as ap_codegen_opts' */
 } cg_lower_opts;
 
 /* Where a buffer lives on its device. */
@@ -363,6 +364,8 @@ typedef struct cg_program {
   double *predicted_bytes;  /* per device: of an inference run (the distribution's
                                forward bytes) or of one training step (its steps') */
   double *plan_step_bytes;  /* training on several devices: the distribution's, per device */
+  double predicted_step_time_s; /* training: the cost model's step time (g's plan's, or
+                                   the option's without a plan); 0: none */
 } cg_program;
 
 /* Lowers g (after ap_run_pipeline; after ap_partition when the array has
@@ -394,6 +397,8 @@ typedef struct ap_codegen_opts {
   bool train;              /* a training program (codegen/train.h) */
   double momentum;         /* SGD momentum of a training program; 0: plain SGD */
   const char *device_kind; /* the one device's kind name ("cpu") */
+  double predicted_step_time_s; /* the cost model's time of a training step when g has
+                                   no plan (one device); with a plan, the plan's */
 } ap_codegen_opts;
 
 /* cg_lower then cg_print_c; a training program exports its updated

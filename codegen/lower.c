@@ -1573,6 +1573,9 @@ ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_dia
   }
   if (s == AP_OK && o->train && G.multi)
     p->plan_step_bytes = dist->step_bytes;
+  const ap_plan *plan = g->plan;
+  if (o->train)
+    p->predicted_step_time_s = plan ? plan->step_time_s : o->predicted_step_time_s;
   *out = p;
   return s;
 }

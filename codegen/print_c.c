@@ -437,10 +437,13 @@ static ap_status write_main(const cg_program *p, const char *outdir, const char 
   fprintf(f, ",\n  .ndev = %d,\n  .device_names = device_names,\n  .train = %d,\n"
              "  .n_inputs = %d,\n  .inputs = %s,\n  .n_outputs = %d,\n  .outputs = %s,\n"
              "  .%s = predicted_bytes,\n  .run = run,\n"
-             "  .constants = ap_blob,\n  .constants_bytes = %lld,\n};\n\n",
+             "  .constants = ap_blob,\n  .constants_bytes = %lld,\n",
           p->n_dev, train, p->n_inputs, p->n_inputs ? "inputs" : "0", p->n_outputs,
           p->n_outputs ? "outputs" : "0",
           train ? "predicted_step_bytes" : "predicted_fixed_bytes", (long long)p->blob_bytes);
+  if (p->predicted_step_time_s > 0)
+    fprintf(f, "  .predicted_step_time_s = %.9g,\n", p->predicted_step_time_s);
+  fprintf(f, "};\n\n");
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
   return cg_write_text(g, d, outdir, "main.c", &t);
 }
@@ -911,7 +914,8 @@ ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d) {
                       .momentum = o->momentum,
                       .export_weights = o->train,
                       .model_name = o->model_name,
-                      .device_kind = o->device_kind};
+                      .device_kind = o->device_kind,
+                      .predicted_step_time_s = o->predicted_step_time_s};
   cg_program *p = NULL;
   ap_status s = cg_lower(g, &lo, &p, d);
   if (s == AP_OK)

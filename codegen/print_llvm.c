@@ -204,8 +204,8 @@ static void make_types(lb *L, LLVMTargetDataRef td) {
   LLVMStructSetBody(L->spec_t, spec_f, 6, 0);
   L->prog_t = LLVMStructCreateNamed(cx, "aprt_program");
   LLVMTypeRef prog_f[] = {L->ptr, L->i32, L->ptr, L->i32, L->i32, L->ptr, L->i32,
-                          L->ptr, L->ptr, L->ptr, L->ptr, L->ptr, L->i64};
-  LLVMStructSetBody(L->prog_t, prog_f, 13, 0);
+                          L->ptr, L->ptr, L->ptr, L->ptr, L->ptr, L->i64, L->f64};
+  LLVMStructSetBody(L->prog_t, prog_f, 14, 0);
   L->tensor_t = LLVMStructCreateNamed(cx, "aprt_tensor");
   LLVMTypeRef tensor_f[] = {L->i32, L->i32, dims, L->ptr};
   LLVMStructSetBody(L->tensor_t, tensor_f, 4, 0);
@@ -224,14 +224,15 @@ static void make_types(lb *L, LLVMTargetDataRef td) {
                (size_t[]){OFF(aprt_tensor_spec, name), OFF(aprt_tensor_spec, dtype),
                           OFF(aprt_tensor_spec, ndim), OFF(aprt_tensor_spec, dims),
                           OFF(aprt_tensor_spec, classes), OFF(aprt_tensor_spec, ignore)});
-  check_layout(td, L->prog_t, "aprt_program", sizeof(aprt_program), 13,
+  check_layout(td, L->prog_t, "aprt_program", sizeof(aprt_program), 14,
                (size_t[]){OFF(aprt_program, name), OFF(aprt_program, ndev),
                           OFF(aprt_program, device_names), OFF(aprt_program, train),
                           OFF(aprt_program, n_inputs), OFF(aprt_program, inputs),
                           OFF(aprt_program, n_outputs), OFF(aprt_program, outputs),
                           OFF(aprt_program, predicted_step_bytes),
                           OFF(aprt_program, predicted_fixed_bytes), OFF(aprt_program, run),
-                          OFF(aprt_program, constants), OFF(aprt_program, constants_bytes)});
+                          OFF(aprt_program, constants), OFF(aprt_program, constants_bytes),
+                          OFF(aprt_program, predicted_step_time_s)});
   check_layout(td, L->tensor_t, "aprt_tensor", sizeof(aprt_tensor), 4,
                (size_t[]){OFF(aprt_tensor, dtype), OFF(aprt_tensor, ndim), OFF(aprt_tensor, dims),
                           OFF(aprt_tensor, data)});
@@ -1220,9 +1221,10 @@ static void build_main(lb *L, LLVMValueRef *devices) {
                       train ? null : predicted,
                       run,
                       L->blob,
-                      c_i64(L, p->blob_bytes)};
+                      c_i64(L, p->blob_bytes),
+                      LLVMConstReal(L->f64, p->predicted_step_time_s)};
   LLVMValueRef prog = LLVMAddGlobal(L->m, L->prog_t, "ap_program");
-  LLVMSetInitializer(prog, LLVMConstNamedStruct(L->prog_t, f, 13));
+  LLVMSetInitializer(prog, LLVMConstNamedStruct(L->prog_t, f, 14));
   LLVMSetGlobalConstant(prog, 1);
   if (L->jit)
     return; /* the JIT's caller runs aprt_main on ap_program */

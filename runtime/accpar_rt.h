@@ -307,9 +307,25 @@ typedef struct aprt_program {
   aprt_rank_fn run;                       /* every rank runs this; arg is unused */
   const void *constants;                  /* the read-only blob of weights, or NULL: */
   size_t constants_bytes;                 /* populated before the first run */
+  double predicted_step_time_s;           /* the cost model's time of one training
+                                             step on the plan's devices; 0: none */
 } aprt_program;
 
 int aprt_main(int argc, char **argv, const aprt_program *prog);
+
+/* ---- calibration (calibrate.c) ----------------------------------------------
+ * The main of the program `accparc calibrate` builds beside the kernels of
+ * codegen/kernels: measures this machine as generated programs see it (the
+ * kernels' GEMM rate, copy bandwidth, the threads transport's bandwidth and
+ * per-message latency) and writes a device file.
+ *   program OUT.dev [--name NAME] [--quick] */
+typedef struct aprt_calibrate_kernels {
+  void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                ptrdiff_t lda, const float *b, ptrdiff_t ldb, float beta, float *c,
+                ptrdiff_t ldc, float *work);
+  size_t (*sgemm_work_floats)(int m, int n, int k);
+} aprt_calibrate_kernels;
+int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k);
 
 /* Memory of this rank for its arena and workspaces: `bytes` bytes, aligned
  * to 64 (large ones on 2 MiB huge pages where the system allows), every page

@@ -62,7 +62,11 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
     fputs(i > 1 ? ", " : "", f);
     json_number(f, ctx->loss_at_s[i] - ctx->loss_at_s[i - 1], 6);
   }
-  fprintf(f, "],\n  \"runs\": %d", runs);
+  /* Beside the measured steps, the cost model's time of one (0: none). */
+  fputs("],\n  \"predicted_step_time_s\": ", f);
+  json_number(f, prog->train && prog->predicted_step_time_s > 0 ? prog->predicted_step_time_s
+                                                                 : NAN, 6);
+  fprintf(f, ",\n  \"runs\": %d", runs);
   fputs(",\n  \"warmup_s\": ", f);
   json_number(f, ctx->warmup_s >= 0 ? ctx->warmup_s : NAN, 6);
   fputs(",\n  \"run_time_s\": [", f);

@@ -6,6 +6,7 @@
  * every option its synopsis offers. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,4 +312,105 @@ Test(cli, a_hand_edited_plan_compiles_and_sends_what_it_predicts, .timeout = 300
   cr_expect_gt(moved, 0);
   free(types);
   free(replanned);
+}
+
+/* The number after "KEY": in json (NAN when absent or null). */
+static double json_number_of(const char *json, const char *key) {
+  char pat[128];
+  fmt(pat, sizeof pat, "\"%s\": ", key);
+  const char *s = strstr(json, pat);
+  if (!s || strncmp(s + strlen(pat), "null", 4) == 0)
+    return NAN;
+  return strtod(s + strlen(pat), NULL);
+}
+
+/* accparc calibrate writes a device file that plans and programs use: its
+ * kind plans two devices, a training program compiled for them reports the
+ * plan's step time beside the measured steps (an inference program none),
+ * and a file that cannot be written is one line and nothing written. */
+Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
+  const char *dir = WORK_DIR "/calibrate";
+  setup(dir);
+  char cmd[4096], path[4096];
+  fmt(cmd, sizeof cmd, "'%s' calibrate --quick --name thishost -o '%s/host.dev' >'%s/out'",
+      ACCPARC, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "calibrate failed");
+  fmt(path, sizeof path, "%s/host.dev", dir);
+  char *dev = slurp(path);
+  cr_assert(strstr(dev, "\nname = thishost\n"), "%s", dev);
+  static const char *const keys[] = {"peak_flops", "mem_bw_bytes_s", "mem_bytes",
+                                     "link_bw_bytes_s", "link_latency_s"};
+  for (int k = 0; k < 5; k++) {
+    char pat[64];
+    fmt(pat, sizeof pat, "\n%s = ", keys[k]);
+    const char *s = strstr(dev, pat);
+    cr_assert(s, "no %s in\n%s", keys[k], dev);
+    double x = strtod(s + strlen(pat), NULL);
+    cr_assert(x > 0 && x < 1e15, "%s = %g", keys[k], x);
+  }
+  free(dev);
+  /* The plan over two of them, and a training program's report. */
+  fmt(cmd, sizeof cmd,
+      "'%s' plan '%s/lenet5.onnx' --devices '%s/host.dev:2' --format json >'%s/plan.json'",
+      ACCPARC, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(path, sizeof path, "%s/plan.json", dir);
+  char *plan = slurp(path);
+  cr_assert(strstr(plan, "\"thishost\""), "%s", plan);
+  double planned = json_number_of(plan, "step_time_s");
+  free(plan);
+  cr_assert(planned > 0);
+  fmt(cmd, sizeof cmd,
+      "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices '%s/host.dev:2' --mode train -o "
+      "'%s/train' && '%s/train/model' --steps 2 --report '%s/train.json' >/dev/null",
+      ACCPARC, dir, dir, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(path, sizeof path, "%s/train.json", dir);
+  char *report = slurp(path);
+  double predicted = json_number_of(report, "predicted_step_time_s");
+  cr_assert(fabs(predicted - planned) <= 1e-5 * planned, "report %g, plan %g\n%s", predicted,
+            planned, report);
+  free(report);
+  /* One device: priced without a plan, still reported. */
+  fmt(cmd, sizeof cmd,
+      "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices '%s/host.dev:1' --mode train -o "
+      "'%s/one' && '%s/one/model' --steps 2 --report '%s/one.json' >/dev/null",
+      ACCPARC, dir, dir, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(path, sizeof path, "%s/one.json", dir);
+  report = slurp(path);
+  predicted = json_number_of(report, "predicted_step_time_s");
+  free(report);
+  fmt(cmd, sizeof cmd,
+      "'%s' plan '%s/lenet5.onnx' --devices '%s/host.dev:1' --format json >'%s/plan1.json'",
+      ACCPARC, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(path, sizeof path, "%s/plan1.json", dir);
+  plan = slurp(path);
+  planned = json_number_of(plan, "step_time_s");
+  free(plan);
+  cr_assert(planned > 0 && fabs(predicted - planned) <= 1e-5 * planned, "report %g, plan %g",
+            predicted, planned);
+  fmt(cmd, sizeof cmd,
+      "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices '%s/host.dev:2' -o '%s/infer' && "
+      "'%s/infer/model' --inputs '%s/lenet5_data' --report '%s/infer.json' >/dev/null",
+      ACCPARC, dir, dir, dir, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0);
+  fmt(path, sizeof path, "%s/infer.json", dir);
+  report = slurp(path);
+  cr_assert(strstr(report, "\"predicted_step_time_s\": null"), "%s", report);
+  free(report);
+  /* Nothing half-written. */
+  fmt(cmd, sizeof cmd, "'%s' calibrate --quick -o '%s/missing/host.dev' 2>'%s/err' >/dev/null",
+      ACCPARC, dir, dir);
+  cr_assert_eq(sh(cmd), 1);
+  fmt(path, sizeof path, "%s/err", dir);
+  char *err = slurp(path);
+  cr_assert(strstr(err, "missing/host.dev") && strchr(err, '\n') == err + strlen(err) - 1,
+            "one line naming the file:\n%s", err);
+  free(err);
+  fmt(path, sizeof path, "%s/missing", dir);
+  cr_assert(!exists(path));
+  fmt(cmd, sizeof cmd, "'%s' calibrate 2>/dev/null", ACCPARC);
+  cr_assert_eq(sh(cmd), 2);
 }

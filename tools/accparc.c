@@ -18,6 +18,7 @@ static const struct {
     {"tensor", cmd_tensor, "print a TensorProto file (.pb), or compare two"},
     {"compile", cmd_compile, "generate and build the program of a model (OUTDIR/model)"},
     {"run", cmd_run, "compile a model's program in memory (LLVM JIT) and run it"},
+    {"calibrate", cmd_calibrate, "measure this machine and write it as a device file"},
 };
 
 static void usage(FILE *out) {

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ir/ir.h"
+#include "passes/passes.h"
 #include "tools/commands.h"
 
 int cli_fail(const ap_diag *d) {
@@ -189,4 +191,16 @@ static ap_status cli_load_plan_text(ap_graph *g, const char *text, const char *p
     return d->status;
   }
   return AP_OK;
+}
+
+double cli_one_device_step_time(const ap_graph *g, const ap_devices *devs) {
+  ap_graph *c = ap_graph_clone(g);
+  if (!c)
+    return 0;
+  ap_diag d = {0};
+  ap_plan_opts po = {.devices = devs, .strategy = AP_STRATEGY_ACCPAR};
+  const ap_plan *p = ap_partition(c, &po, &d) == AP_OK ? c->plan : NULL;
+  double t = p ? p->step_time_s : 0;
+  ap_graph_free(c);
+  return t;
 }

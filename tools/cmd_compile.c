@@ -56,22 +56,6 @@ static const char usage_text[] =
     "compiled at once; default: the processors); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
     "ACCPAR_KERNELS_DIR override where the runtime and the kernels are found.\n";
 
-/* Libraries the runtime archive needs. A sanitized build (ACCPAR_SANITIZE)
- * sanitizes the runtime too, so its programs must link the sanitizers. */
-#if defined(__SANITIZE_ADDRESS__)
-#define AP_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AP_SANITIZED 1
-#endif
-#endif
-#ifndef ACCPAR_RT_LINK_FLAGS
-#ifdef AP_SANITIZED
-#define ACCPAR_RT_LINK_FLAGS "-lprotobuf-c -lpthread -lm -fsanitize=address,undefined"
-#else
-#define ACCPAR_RT_LINK_FLAGS "-lprotobuf-c -lpthread -lm"
-#endif
-#endif
 
 static const char *base_name(const char *path, char *buf, size_t cap) {
   const char *slash = strrchr(path, '/');
@@ -208,6 +192,8 @@ int cmd_compile(int argc, char **argv) {
       (!plan_file && devs.n_devices > 1 &&
        (cli_phase(&progress, "plan %d devices (%s)", devs.n_devices, ap_strategy_name(strat)),
         ap_partition(g, &popts, &d) != AP_OK)) ||
+      (opts.train && !g->plan &&
+       (opts.predicted_step_time_s = cli_one_device_step_time(g, &devs), false)) ||
       (cli_phase(&progress, "generate %s in %s", strcmp(be->name, "llvm") == 0 ? "LLVM IR" : "C",
                  outdir),
        ap_codegen(g, &opts, be, &(cg_emit_opts){.emit_llvm = emit_llvm}, &d) != AP_OK)) {

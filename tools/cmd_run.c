@@ -157,6 +157,8 @@ int cmd_run(int argc, char **argv) {
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
       (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
+      (opts.train && !g->plan &&
+       (opts.predicted_step_time_s = cli_one_device_step_time(g, &devs), false)) ||
       cg_lower_codegen(g, &opts, &p, &d) != AP_OK) {
     rc = cli_fail(&d);
   } else {

@@ -17,6 +17,7 @@ int cmd_export(int argc, char **argv);
 int cmd_tensor(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 /* compile --verify (tools/verify.c): the program in outdir (of ndev devices, for g)
  * against the one-device program accparc compiles with the options argv
@@ -38,6 +39,23 @@ typedef struct cli_runtime_paths {
   bool installed;                 /* found beside an installed accparc */
 } cli_runtime_paths;
 ap_status cli_runtime_paths_find(cli_runtime_paths *p, ap_diag *d);
+
+/* Libraries the runtime archive needs. A sanitized build (ACCPAR_SANITIZE)
+ * sanitizes the runtime too, so its programs must link the sanitizers. */
+#if defined(__SANITIZE_ADDRESS__)
+#define AP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AP_SANITIZED 1
+#endif
+#endif
+#ifndef ACCPAR_RT_LINK_FLAGS
+#ifdef AP_SANITIZED
+#define ACCPAR_RT_LINK_FLAGS "-lprotobuf-c -lpthread -lm -fsanitize=address,undefined"
+#else
+#define ACCPAR_RT_LINK_FLAGS "-lprotobuf-c -lpthread -lm"
+#endif
+#endif
 
 /* A long command's phases, reported on stderr only when stderr is a
  * terminal (scripts and tests see nothing): "accparc compile: [0.12 s] build ...". */
@@ -73,6 +91,11 @@ typedef struct cli_dims {
 int cli_parse_dim(const char *cmd, const char *text, cli_dims *dims);
 /* ap_bind_dim for each of dims. */
 ap_status cli_bind_dims(ap_graph *g, const cli_dims *dims, ap_diag *d);
+
+/* The cost model's time of a training step of g (after the pipeline) on the
+ * one device of devs, for the --report of a program compiled without a
+ * plan; 0 when it cannot be priced. g is left as it was. */
+double cli_one_device_step_time(const ap_graph *g, const ap_devices *devs);
 /* Runs fn(ctx, stream) into memory and copies the result to out only when fn
  * succeeds, so a failure never leaves half a report behind. */
 int cli_emit(FILE *out, ap_status (*fn)(void *ctx, FILE *stream), void *ctx, ap_diag *d);

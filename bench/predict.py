@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Predicted against measured training step time on this host.
+
+Measures the host first (`accparc calibrate`), then for each zoo model
+compiles a training program for one and for two devices of it (every
+strategy on two), runs each R times for S steps, and prints the cost model's
+step time (the program's --report, predicted_step_time_s) beside the median
+measured one (the report's step_time_s: from one step's loss to the next, as
+the slowest device ran it), their ratio, and whether the strategies rank the
+same by predicted and by measured time (pairs of plans the cost model tells
+apart by more than 5%; equal plans are noise). Figures are measurements of this
+machine, not assertions; nothing here is run by ctest.
+
+Usage: bench/predict.py [--build DIR] [--batch N] [--steps S] [--runs R]
+                        [--device-file F] [MODEL...]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+STRATEGIES = ["dp", "owt", "hypar", "accpar"]
+DEFAULT_MODELS = ["mlp", "lenet5", "resnet_block", "resnet_small", "inception_block",
+                  "gpt2_tiny"]
+
+
+def run(cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def measure(exe, work, steps, runs):
+    """Median measured step time over runs and the predicted one."""
+    times, predicted = [], None
+    report = os.path.join(work, "report.json")
+    for _ in range(runs):
+        run([exe, "--steps", str(steps), "--lr", "0.01", "--seed", "1", "--report", report])
+        with open(report) as f:
+            r = json.load(f)
+        times += r["step_time_s"]
+        predicted = r["predicted_step_time_s"]
+    return statistics.median(times), predicted
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(root, "build"))
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--device-file", help="use this device file instead of calibrating")
+    ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    a = ap.parse_args()
+    accparc = os.path.join(a.build, "tools", "accparc")
+    zoo = os.path.join(a.build, "samples", "accpar-zoo")
+    with tempfile.TemporaryDirectory() as work:
+        dev = a.device_file
+        if not dev:
+            dev = os.path.join(work, "host.dev")
+            subprocess.run([accparc, "calibrate", "-o", dev], check=True)
+        with open(dev) as f:
+            print("".join("    " + line for line in f))
+        run([zoo, "--seed", "1", "--batch", str(a.batch), "-o", work] + a.models)
+        print(f"batch {a.batch}, {a.runs} runs of {a.steps} steps; times in ms\n")
+        print("| model | devices | strategy | predicted | measured | predicted/measured |")
+        print("|---|--:|---|--:|--:|--:|")
+        rankings = []
+        for m in a.models:
+            rows = []
+            for n, strategies in ((1, ["accpar"]), (2, STRATEGIES)):
+                for s in strategies:
+                    out = os.path.join(work, f"{m}.{n}.{s}")
+                    run([accparc, "compile", os.path.join(work, m + ".onnx"), "--devices",
+                         f"{dev}:{n}", "--strategy", s, "--mode", "train", "-o", out])
+                    t, p = measure(os.path.join(out, "model"), work, a.steps, a.runs)
+                    ratio = p / t if p else float("nan")
+                    print(f"| {m} | {n} | {s if n > 1 else '-'} | {1e3 * p:.3f} | "
+                          f"{1e3 * t:.3f} | {ratio:.2f} |", flush=True)
+                    if n == 2:
+                        rows.append((s, p, t))
+            rankings.append((m, rows))
+        print("\nTwo devices: the strategies fastest first by predicted and by measured time;"
+              "\npairs: of the pairs of strategies whose predicted times differ by more than"
+              "\n5%, how many the measured times order the same way.\n")
+        print("| model | predicted | measured | pairs in the same order |")
+        print("|---|---|---|--:|")
+        for m, rows in rankings:
+            by_p = " < ".join(s for s, _, _ in sorted(rows, key=lambda r: r[1]))
+            by_t = " < ".join(s for s, _, _ in sorted(rows, key=lambda r: r[2]))
+            agree = total = 0
+            for i in range(len(rows)):
+                for j in range(i + 1, len(rows)):
+                    (_, pi, ti), (_, pj, tj) = rows[i], rows[j]
+                    if abs(pi - pj) > 0.05 * min(pi, pj):
+                        total += 1
+                        agree += (pi < pj) == (ti < tj)
+            print(f"| {m} | {by_p} | {by_t} | {agree}/{total} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+/* This machine as a device file (DESIGN.md: `accparc calibrate -o HOST.dev`).
+ *
+ * accparc builds a small program the way it builds generated programs (the
+ * same C compiler and flags, the kernels of codegen/kernels, this runtime)
+ * whose main calls aprt_calibrate_main, so every figure is what a generated
+ * program gets on this machine:
+ *   peak_flops       the median rate of apk_sgemm over a few layer shapes
+ *                    (2 m n k FLOP per product, the cost model's count), one
+ *                    thread: one device
+ *   mem_bw_bytes_s   memcpy of a buffer larger than the caches, bytes read
+ *                    plus bytes written per second (the cost model's traffic
+ *                    counts both)
+ *   link_bw_bytes_s  the threads transport: one-way bytes per second of a
+ *                    large message, ping-pong between two devices, its
+ *                    per-message cost taken out
+ *   link_latency_s   half the round trip of an 8-byte message
+ *   mem_bytes        physical memory over the processors online (devices
+ *                    that are threads of one host share it)
+ * Each figure is the median of several samples; the spread of the samples
+ * is written beside it as a comment. The file is written to a temporary
+ * name and renamed into place, so a failed run leaves nothing. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accpar_rt.h"
+
+enum { SAMPLES = 7, MAX_SAMPLES = 16 };
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* A figure: the median of its samples and their relative spread. */
+typedef struct figure {
+  double median, spread;
+} figure;
+
+static figure summarise(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  double m = v[n / 2];
+  return (figure){m, m > 0 ? (v[n - 1] - v[0]) / m : 0};
+}
+
+/* ---- compute and memory ---- */
+
+/* Rate of C = A B for one shape, FLOP/s per sample. */
+static int gemm_rate(const aprt_calibrate_kernels *k, int m, int n, int kk, double quantum_s,
+                     double *rate) {
+  float *a = malloc((size_t)m * kk * sizeof *a), *b = malloc((size_t)kk * n * sizeof *b);
+  float *c = malloc((size_t)m * n * sizeof *c);
+  float *work = malloc(k->sgemm_work_floats(m, n, kk) * sizeof *work + 64);
+  int ok = a && b && c && work;
+  if (ok) {
+    for (size_t i = 0; i < (size_t)m * kk; i++)
+      a[i] = (float)(i % 13) * 0.01f;
+    for (size_t i = 0; i < (size_t)kk * n; i++)
+      b[i] = (float)(i % 7) * 0.02f;
+    k->sgemm(0, 0, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n, work); /* warm-up */
+    double flop = 2.0 * m * n * kk;
+    for (int s = 0; s < SAMPLES; s++) {
+      int reps = 0;
+      double t0 = now_s(), t;
+      do {
+        k->sgemm(0, 0, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n, work);
+        reps++;
+      } while ((t = now_s() - t0) < quantum_s);
+      rate[s] = flop * reps / t;
+    }
+  }
+  free(a);
+  free(b);
+  free(c);
+  free(work);
+  return ok;
+}
+
+/* Copy bandwidth (read + write) of a 64 MiB buffer, bytes/s per sample. */
+static int copy_rate(double quantum_s, double *rate) {
+  size_t bytes = (size_t)64 << 20;
+  unsigned char *src = malloc(bytes), *dst = malloc(bytes);
+  int ok = src && dst;
+  if (ok) {
+    memset(src, 1, bytes);
+    memset(dst, 2, bytes);
+    for (int s = 0; s < SAMPLES; s++) {
+      int reps = 0;
+      double t0 = now_s(), t;
+      do {
+        memcpy(dst, src, bytes);
+        __asm__ volatile("" : : "r"(dst) : "memory");
+        reps++;
+      } while ((t = now_s() - t0) < quantum_s);
+      rate[s] = 2.0 * (double)bytes * reps / t;
+    }
+  }
+  free(src);
+  free(dst);
+  return ok;
+}
+
+/* ---- the threads transport ---- */
+
+typedef struct pingpong {
+  size_t bytes;
+  int trips;
+  unsigned char *buf[2];
+  double one_way_s[MAX_SAMPLES]; /* rank 0's, per sample */
+} pingpong;
+
+static int pingpong_rank(aprt_comm *c, void *arg) {
+  pingpong *pp = arg;
+  int me = aprt_rank(c), peer = 1 - me;
+  aprt_status s = APRT_OK;
+  for (int smp = -1; smp < SAMPLES && !s; smp++) { /* sample -1 warms up */
+    s = aprt_barrier(c);
+    double t0 = now_s();
+    for (int r = 0; r < pp->trips && !s; r++) {
+      if (me == 0) {
+        s = aprt_send(c, peer, 1, pp->buf[me], pp->bytes);
+        if (!s)
+          s = aprt_recv(c, peer, 2, pp->buf[me], pp->bytes);
+      } else {
+        s = aprt_recv(c, peer, 1, pp->buf[me], pp->bytes);
+        if (!s)
+          s = aprt_send(c, peer, 2, pp->buf[me], pp->bytes);
+      }
+    }
+    if (me == 0 && smp >= 0)
+      pp->one_way_s[smp] = (now_s() - t0) / (2.0 * pp->trips);
+  }
+  return s;
+}
+
+/* One-way time of a message of `bytes`, per sample. */
+static int one_way(size_t bytes, int trips, double *t, char *err, size_t err_len) {
+  pingpong pp = {.bytes = bytes, .trips = trips};
+  pp.buf[0] = calloc(bytes, 1);
+  pp.buf[1] = calloc(bytes, 1);
+  int ok = pp.buf[0] && pp.buf[1];
+  if (!ok)
+    snprintf(err, err_len, "out of memory");
+  if (ok) {
+    aprt_run_opts opts = {APRT_THREADS, 60.0, NULL};
+    aprt_error e = {{0}};
+    if (aprt_run(&opts, 2, pingpong_rank, &pp, NULL, &e) != APRT_OK) {
+      snprintf(err, err_len, "%.*s", (int)(err_len > 1 ? err_len - 1 : 0), e.msg);
+      ok = 0;
+    }
+  }
+  if (ok)
+    memcpy(t, pp.one_way_s, SAMPLES * sizeof *t);
+  free(pp.buf[0]);
+  free(pp.buf[1]);
+  return ok;
+}
+
+/* ---- the device file ---- */
+
+static int write_file(const char *path, const char *name, figure flops, figure bw,
+                      double mem_bytes, figure link_bw, figure latency, char *err,
+                      size_t err_len) {
+  size_t len = strlen(path) + 8;
+  char *tmp = malloc(len);
+  if (!tmp) {
+    snprintf(err, err_len, "out of memory");
+    return 0;
+  }
+  snprintf(tmp, len, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    snprintf(err, err_len, "%s: cannot create: %s", path, strerror(errno));
+    free(tmp);
+    return 0;
+  }
+  fprintf(f,
+          "# This machine, measured by accparc calibrate (median of %d samples each;\n"
+          "# spread = (largest - smallest) / median). One device is one thread.\n"
+          "name = %s\n"
+          "# apk_sgemm, 2 m n k FLOP per product; spread %.0f%%\n"
+          "peak_flops = %.4g\n"
+          "# memcpy of 64 MiB, bytes read + written; spread %.0f%%\n"
+          "mem_bw_bytes_s = %.4g\n"
+          "# physical memory over the processors online\n"
+          "mem_bytes = %.4g\n"
+          "# threads transport, one-way, 16 MiB messages; spread %.0f%%\n"
+          "link_bw_bytes_s = %.4g\n"
+          "# threads transport, half an 8-byte round trip; spread %.0f%%\n"
+          "link_latency_s = %.4g\n",
+          SAMPLES, name, 100 * flops.spread, flops.median, 100 * bw.spread, bw.median,
+          mem_bytes, 100 * link_bw.spread, link_bw.median, 100 * latency.spread,
+          latency.median);
+  int bad = ferror(f);
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    snprintf(err, err_len, "%s: cannot write: %s", path, strerror(errno));
+    remove(tmp);
+    free(tmp);
+    return 0;
+  }
+  free(tmp);
+  return 1;
+}
+
+int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) {
+  const char *out = NULL, *name = "host";
+  double quantum_s = 0.1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--name") && i + 1 < argc)
+      name = argv[++i];
+    else if (!strcmp(argv[i], "--quick"))
+      quantum_s = 0.01;
+    else if (argv[i][0] != '-' && !out)
+      out = argv[i];
+    else {
+      fprintf(stderr, "usage: %s OUT.dev [--name NAME] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!out) {
+    fprintf(stderr, "usage: %s OUT.dev [--name NAME] [--quick]\n", argv[0]);
+    return 2;
+  }
+  char err[512] = "";
+  /* Layer shapes: a square product, a convolution's (output channels x
+   * output pixels x C kh kw), a fully connected layer's at batch 64. */
+  static const int shapes[][3] = {{512, 512, 512}, {128, 3136, 576}, {64, 1024, 1024}};
+  enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
+  double rates[N_SHAPES * SAMPLES], samples[SAMPLES];
+  for (int s = 0; s < N_SHAPES; s++)
+    if (!gemm_rate(k, shapes[s][0], shapes[s][1], shapes[s][2], quantum_s,
+                   rates + s * SAMPLES)) {
+      fprintf(stderr, "calibrate: out of memory\n");
+      return 1;
+    }
+  /* The median over every shape's samples: no one shape decides. */
+  figure flops = summarise(rates, N_SHAPES * SAMPLES);
+  if (!copy_rate(quantum_s, samples)) {
+    fprintf(stderr, "calibrate: out of memory\n");
+    return 1;
+  }
+  figure bw = summarise(samples, SAMPLES);
+  double small[SAMPLES], large[SAMPLES];
+  if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, small, err, sizeof err) ||
+      !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, large, err, sizeof err)) {
+    fprintf(stderr, "calibrate: %s\n", err);
+    return 1;
+  }
+  figure latency = summarise(small, SAMPLES);
+  double link[SAMPLES];
+  for (int s = 0; s < SAMPLES; s++) {
+    double t = large[s] - latency.median;
+    link[s] = (double)((size_t)16 << 20) / (t > 0 ? t : large[s]);
+  }
+  figure link_bw = summarise(link, SAMPLES);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  long procs = sysconf(_SC_NPROCESSORS_ONLN);
+  double mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 4294967296.0;
+  mem_bytes /= procs > 0 ? (double)procs : 1.0;
+  if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, err, sizeof err)) {
+    fprintf(stderr, "calibrate: %s\n", err);
+    return 1;
+  }
+  printf("peak_flops %.4g FLOP/s (spread %.0f%%), mem_bw %.4g B/s (%.0f%%), "
+         "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%)\n",
+         flops.median, 100 * flops.spread, bw.median, 100 * bw.spread, link_bw.median,
+         100 * link_bw.spread, latency.median, 100 * latency.spread);
+  return 0;
+}

@@ -286,6 +286,19 @@ Test(dims, every_dim_bound_from_the_inputs_or_by_name, .init = make_work, .timeo
       cr_expect(outputs_match(WORK "/dims-ort", cmd, 1e-5, 1e-6, why, sizeof why),
                 "%s with %s: %s", arrays[a], binds[b], why);
     }
+  /* accparc run binds them the same way. */
+  for (int b = 0; LLVM_BUILT && b < 2; b++) {
+    char cmd[8192], why[4096] = "";
+    fmt(cmd, sizeof cmd,
+        "d='%s/dims-run-%d' && rm -rf \"$d\" && mkdir -p \"$d/out\" && "
+        "'%s' run '%s' --devices tpuv3:1,tpuv2:2 %s --inputs '%s/dims-in' --outputs \"$d/out\" "
+        "> \"$d.log\" 2>&1",
+        WORK, b, ACCPARC, TWO_DIMS, binds[b], WORK);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    fmt(cmd, sizeof cmd, "%s/dims-run-%d/out", WORK, b);
+    cr_expect(outputs_match(WORK "/dims-ort", cmd, 1e-5, 1e-6, why, sizeof why),
+              "accparc run with %s: %s", binds[b], why);
+  }
   /* Compiled for [3, 1600], fed [2, 1600]: one line naming the input. */
   two_dims_input(WORK "/dims-other", 2, 1600);
   char cmd[8192];

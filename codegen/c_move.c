@@ -450,15 +450,19 @@ static ap_status depth_space(cg_kernel *k) {
 ap_status cg_emit_DEPTH_TO_SPACE(cg_kernel *k) { return depth_space(k); }
 ap_status cg_emit_SPACE_TO_DEPTH(cg_kernel *k) { return depth_space(k); }
 
-/* The tables of a Resize kernel: per resized axis, the input indices each
- * output index reads (i0, and i1 with weight w for linear), as constant
- * tables of the kernel; axes Resize maps to themselves (which may be split)
- * read their own index. */
+/* The tables of a Resize kernel: per resized axis and tap, the input index
+ * each output index reads and (linear, cubic, a crop) its weight, and with
+ * a crop whether the index lies inside the input, as constant tables of the
+ * kernel; axes Resize maps to themselves (which may be split) read their
+ * own index. */
 typedef struct resize_tables {
   ap_resize r;
+  bool crop;                      /* tf_crop_and_resize */
+  bool weighted;                  /* weight tables (linear, cubic, a crop) */
   int n;                          /* resized axes */
   int axis[AP_MAX_RANK];
-  int i0[AP_MAX_RANK], i1[AP_MAX_RANK], w[AP_MAX_RANK]; /* table ids */
+  int idx[AP_MAX_RANK][AP_RESIZE_MAX_TAPS], w[AP_MAX_RANK][AP_RESIZE_MAX_TAPS]; /* table ids */
+  int inside[AP_MAX_RANK];        /* crop: table ids, 1 inside and 0 outside */
 } resize_tables;
 
 static ap_status resize_tables_of(cg_kernel *k, resize_tables *t) {
@@ -470,30 +474,50 @@ static ap_status resize_tables_of(cg_kernel *k, resize_tables *t) {
   if (!known)
     return cg_error(k, AP_ERR_UNSUPPORTED,
                     "scales and sizes must be constants (bind them with --inputs)");
+  int taps = t->r.taps;
+  t->crop = t->r.coord == AP_RESIZE_TF_CROP_AND_RESIZE;
+  t->weighted = taps > 1 || t->crop;
   t->n = 0;
   for (int a = 0; a < x->rank; a++) {
     if (ap_resize_identity(&t->r, a))
       continue;
     int64_t out = t->r.out[a];
-    int64_t *i0 = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *i0);
-    int64_t *i1 = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *i1);
-    double *w = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *w);
-    if (!i0 || !i1 || !w)
+    int64_t *idx[AP_RESIZE_MAX_TAPS];
+    double *w[AP_RESIZE_MAX_TAPS];
+    double *inside = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *inside);
+    if (!inside)
       return cg_error(k, AP_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < out; i++)
-      ap_resize_source(&t->r, a, i, &i0[i], &i1[i], &w[i]);
+    for (int j = 0; j < taps; j++) {
+      idx[j] = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *idx[j]);
+      w[j] = ap_arena_array(k->g->arena, (size_t)out + 1, sizeof *w[j]);
+      if (!idx[j] || !w[j])
+        return cg_error(k, AP_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < out; i++) {
+      int64_t ix[AP_RESIZE_MAX_TAPS];
+      double wi[AP_RESIZE_MAX_TAPS];
+      inside[i] = ap_resize_source(&t->r, a, i, ix, wi);
+      for (int j = 0; j < taps; j++)
+        idx[j][i] = ix[j], w[j][i] = wi[j];
+    }
     t->axis[t->n] = a;
-    t->i0[t->n] = cg_table_add(k, AP_DT_INT64, out, i0);
-    t->i1[t->n] = t->r.linear ? cg_table_add(k, AP_DT_INT64, out, i1) : -1;
-    t->w[t->n] = t->r.linear ? cg_table_add(k, AP_DT_DOUBLE, out, w) : -1;
+    for (int j = 0; j < taps; j++) {
+      t->idx[t->n][j] = cg_table_add(k, AP_DT_INT64, out, idx[j]);
+      t->w[t->n][j] = t->weighted ? cg_table_add(k, AP_DT_DOUBLE, out, w[j]) : -1;
+    }
+    t->inside[t->n] = t->crop ? cg_table_add(k, AP_DT_DOUBLE, out, inside) : -1;
     t->n++;
   }
-  if (t->r.linear && t->n > 6)
-    return cg_error(k, AP_ERR_UNSUPPORTED, "linear resizing of more than 6 axes");
+  /* taps^n input elements per output element. */
+  int corners = 1;
+  for (int j = 0; j < t->n; j++)
+    if ((corners *= taps) > 64)
+      return cg_error(k, AP_ERR_UNSUPPORTED, "%s resizing of %d axes (at most %d)",
+                      taps == 2 ? "linear" : "cubic", t->n, taps == 2 ? 6 : 3);
   return AP_OK;
 }
 
-/* Corner c (bit j: the second neighbour along resized axis j) of output
+/* Corner c (digit j in base taps: the tap along resized axis j) of output
  * element iv: its input offset, and its weight (NULL for nearest). */
 cg_x *cg_resize_corner(cg_kernel *k, const void *tables, const int *iv, int c, cg_x **weight) {
   const resize_tables *t = tables;
@@ -502,14 +526,15 @@ cg_x *cg_resize_corner(cg_kernel *k, const void *tables, const int *iv, int c, c
   cg_strides(x->rank, x->dims, xs);
   cg_x *off = cg_i64(k, 0);
   *weight = NULL;
+  int taps = t->r.taps;
   for (int a = 0, j = 0; a < x->rank; a++) {
     cg_x *idx = cg_v(k, iv[a]);
     if (j < t->n && t->axis[j] == a) {
-      bool second = c >> j & 1;
-      idx = cg_ld(k, cg_table(k, second ? t->i1[j] : t->i0[j]), cg_v(k, iv[a]));
-      if (t->r.linear) {
-        cg_x *w = cg_ld(k, cg_table(k, t->w[j]), cg_v(k, iv[a]));
-        cg_x *f = second ? w : cg_sub(k, cg_f64(k, 1), cg_ld(k, cg_table(k, t->w[j]), cg_v(k, iv[a])));
+      int tap = c % taps;
+      c /= taps;
+      idx = cg_ld(k, cg_table(k, t->idx[j][tap]), cg_v(k, iv[a]));
+      if (t->weighted) {
+        cg_x *f = cg_ld(k, cg_table(k, t->w[j][tap]), cg_v(k, iv[a]));
         *weight = *weight ? cg_mul(k, *weight, f) : f;
       }
       j++;
@@ -517,6 +542,19 @@ cg_x *cg_resize_corner(cg_kernel *k, const void *tables, const int *iv, int c, c
     off = cg_add(k, off, xs[a] == 1 ? idx : cg_mul(k, idx, cg_i64(k, xs[a])));
   }
   return off;
+}
+
+/* tf_crop_and_resize: the extrapolation value times whether output element
+ * iv lies outside the input along some axis; NULL for other modes. */
+static cg_x *resize_outside(cg_kernel *k, const resize_tables *t, const int *iv) {
+  if (!t->crop || t->n == 0)
+    return NULL;
+  cg_x *in = NULL;
+  for (int j = 0; j < t->n; j++) {
+    cg_x *f = cg_ld(k, cg_table(k, t->inside[j]), cg_v(k, iv[t->axis[j]]));
+    in = in ? cg_mul(k, in, f) : f;
+  }
+  return cg_mul(k, cg_f64(k, t->r.extrapolation), cg_sub(k, cg_f64(k, 1), in));
 }
 
 int cg_resize_begin(cg_kernel *k, void **tables, ap_status *s) {
@@ -527,11 +565,15 @@ int cg_resize_begin(cg_kernel *k, void **tables, ap_status *s) {
   }
   *s = resize_tables_of(k, t);
   *tables = t;
-  return t->r.linear ? 1 << t->n : 1;
+  int corners = 1;
+  for (int j = 0; *s == AP_OK && j < t->n; j++)
+    corners *= t->r.taps;
+  return corners;
 }
 
-/* Nearest: one input element per output element; linear: the weighted sum
- * of the 2^n corners around it (n resized axes), in double. */
+/* Nearest: one input element per output element; linear and cubic: the
+ * weighted sum of the 2^n or 4^n input elements around it (n resized axes),
+ * in double. */
 static ap_status resize(cg_kernel *k) {
   const cg_operand *y = &k->out[0];
   void *t;
@@ -551,6 +593,9 @@ static ap_status resize(cg_kernel *k) {
     cg_x *term = w ? cg_mul(k, w, el) : el;
     val = val ? cg_add(k, val, term) : term;
   }
+  cg_x *outside = resize_outside(k, t, iv);
+  if (outside)
+    val = cg_add(k, val, outside);
   cg_st(k, cg_out(k, 0), cg_v(k, o), cg_cast(k, cg_ty_of(y->dtype), val));
   cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
   cg_loops_end(k, y->rank);

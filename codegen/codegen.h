@@ -774,7 +774,7 @@ cg_x *cg_depth_space_source(cg_kernel *k, const int *iv);
 
 /* Resize, Upsample: cg_resize_begin adds the index and weight tables of
  * k's kernel to it and returns the number of corners an output element
- * reads (1 for nearest, 2^resized axes for linear); cg_resize_corner gives
+ * reads (1 for nearest, 2^ or 4^resized axes for linear or cubic); cg_resize_corner gives
  * corner c's input offset for output element iv[] and its weight (NULL for
  * nearest), tables what cg_resize_begin set. */
 int cg_resize_begin(cg_kernel *k, void **tables, ap_status *s);

@@ -383,18 +383,26 @@ ap_status ap_tile_repeats(ap_graph *g, ap_node *n, int rank, int64_t *repeats, b
 /* DepthToSpace, SpaceToDepth: the block size, and whether DepthToSpace's
  * mode is CRD (else DCR). */
 ap_status ap_depth_space_params(ap_graph *g, ap_node *n, int64_t *block, bool *crd, ap_diag *d);
-/* Resize and Upsample, nearest or linear: per axis the input and output
- * sizes, the scale, and how an output index maps to input indices. */
+/* Resize and Upsample, nearest, linear or cubic: per axis the input and
+ * output sizes, the scale, and how an output index maps to input indices. */
 typedef enum ap_resize_coord {
   AP_RESIZE_HALF_PIXEL, AP_RESIZE_ASYMMETRIC, AP_RESIZE_ALIGN_CORNERS,
-  AP_RESIZE_PYTORCH_HALF_PIXEL, AP_RESIZE_TF_HALF_PIXEL_FOR_NN
+  AP_RESIZE_PYTORCH_HALF_PIXEL, AP_RESIZE_TF_HALF_PIXEL_FOR_NN, AP_RESIZE_TF_CROP_AND_RESIZE
 } ap_resize_coord;
 typedef enum ap_resize_nearest {
   AP_RESIZE_ROUND_PREFER_FLOOR, AP_RESIZE_ROUND_PREFER_CEIL, AP_RESIZE_FLOOR, AP_RESIZE_CEIL
 } ap_resize_nearest;
+enum { AP_RESIZE_MAX_TAPS = 4 };
 typedef struct ap_resize {
   int rank;
-  bool linear;                 /* else nearest */
+  int taps;                    /* input elements per output element along an axis:
+                                  1 nearest, 2 linear, 4 cubic */
+  double cubic_a;              /* cubic: cubic_coeff_a */
+  bool exclude_outside;        /* cubic: taps outside the input weigh 0, the rest
+                                  renormalised */
+  double roi_start[AP_MAX_RANK], roi_end[AP_MAX_RANK]; /* tf_crop_and_resize: the region
+                                  of interest, fractions of each axis */
+  double extrapolation;        /* tf_crop_and_resize: the value outside the input */
   ap_resize_coord coord;
   ap_resize_nearest nearest;
   int64_t in[AP_MAX_RANK], out[AP_MAX_RANK];
@@ -404,9 +412,11 @@ typedef struct ap_resize {
  * scales or sizes are not constants. */
 ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize *r,
                            bool *known, ap_diag *d);
-/* Output index i along axis a reads input index *i0 (nearest), or *i0 and
- * *i1 weighted 1 - *w and *w (linear). */
-void ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *i0, int64_t *i1, double *w);
+/* Output index i along axis a reads r->taps input indices idx[t] (clamped
+ * into the input: the edge repeats) weighted w[t]. False (all weights 0)
+ * when it lies outside the input (tf_crop_and_resize): an output element
+ * outside along any axis is r->extrapolation. */
+bool ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *idx, double *w);
 /* Whether axis a maps every output index to the same input index. */
 bool ap_resize_identity(const ap_resize *r, int a);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute

@@ -1734,22 +1734,29 @@ ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize
   r->rank = x->rank;
   bool upsample = n->op == AP_OP_UPSAMPLE, v11 = !upsample && g->opset >= 11;
   const char *mode = ap_attr_string(n, "mode", "nearest");
+  r->taps = 1;
   if (strcmp(mode, "linear") == 0 || (upsample && strcmp(mode, "bilinear") == 0))
-    r->linear = true;
+    r->taps = 2;
+  else if (v11 && strcmp(mode, "cubic") == 0)
+    r->taps = 4;
   else if (strcmp(mode, "nearest") != 0)
     return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
-                    "mode '%s' is not supported (nearest, linear)", mode);
+                    "mode '%s' is not supported (nearest, linear%s)", mode,
+                    v11 ? ", cubic" : "");
+  r->cubic_a = ap_attr_float(n, "cubic_coeff_a", -0.75f);
+  r->exclude_outside = v11 && ap_attr_int(n, "exclude_outside", 0) != 0;
   r->coord = AP_RESIZE_ASYMMETRIC;
   r->nearest = AP_RESIZE_FLOOR;
   if (v11) {
-    static const char *const coords[] = {"half_pixel", "asymmetric", "align_corners",
-                                         "pytorch_half_pixel", "tf_half_pixel_for_nn"};
+    static const char *const coords[] = {"half_pixel",         "asymmetric",
+                                         "align_corners",      "pytorch_half_pixel",
+                                         "tf_half_pixel_for_nn", "tf_crop_and_resize"};
     static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
                                            "ceil"};
     const char *cm = ap_attr_string(n, "coordinate_transformation_mode", "half_pixel");
     const char *nm = ap_attr_string(n, "nearest_mode", "round_prefer_floor");
     int ci = -1, ni = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
       ci = strcmp(cm, coords[i]) == 0 ? i : ci;
     for (int i = 0; i < 4; i++)
       ni = strcmp(nm, nearests[i]) == 0 ? i : ni;
@@ -1761,6 +1768,7 @@ ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize
                     "floor, ceil", nm);
     r->coord = (ap_resize_coord)ci;
     r->nearest = (ap_resize_nearest)ni;
+    r->extrapolation = ap_attr_float(n, "extrapolation_value", 0.0f);
     if (ap_attr_int(n, "antialias", 0))
       return ap_error(d, AP_ERR_UNSUPPORTED, g->path, n->name, n->op_type,
                       "antialias is not supported");
@@ -1805,6 +1813,21 @@ ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize
     if (!ks || !kz)
       return AP_OK;
   }
+  /* The region of interest: starts then ends, over the axes listed. */
+  double roi[2 * AP_MAX_RANK];
+  int n_roi = 0;
+  if (r->coord == AP_RESIZE_TF_CROP_AND_RESIZE) {
+    ap_value *rv = in(c, 1);
+    bool kr = true;
+    if (!rv)
+      return bad(c, "tf_crop_and_resize needs the region of interest (input 'roi')");
+    if ((s = const_floats(c, rv, roi, 2 * AP_MAX_RANK, &n_roi, &kr)))
+      return s;
+    if (!kr)
+      return AP_OK;
+    if (n_roi != 2 * n_axes)
+      return bad(c, "roi has %d values; %d are needed", n_roi, 2 * n_axes);
+  }
   if (n_sizes ? n_sizes != n_axes : n_scales != n_axes)
     return bad(c, "%s has %d values; %d are needed", n_sizes ? "sizes" : "scales",
                n_sizes ? n_sizes : n_scales, n_axes);
@@ -1813,6 +1836,12 @@ ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize
       return AP_OK;
     r->in[i] = r->out[i] = x->dims[i];
     r->scale[i] = 1;
+    r->roi_start[i] = 0;
+    r->roi_end[i] = 1;
+  }
+  for (int i = 0; i < n_roi / 2; i++) {
+    r->roi_start[axes[i]] = roi[i];
+    r->roi_end[axes[i]] = roi[n_axes + i];
   }
   for (int i = 0; i < n_axes; i++) {
     int a = axes[i];
@@ -1832,7 +1861,18 @@ ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize
   return AP_OK;
 }
 
-void ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *i0, int64_t *i1, double *w) {
+/* Keys' cubic convolution weights of the four taps around a point at
+ * distance ratio (0, 1] past the second tap, with coefficient A (ONNX's
+ * Resize, after ONNX's reference implementation). */
+static void cubic_weights(double ratio, double A, double *w) {
+  double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
+  w[0] = ((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A;
+  w[1] = ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1;
+  w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
+  w[3] = ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A;
+}
+
+bool ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *idx, double *w) {
   /* The resized length is in * scale before rounding, as ONNX's reference
    * has it (the output length when sizes are given). */
   double s = r->scale[a], x = (double)i, o;
@@ -1840,13 +1880,22 @@ void ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *i0, int64_t
   double len = (double)in * s;
   switch (r->coord) {
   case AP_RESIZE_HALF_PIXEL: o = (x + 0.5) / s - 0.5; break;
-  case AP_RESIZE_PYTORCH_HALF_PIXEL: o = len > 1 ? (x + 0.5) / s - 0.5 : 0; break;
+  case AP_RESIZE_PYTORCH_HALF_PIXEL: o = len > 1 ? (x + 0.5) / s - 0.5 : r->taps == 4 ? -0.5 : 0; break;
   case AP_RESIZE_ALIGN_CORNERS: o = len == 1 ? 0 : x * (double)(in - 1) / (len - 1); break;
   case AP_RESIZE_TF_HALF_PIXEL_FOR_NN: o = (x + 0.5) / s; break;
+  case AP_RESIZE_TF_CROP_AND_RESIZE: {
+    double lo = r->roi_start[a], hi = r->roi_end[a], span = (double)(in - 1);
+    o = (len > 1 ? x * (hi - lo) * span / (len - 1) : (hi - lo) * span / 2) + lo * span;
+    if (o < 0 || o > span) {
+      for (int t = 0; t < r->taps; t++)
+        idx[t] = 0, w[t] = 0;
+      return false;
+    }
+    break;
+  }
   default: o = x / s; break;
   }
-  *w = 0;
-  if (!r->linear) {
+  if (r->taps == 1) {
     double f = floor(o), n;
     switch (r->nearest) {
     case AP_RESIZE_ROUND_PREFER_FLOOR: n = o == f + 0.5 ? f : round(o); break;
@@ -1854,24 +1903,52 @@ void ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *i0, int64_t
     case AP_RESIZE_FLOOR: n = f; break;
     default: n = ceil(o); break;
     }
-    *i0 = *i1 = n < 0 ? 0 : n > (double)(in - 1) ? in - 1 : (int64_t)n;
-    return;
+    idx[0] = n < 0 ? 0 : n > (double)(in - 1) ? in - 1 : (int64_t)n;
+    w[0] = 1;
+    return true;
   }
-  /* Beyond the ends the input repeats its edge elements. */
-  o = o < 0 ? 0 : o > (double)(in - 1) ? (double)(in - 1) : o;
-  *i0 = (int64_t)floor(o);
-  *i1 = *i0 + 1 < in ? *i0 + 1 : *i0;
-  *w = o - (double)*i0;
+  if (r->taps == 2) {
+    /* Beyond the ends the input repeats its edge elements. */
+    o = o < 0 ? 0 : o > (double)(in - 1) ? (double)(in - 1) : o;
+    idx[0] = (int64_t)floor(o);
+    idx[1] = idx[0] + 1 < in ? idx[0] + 1 : idx[0];
+    w[1] = o - (double)idx[0];
+    w[0] = 1 - w[1];
+    return true;
+  }
+  /* Cubic: the taps f - 1 .. f + 2 around the largest integer f below o,
+   * at ratio o - f in (0, 1] (an integral o is the third tap, weight 1). */
+  double f = ceil(o) - 1;
+  cubic_weights(o - f, r->cubic_a, w);
+  double sum = 0;
+  for (int t = 0; t < 4; t++) {
+    double p = f - 1 + t;
+    if (r->exclude_outside && (p < 0 || p > (double)(in - 1)))
+      w[t] = 0;
+    sum += w[t];
+    idx[t] = p < 0 ? 0 : p > (double)(in - 1) ? in - 1 : (int64_t)p;
+  }
+  if (r->exclude_outside && sum != 0)
+    for (int t = 0; t < 4; t++)
+      w[t] /= sum;
+  return true;
 }
 
 bool ap_resize_identity(const ap_resize *r, int a) {
   if (r->in[a] != r->out[a])
     return false;
   for (int64_t i = 0; i < r->out[a]; i++) {
-    int64_t i0, i1;
-    double w;
-    ap_resize_source(r, a, i, &i0, &i1, &w);
-    if (i0 != i || (w != 0 && i1 != i))
+    int64_t idx[AP_RESIZE_MAX_TAPS];
+    double w[AP_RESIZE_MAX_TAPS];
+    if (!ap_resize_source(r, a, i, idx, w))
+      return false;
+    double own = 0;
+    for (int t = 0; t < r->taps; t++) {
+      if (w[t] != 0 && idx[t] != i)
+        return false;
+      own += w[t];
+    }
+    if (fabs(own - 1) > 1e-12)
       return false;
   }
   return true;

@@ -248,16 +248,28 @@ def tile_depth_space():
 
 
 def resizes():
-    """Resize nearest (asymmetric, floor) and linear (half_pixel, then
-    align_corners down): repeated reads add, linear weights split."""
+    """Resize nearest (asymmetric, floor), linear (half_pixel, then
+    align_corners down), cubic (exclude_outside, A = -0.5) and
+    tf_crop_and_resize (a region partly outside: those outputs are the
+    extrapolation value, their error goes nowhere): repeated reads add,
+    linear and cubic weights split."""
     nodes = [helper.make_node("Resize", ["x", "", "s1"], ["a"], mode="nearest",
                               coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
              helper.make_node("Resize", ["a", "", "", "z2"], ["b"], mode="linear"),
-             helper.make_node("Resize", ["b", "", "s3"], ["y"], mode="linear",
-                              coordinate_transformation_mode="align_corners")]
+             helper.make_node("Resize", ["b", "", "s3"], ["c"], mode="linear",
+                              coordinate_transformation_mode="align_corners"),
+             helper.make_node("Resize", ["c", "", "s4"], ["e"], mode="cubic",
+                              exclude_outside=1, cubic_coeff_a=-0.5),
+             helper.make_node("Resize", ["e", "roi", "", "z5"], ["y"], mode="linear",
+                              coordinate_transformation_mode="tf_crop_and_resize",
+                              extrapolation_value=2.0)]
     inits = [numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "s1"),
              const("z2", [1, 2, 5, 7]),
-             numpy_helper.from_array(np.array([1, 1, 0.6, 1], np.float32), "s3")]
+             numpy_helper.from_array(np.array([1, 1, 0.6, 1], np.float32), "s3"),
+             numpy_helper.from_array(np.array([1, 1, 1.5, 0.8], np.float32), "s4"),
+             numpy_helper.from_array(np.array([0, 0, 0.2, -0.3, 1, 1, 0.9, 0.8], np.float32),
+                                     "roi"),
+             const("z5", [1, 2, 4, 5])]
     return model(nodes, [("x", D, [1, 2, 3, 4])], ("y", D), inits, opset=13)
 
 

@@ -189,13 +189,19 @@ def resize(outdir):
     (asymmetric, floor: paddle2onnx and TensorFlow), linear by sizes
     (half_pixel), linear on one axis (align_corners, at an integral resized
     length: for 5 x 1.5 ONNX's reference, which the node tests follow, maps
-    through 7.5 and ONNX Runtime through 7)."""
+    through 7.5 and ONNX Runtime through 7), cubic (pytorch_half_pixel, as
+    torch.onnx.export writes a bicubic interpolate), linear tf_crop_and_resize
+    (a region reaching outside the map: extrapolated)."""
     n = helper.make_node
     inits = [init("w1", [4, 3, 3, 3]), init("w2", [4, 4, 3, 3]), init("w3", [4, 4, 3, 3]),
-             init("wf", [4 * 14 * 5, 10], 0.05),
+             init("wf", [4 * 12 * 8, 10], 0.05),
              numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "s1"),
              ints("z2", [4, 4, 9, 7]),
-             numpy_helper.from_array(np.array([1, 1, 2, 1], np.float32), "s3")]
+             numpy_helper.from_array(np.array([1, 1, 2, 1], np.float32), "s3"),
+             numpy_helper.from_array(np.array([1, 1, 1, 1.5], np.float32), "s4"),
+             numpy_helper.from_array(np.array([0, 0, 0.1, -0.2, 1, 1, 0.9, 1.1], np.float32),
+                                     "roi"),
+             ints("z5", [4, 4, 12, 8])]
     nodes = [
         n("Conv", ["x", "w1"], ["c1"]),                                   # [4, 4, 6, 6]
         n("Resize", ["c1", "", "s1"], ["r1"], mode="nearest",
@@ -205,7 +211,12 @@ def resize(outdir):
         n("Conv", ["r2", "w3"], ["c3"]),                                  # [4, 4, 7, 5]
         n("Resize", ["c3", "", "s3"], ["r3"], mode="linear",
           coordinate_transformation_mode="align_corners"),                # [4, 4, 14, 5]
-        n("Flatten", ["r3"], ["f"]),
+        n("Resize", ["r3", "", "s4"], ["r4"], mode="cubic",
+          coordinate_transformation_mode="pytorch_half_pixel"),           # [4, 4, 14, 7]
+        n("Resize", ["r4", "roi", "", "z5"], ["r5"], mode="linear",
+          coordinate_transformation_mode="tf_crop_and_resize",
+          extrapolation_value=0.5),                                       # [4, 4, 12, 8]
+        n("Flatten", ["r5"], ["f"]),
         n("Gemm", ["f", "wf"], ["y"]),
     ]
     g = helper.make_graph(nodes, "ops_resize", [helper.make_tensor_value_info("x", F, [4, 3, 8, 8])],

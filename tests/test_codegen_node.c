@@ -46,17 +46,6 @@ static const struct {
      "training-mode Dropout draws its mask from numpy's RNG"},
     {NODE_DIR, "test_training_dropout_mask", "training-mode Dropout draws its mask from numpy's RNG"},
     {NODE_V112_DIR, "test_mod_mixed_sign_float16", "float16 is not supported by the code generator"},
-    {NODE_V112_DIR, "test_resize_downsample_scales_cubic", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_downsample_scales_cubic_align_corners", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_downsample_sizes_cubic", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_upsample_scales_cubic", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_upsample_scales_cubic_align_corners", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_upsample_scales_cubic_asymmetric", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_upsample_sizes_cubic", "Resize mode cubic is not implemented (issue 13)"},
-    {NODE_V112_DIR, "test_resize_tf_crop_and_resize",
-     "Resize tf_crop_and_resize (a region of interest) is not implemented (issue 13)"},
 };
 enum { N_EXCLUDED = sizeof excluded / sizeof excluded[0] };
 

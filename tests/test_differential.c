@@ -329,8 +329,7 @@ static void node_sweep(const char *node_dir, bool (*pick)(const char *), const c
     bool skip = strstr(t, "test_identity_opt") || strstr(t, "test_identity_sequence") ||
                 strstr(t, "test_training_dropout") ||
                 strstr(t, "test_averagepool_2d_ceil_last_window_starts_on_pad") ||
-                strstr(t, "test_mod_mixed_sign_float16") ||
-                (strstr(t, "test_resize") && (strstr(t, "cubic") || strstr(t, "crop")));
+                strstr(t, "test_mod_mixed_sign_float16");
     if (t[0] != '.' && pick(t) && !skip && exists(model_path) && exists(in1) == several &&
         (!SANITIZED || seen++ % 8 == 0))
       m[n++] = (model){.name = xprintf("%s", t),

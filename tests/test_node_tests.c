@@ -56,16 +56,6 @@ static const exclusion exclusions[] = {
      * models declare bfloat16, so the data contradicts the model. */
     {"v1.12", "test_cast_BFLOAT16_to_FLOAT", "input data stored as uint16, model says bfloat16"},
     {"v1.12", "test_cast_FLOAT_to_BFLOAT16", "expected output stored as uint16, not bfloat16"},
-    {"v1.12", "test_resize_downsample_scales_cubic", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_downsample_scales_cubic_align_corners", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_downsample_sizes_cubic", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_upsample_scales_cubic", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_upsample_scales_cubic_align_corners", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_upsample_scales_cubic_asymmetric", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_upsample_sizes_cubic", "Resize mode cubic is not implemented"},
-    {"v1.12", "test_resize_tf_crop_and_resize", "Resize tf_crop_and_resize (a region of interest) is not implemented"},
 };
 
 static bool selected(const char *name) {

@@ -234,6 +234,14 @@ typedef struct compare_job {
   bool json;
 } compare_job;
 
+/* dp's step time over another's: 1 when neither takes any time (a graph
+ * without layers or transfers), infinite when only dp does. */
+static double speedup(double dp_s, double step_s) {
+  if (step_s > 0)
+    return dp_s / step_s;
+  return dp_s > 0 ? INFINITY : 1;
+}
+
 static ap_status emit_compare(void *ctx, FILE *out) {
   compare_job *job = ctx;
   double base = job->s[0].step_time_s;
@@ -243,13 +251,17 @@ static ap_status emit_compare(void *ctx, FILE *out) {
             job->a->model, job->a->devices, (long long)job->batch);
     for (int i = 0; i < N_COMPARED; i++) {
       const ap_plan_summary *s = &job->s[i];
+      double up = speedup(base, s->step_time_s);
+      /* JSON has no infinity: null. */
+      char up_s[32] = "null";
+      if (isfinite(up))
+        snprintf(up_s, sizeof up_s, "%.6g", up);
       fprintf(out,
               "%s\n    {\"strategy\": \"%s\", \"step_time_s\": %.9g, \"speedup_over_dp\": "
-              "%.6g, \"comm_bytes\": %.9g, \"paper_cost\": %.9g, \"max_mem_bytes\": %.9g, "
+              "%s, \"comm_bytes\": %.9g, \"paper_cost\": %.9g, \"max_mem_bytes\": %.9g, "
               "\"optimality\": \"%s\"}",
-              i ? "," : "", ap_strategy_name(s->strategy), s->step_time_s,
-              base / s->step_time_s, s->comm_bytes, s->paper_cost, s->max_mem_bytes,
-              s->optimality);
+              i ? "," : "", ap_strategy_name(s->strategy), s->step_time_s, up_s, s->comm_bytes,
+              s->paper_cost, s->max_mem_bytes, s->optimality);
     }
     fprintf(out, "\n  ]\n}\n");
   } else {
@@ -261,7 +273,7 @@ static ap_status emit_compare(void *ctx, FILE *out) {
     for (int i = 0; i < N_COMPARED; i++) {
       const ap_plan_summary *s = &job->s[i];
       fprintf(out, "%-8s  %14.6e  %9.2fx  %14.6e  %14.6e  %s\n", ap_strategy_name(s->strategy),
-              s->step_time_s, base / s->step_time_s, s->comm_bytes, s->max_mem_bytes,
+              s->step_time_s, speedup(base, s->step_time_s), s->comm_bytes, s->max_mem_bytes,
               s->optimality);
     }
   }

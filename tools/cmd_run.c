@@ -1,5 +1,5 @@
 /* accparc run MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
- *                       [--batch N] [--momentum MU]
+ *                       [--batch N] [--dim NAME=V]... [--momentum MU]
  *                       [--steps N] [--lr X] [--seed S] [--inputs DIR]
  *                       [--outputs DIR] [--report FILE.json] [--repeat N]
  * Compiles the program as `compile --backend llvm` does, but in memory
@@ -22,10 +22,11 @@
 
 static const char usage_text[] =
     "usage: accparc run MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]\n"
-    "                   [--batch N] [--momentum MU] [program options]\n"
+    "                   [--batch N] [--dim NAME=V] [--momentum MU] [program options]\n"
     "  compiles the program with the LLVM backend in memory (ORC LLJIT) and runs it\n"
     "  in this process on the threads transport; the options are compile's and the\n"
     "  program's:\n"
+    "  --batch N, --dim NAME=V (repeatable), --strategy S, --mode M, --momentum MU\n"
     "  --steps N, --lr X, --seed S, --outputs DIR, --report FILE.json, --repeat N\n"
     "  --inputs DIR     binds the inputs that fix shapes (as compile --inputs) and\n"
     "                   feeds DIR/input_N.pb to the program\n";
@@ -61,6 +62,7 @@ int cmd_run(int argc, char **argv) {
   const char *model = NULL, *devices = NULL, *strategy = "accpar", *mode = "infer",
              *inputs = NULL;
   int64_t batch = 0;
+  cli_dims dims = {0};
   double momentum = 0;
   /* The program's own command line: its name, then the program options. */
   char **pargv = calloc((size_t)argc + 2, sizeof *pargv);
@@ -85,6 +87,8 @@ int cmd_run(int argc, char **argv) {
       mode = argv[++i];
     } else if (strcmp(a, "--batch") == 0 && has_value) {
       rc = cli_parse_int64("run", a, argv[++i], &batch);
+    } else if (strcmp(a, "--dim") == 0 && has_value) {
+      rc = cli_parse_dim("run", argv[++i], &dims);
     } else if (strcmp(a, "--momentum") == 0 && has_value) {
       char *end;
       momentum = strtod(argv[++i], &end);
@@ -121,7 +125,7 @@ int cmd_run(int argc, char **argv) {
   if (!rc)
     rc = cli_usage_error("run", "this accparc was built without LLVM (install llvm-15-dev and "
                                 "rebuild)");
-  (void)strategy, (void)mode, (void)inputs, (void)batch, (void)momentum, (void)base_name;
+  (void)strategy, (void)mode, (void)inputs, (void)batch, (void)dims, (void)momentum, (void)base_name;
   free(pargv);
   return rc;
 #else
@@ -154,7 +158,9 @@ int cmd_run(int argc, char **argv) {
   cg_program *p = NULL;
   int status = 1;
   if ((batch && ap_bind_batch(g, batch, &d) != AP_OK) ||
+      cli_bind_dims(g, &dims, &d) != AP_OK ||
       (inputs && cg_bind_shape_inputs(g, inputs, &d) != AP_OK) ||
+      ap_check_input_dims(g, &d) != AP_OK ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
       (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
       cg_lower_codegen(g, &opts, &p, &d) != AP_OK) {

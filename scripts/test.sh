@@ -6,6 +6,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
 "$root/scripts/setup-ort.sh"
+"$root/scripts/fetch-models.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
 
 cmake -S "$root" -B "$root/build" -DACCPAR_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

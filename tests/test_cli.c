@@ -125,6 +125,25 @@ Test(cli, transport_is_checked) {
   cr_assert_str_eq(line, "accparc compile: --transport must be threads, mpi or both, got 'pigeons'\n");
 }
 
+/* run binds dims as compile does: --dim and --inputs, and a dim left
+ * unbound is the one line naming it and the inputs carrying it. */
+Test(cli, run_refuses_unbound_dims) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  char cmd[4096];
+  fmt(cmd, sizeof cmd,
+      "'%s' run '%s/tests/golden/models/symbolic_dims.onnx' --devices cpu:2 --dim B=2 2>&1",
+      ACCPARC, ACCPAR_SOURCE_DIR);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  char line[1024] = "";
+  cr_assert(fgets(line, sizeof line, p));
+  cr_assert_eq(WEXITSTATUS(pclose(p)), 2);
+  cr_assert(strstr(line, "symbolic_dims.onnx: input dimensions not bound: 'S' (a[1]), unnamed "
+                         "(c[0]); bind them with --dim NAME=VALUE, --batch N or --inputs DIR\n"),
+            "%s", line);
+}
+
 Test(cli, compile_reports_its_phases_on_a_terminal, .timeout = 300) {
   if (system("command -v script >/dev/null 2>&1") != 0)
     cr_skip_test("no script(1) to give accparc a terminal");

@@ -1,4 +1,5 @@
-/* accparc dump MODEL.onnx [--batch N] [--inputs DIR] [--format text|json]
+/* accparc dump MODEL.onnx [--devices SPEC [--strategy S]] [--batch N]
+ *                         [--dim NAME=V]... [--inputs DIR] [--format text|json]
  *                         [--dump-after PASS]
  * Loads a model, binds what the options bind, runs the pipeline and prints
  * the IR. */
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "accpar/plan.h"
+#include "codegen/codegen.h"
 #include "tools/commands.h"
 
 static const char usage_text[] =
@@ -18,7 +20,9 @@ static const char usage_text[] =
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension (dim 0 of the first fed input)\n"
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
-    "  --inputs DIR     bind graph inputs to DIR/input_N.pb as constants\n"
+    "  --inputs DIR     bind graph inputs to DIR/input_N.pb as constants; with --devices\n"
+    "                   as compile --inputs does (every fed input's dims, as constants\n"
+    "                   only the inputs that fix shapes), so the plan is compile's\n"
     "  --format F       text (default) or json\n"
     "  --dump-after P   also print the IR after pass P (verify, fold, shapes, check)\n";
 
@@ -106,7 +110,9 @@ int cmd_dump(int argc, char **argv) {
     fprintf(stderr, "accparc: error: out of memory\n");
   } else if ((batch_given && ap_bind_batch(g, batch, &d) != AP_OK) ||
              cli_bind_dims(g, &dims, &d) != AP_OK ||
-             (inputs && ap_bind_inputs_dir(g, inputs, &d) != AP_OK) ||
+             (inputs && (devices ? cg_bind_shape_inputs(g, inputs, &d)
+                                 : ap_bind_inputs_dir(g, inputs, &d)) != AP_OK) ||
+             (devices && ap_check_input_dims(g, &d) != AP_OK) ||
              ap_run_pipeline(g, &opts, &d) != AP_OK ||
              (devices && ap_partition(g, &plan, &d) != AP_OK)) {
     rc = cli_fail(&d);

@@ -1,7 +1,9 @@
 /* accparc plan    MODEL.onnx --devices SPEC [--strategy S] [--batch N]
+ *                            [--dim NAME=V]... [--inputs DIR]
  *                            [--cost time|paper] [--mem-limit BYTES]
  *                            [--format table|json|dot|html]
- * accparc compare MODEL.onnx --devices SPEC [--batch N] [--format table|json]
+ * accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]...
+ *                            [--inputs DIR] [--format table|json]
  * accparc export  MODEL.onnx --devices SPEC [plan options] -o ANNOTATED.onnx
  * Load, bind, run the pipeline, partition, print (or write). */
 #define _POSIX_C_SOURCE 200809L
@@ -13,11 +15,12 @@
 #include <string.h>
 
 #include "accpar/plan.h"
+#include "codegen/codegen.h"
 #include "tools/commands.h"
 
 static const char plan_usage[] =
     "usage: accparc plan MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--batch N]\n"
-    "                               [--cost time|paper] [--mem-limit BYTES]\n"
+    "                               [--dim NAME=V] [--inputs DIR] [--cost time|paper] [--mem-limit BYTES]\n"
     "                               [--format table|json|dot|html]\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
     "  --plan FILE      the plan of FILE.json (what --format json prints), or of a model\n"
@@ -27,6 +30,8 @@ static const char plan_usage[] =
     "  --strategy S     dp, owt, hypar, accpar (default) or exhaustive\n"
     "  --batch N        bind the batch dimension\n"
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
+    "  --inputs DIR     bind every dim of the inputs DIR/input_N.pb feeds, and as\n"
+    "                   constants the inputs that fix shapes (as compile --inputs)\n"
     "  --cost C         time (default): predicted seconds; paper: elements at ratio 1/2\n"
     "  --mem-limit B    bytes per device (default: each device's capacity)\n"
     "  --format F       table (default), json, dot (a Graphviz graph: each layer's type\n"
@@ -35,11 +40,12 @@ static const char plan_usage[] =
 
 static const char compare_usage[] =
     "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]\n"
-    "                                  [--format table|json]\n"
+    "                                  [--inputs DIR] [--format table|json]\n"
     "  plans with dp, owt, hypar and accpar and prints them side by side\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
     "  --batch N        bind the batch dimension\n"
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
+    "  --inputs DIR     bind the inputs' dims from DIR/input_N.pb (as plan --inputs)\n"
     "  --format F       table (default) or json\n";
 
 static const char export_usage[] =
@@ -49,8 +55,8 @@ static const char export_usage[] =
     "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan',\n"
     "  and in ONNX's own form (IR version 11: ModelProto.configuration and every\n"
     "  node's device_configurations) wherever its shares are even\n"
-    "  --devices, --plan, --strategy, --batch, --dim, --cost, --mem-limit   as for\n"
-    "                   'accparc plan'\n"
+    "  --devices, --plan, --strategy, --batch, --dim, --inputs, --cost, --mem-limit\n"
+    "                   as for 'accparc plan'\n"
     "  -o FILE          the ONNX file to write (nothing is written on failure)\n";
 
 typedef struct plan_args {
@@ -58,6 +64,7 @@ typedef struct plan_args {
   const char *plan_file;  /* --plan: a plan read back instead of searched */
   const char *search_opt; /* the first of --strategy, --cost, --mem-limit given */
   const char *output; /* export's -o */
+  const char *inputs; /* --inputs: the folder of input_N.pb binding the inputs */
   ap_plan_opts opts;
   int64_t batch;
   cli_dims dims;
@@ -85,6 +92,8 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
     } else if (strcmp(s, "--dim") == 0 && has_value) {
       if (cli_parse_dim(cmd, argv[++i], &a->dims))
         return 2;
+    } else if (strcmp(s, "--inputs") == 0 && has_value) {
+      a->inputs = argv[++i];
     } else if (strcmp(s, "--format") == 0 && has_value) {
       a->format = argv[++i];
     } else if (plan_options && strcmp(s, "--plan") == 0 && has_value) {
@@ -146,6 +155,9 @@ static ap_status load(const plan_args *a, ap_graph **out, ap_diag *d) {
     st = ap_bind_batch(g, a->batch, d);
   if (st == AP_OK)
     st = cli_bind_dims(g, &a->dims, d);
+  /* The binding compile makes, so that a plan is the one compile builds. */
+  if (st == AP_OK && a->inputs)
+    st = cg_bind_shape_inputs(g, a->inputs, d);
   if (st == AP_OK)
     st = ap_check_input_dims(g, d);
   if (st == AP_OK)
@@ -222,6 +234,14 @@ typedef struct compare_job {
   bool json;
 } compare_job;
 
+/* dp's step time over another's: 1 when neither takes any time (a graph
+ * without layers or transfers), infinite when only dp does. */
+static double speedup(double dp_s, double step_s) {
+  if (step_s > 0)
+    return dp_s / step_s;
+  return dp_s > 0 ? INFINITY : 1;
+}
+
 static ap_status emit_compare(void *ctx, FILE *out) {
   compare_job *job = ctx;
   double base = job->s[0].step_time_s;
@@ -231,13 +251,17 @@ static ap_status emit_compare(void *ctx, FILE *out) {
             job->a->model, job->a->devices, (long long)job->batch);
     for (int i = 0; i < N_COMPARED; i++) {
       const ap_plan_summary *s = &job->s[i];
+      double up = speedup(base, s->step_time_s);
+      /* JSON has no infinity: null. */
+      char up_s[32] = "null";
+      if (isfinite(up))
+        snprintf(up_s, sizeof up_s, "%.6g", up);
       fprintf(out,
               "%s\n    {\"strategy\": \"%s\", \"step_time_s\": %.9g, \"speedup_over_dp\": "
-              "%.6g, \"comm_bytes\": %.9g, \"paper_cost\": %.9g, \"max_mem_bytes\": %.9g, "
+              "%s, \"comm_bytes\": %.9g, \"paper_cost\": %.9g, \"max_mem_bytes\": %.9g, "
               "\"optimality\": \"%s\"}",
-              i ? "," : "", ap_strategy_name(s->strategy), s->step_time_s,
-              base / s->step_time_s, s->comm_bytes, s->paper_cost, s->max_mem_bytes,
-              s->optimality);
+              i ? "," : "", ap_strategy_name(s->strategy), s->step_time_s, up_s, s->comm_bytes,
+              s->paper_cost, s->max_mem_bytes, s->optimality);
     }
     fprintf(out, "\n  ]\n}\n");
   } else {
@@ -249,7 +273,7 @@ static ap_status emit_compare(void *ctx, FILE *out) {
     for (int i = 0; i < N_COMPARED; i++) {
       const ap_plan_summary *s = &job->s[i];
       fprintf(out, "%-8s  %14.6e  %9.2fx  %14.6e  %14.6e  %s\n", ap_strategy_name(s->strategy),
-              s->step_time_s, base / s->step_time_s, s->comm_bytes, s->max_mem_bytes,
+              s->step_time_s, speedup(base, s->step_time_s), s->comm_bytes, s->max_mem_bytes,
               s->optimality);
     }
   }

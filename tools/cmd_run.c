@@ -1,5 +1,5 @@
 /* accparc run MODEL.onnx --devices SPEC [--strategy S] [--mode train|infer]
- *                       [--batch N] [--dim NAME=V] [--momentum MU]
+ *                       [--batch N] [--dim NAME=V]... [--momentum MU]
  *                       [--steps N] [--lr X] [--seed S] [--inputs DIR]
  *                       [--outputs DIR] [--report FILE.json] [--repeat N]
  * Compiles the program as `compile --backend llvm` does, but in memory
@@ -26,8 +26,8 @@ static const char usage_text[] =
     "  compiles the program with the LLVM backend in memory (ORC LLJIT) and runs it\n"
     "  in this process on the threads transport; the options are compile's and the\n"
     "  program's:\n"
+    "  --batch N, --dim NAME=V (repeatable), --strategy S, --mode M, --momentum MU\n"
     "  --steps N, --lr X, --seed S, --outputs DIR, --report FILE.json, --repeat N\n"
-    "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
     "  --inputs DIR     binds the inputs that fix shapes (as compile --inputs) and\n"
     "                   feeds DIR/input_N.pb to the program\n";
 
@@ -62,8 +62,8 @@ int cmd_run(int argc, char **argv) {
   const char *model = NULL, *devices = NULL, *strategy = "accpar", *mode = "infer",
              *inputs = NULL;
   int64_t batch = 0;
-  double momentum = 0;
   cli_dims dims = {0};
+  double momentum = 0;
   /* The program's own command line: its name, then the program options. */
   char **pargv = calloc((size_t)argc + 2, sizeof *pargv);
   if (!pargv) {
@@ -125,8 +125,7 @@ int cmd_run(int argc, char **argv) {
   if (!rc)
     rc = cli_usage_error("run", "this accparc was built without LLVM (install llvm-15-dev and "
                                 "rebuild)");
-  (void)strategy, (void)mode, (void)inputs, (void)batch, (void)momentum, (void)base_name,
-      (void)dims;
+  (void)strategy, (void)mode, (void)inputs, (void)batch, (void)dims, (void)momentum, (void)base_name;
   free(pargv);
   return rc;
 #else

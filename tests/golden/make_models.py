@@ -133,3 +133,13 @@ save("symbolic_dims", helper.make_graph([
     helper.make_node("Add", ["t", "c"], ["y"], name="add2"),
 ], "symbolic_dims", [vi("a", ["B", "S", 4]), vi("b", ["B", 1, 4]), vi("c", [None, 4])],
     [vi("y", ["B", "S", 4])]))
+
+# A layer fed by two inputs whose dims are all symbolic ('batch', 'frames'):
+# --inputs DIR binds every one of them on plan, compare, dump and compile.
+save("two_inputs_layer", helper.make_graph([
+    helper.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
+    helper.make_node("Add", ["h", "m"], ["s"], name="add"),
+    helper.make_node("Relu", ["s"], ["y"], name="relu"),
+], "two_inputs_layer", [vi("x", ["batch", "frames", 8]), vi("m", ["batch", "frames", 16])],
+    [vi("y", ["batch", "frames", 16])],
+    [numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32), "w")]))

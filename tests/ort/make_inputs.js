@@ -4,12 +4,12 @@
 // format, so that accpar's executables and run_ort.js can be fed the same
 // files.
 //
-//   node make_inputs.js MODEL.onnx OUTPUT_DIR [--seed S] [--batch N]
+//   node make_inputs.js MODEL.onnx OUTPUT_DIR [--seed S] [--batch N] [--dim NAME=V]...
 //
 // One OUTPUT_DIR/input_N.pb per input that is not an initializer, in graph
 // order, named after the input, with the shape ONNX Runtime reports for it;
-// symbolic dimensions (the zoo's "N" from accpar-zoo --batch 0) take the
-// value of --batch, which is then required. Values: float types uniform in
+// a symbolic dimension named by --dim takes its value, any other (the zoo's
+// "N" from accpar-zoo --batch 0) the value of --batch, which is then required. Values: float types uniform in
 // [-1, 1); integer types uniform in {0..9} (valid class labels for the zoo's
 // 10-class models); bool 0 or 1. The same model, seed and batch always give
 // the same bytes. Errors: one line on stderr, exit 1 (2 for a usage error).
@@ -65,9 +65,14 @@ function parseArgs(argv) {
   const pos = [];
   let seed = 1;
   let batch = null;
+  const dims = new Map();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (a === '--seed' || a === '--batch') {
+    if (a === '--dim') {
+      const m = /^([^=]+)=(\d+)$/.exec(argv[++i] || '');
+      if (!m || Number(m[2]) < 1) return null;
+      dims.set(m[1], Number(m[2]));
+    } else if (a === '--seed' || a === '--batch') {
       const v = argv[++i];
       if (v === undefined || !/^\d+$/.test(v)) return null;
       if (a === '--seed') seed = Number(v) >>> 0;
@@ -79,13 +84,13 @@ function parseArgs(argv) {
       pos.push(a);
     }
   }
-  return pos.length === 2 ? { model: pos[0], outDir: pos[1], seed, batch } : null;
+  return pos.length === 2 ? { model: pos[0], outDir: pos[1], seed, batch, dims } : null;
 }
 
 async function main(argv) {
   const args = parseArgs(argv);
   if (!args) {
-    process.stderr.write('usage: make_inputs.js MODEL.onnx OUTPUT_DIR [--seed S] [--batch N]\n');
+    process.stderr.write('usage: make_inputs.js MODEL.onnx OUTPUT_DIR [--seed S] [--batch N] [--dim NAME=V]...\n');
     process.exit(2);
   }
   if (!fs.existsSync(args.model)) throw new OracleError(`${args.model}: no such model file`);
@@ -108,8 +113,9 @@ async function main(argv) {
     if (!m.isTensor) throw new OracleError(`${args.model}: input '${m.name}' is not a tensor`);
     const dims = m.shape.map((d) => {
       if (typeof d === 'number' && d >= 0) return d;
+      if (args.dims.has(d)) return args.dims.get(d);
       if (args.batch === null)
-        throw new OracleError(`${args.model}: input '${m.name}' has the symbolic dimension '${d}': give --batch`);
+        throw new OracleError(`${args.model}: input '${m.name}' has the symbolic dimension '${d}': give --batch or --dim`);
       return args.batch;
     });
     const numel = dims.reduce((a, b) => a * b, 1);

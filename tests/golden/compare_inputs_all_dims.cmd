@@ -1,0 +1,1 @@
+compare @SOURCE@/tests/golden/models/two_inputs_layer.onnx --devices cpu:3 --inputs @SOURCE@/tests/golden/inputs/two_inputs_layer

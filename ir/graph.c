@@ -415,14 +415,37 @@ bool ap_value_is_parameter(const ap_value *v) {
          ap_numel(v->rank, v->dims) > 1;
 }
 
+/* Whether v is read at slot k of n as an activation is: concatenated, or
+ * as a whole operand of an element-wise operator that it does not
+ * broadcast into (a bias, a scale broadcasts; an activation has the
+ * output's every dim). */
+static bool read_as_activation(const ap_graph *g, const ap_node *n, int v) {
+  if (n->op == AP_OP_CONCAT)
+    return true;
+  if (n->op >= AP_OP_COUNT || ap_op_table[n->op].axes != AP_AXES_EWISE || n->n_out < 1 ||
+      n->out[0] < 0)
+    return false;
+  const ap_value *x = &g->values[v], *y = &g->values[n->out[0]];
+  if (x->rank != y->rank || x->rank < 1)
+    return false;
+  for (int i = 0; i < x->rank; i++)
+    if (x->dims[i] != y->dims[i] || x->dims[i] < 0)
+      return false;
+  return true;
+}
+
 /* Whether every read of v is a weight's: at an operand slot after the
- * first, as a Gather's table, or through an op that reshapes or retypes it
- * (a tied table's Transpose, a Cast) into a value read so in turn. */
+ * first (neither concatenated nor an element-wise operand as large as the
+ * output), as a Gather's table, or through an op that reshapes or retypes
+ * it (a tied table's Transpose, a Cast) into a value read so in turn. */
 static bool read_as_weight(const ap_graph *g, int v, int depth) {
   if (depth > 8 || g->values[v].is_graph_output)
     return false;
   for (int i = 0; i < g->n_nodes; i++) {
     const ap_node *n = &g->nodes[i];
+    for (int k = 1; !n->dead && k < n->n_in; k++)
+      if (n->in[k] == v && read_as_activation(g, n, v))
+        return false;
     if (n->dead || n->n_in == 0 || n->in[0] != v)
       continue;
     if (n->op == AP_OP_GATHER && n->n_in > 1 && n->in[1] >= 0 &&

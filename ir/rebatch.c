@@ -17,8 +17,16 @@
  * after p equal to that after a (a -1 elsewhere absorbs the rest). Those
  * entries become N in the model itself; shapes computed from Shape follow
  * the new batch by themselves. Two candidate entries (leading 1s) are
- * ambiguous and refused in one line naming the node. Every rewrite is
- * listed in g->rebatched, which the dumps print. */
+ * ambiguous and refused in one line naming the node.
+ *
+ * The batch also meets values that do not come from the input: a class
+ * token expanded to [B, 1, D] and concatenated with the patches, a mask
+ * made by ConstantOfShape([B, S]), a Tile to B copies. Where such a value
+ * meets the batch at an operator that needs its dims equal (Concat off its
+ * axis; an element-wise operator when B > 1, since a 1 broadcasts), and it
+ * is made by Expand, ConstantOfShape or Tile of a literal, the entry that
+ * wrote B there is rewritten too. Every rewrite is listed in g->rebatched,
+ * which the dumps print. */
 #include <string.h>
 
 #include "ir/ir.h"
@@ -109,6 +117,39 @@ static int reshape_batch_entry(const ap_value *x, int a, const int64_t *s, int n
   return found;
 }
 
+/* Value name of g meets the batch at its axis `at` (of rank `rank`): when
+ * its producer in g is an Expand, ConstantOfShape or Tile reading a literal
+ * that wrote `from` there, that entry becomes `batch`. */
+static ap_status meet(ap_graph *g, const ap_graph *c, const char *name, int at, int rank,
+                      int64_t from, int64_t batch, ap_diag *d) {
+  int v = ap_graph_find(g, name);
+  int p = v >= 0 ? g->values[v].producer : -1;
+  if (p < 0)
+    return AP_OK;
+  const ap_node *pn = &g->nodes[p];
+  int slot = pn->op == AP_OP_CONSTANT_OF_SHAPE ? 0 : 1;
+  if ((pn->op != AP_OP_EXPAND && pn->op != AP_OP_CONSTANT_OF_SHAPE && pn->op != AP_OP_TILE) ||
+      pn->n_in <= slot || pn->in[slot] < 0)
+    return AP_OK;
+  ap_tensor scratch, *t = literal(g, pn->in[slot], &scratch);
+  if (!t || t->dtype != AP_DT_INT64 || t->rank != 1)
+    return AP_OK;
+  const int64_t *s = t->data;
+  int q = pn->op == AP_OP_EXPAND ? at - (rank - (int)t->numel) : at;
+  if (q < 0 || q >= t->numel)
+    return AP_OK;
+  bool done;
+  if (pn->op == AP_OP_TILE) {
+    /* B copies of a dim of 1. */
+    int x = pn->in[0] >= 0 ? ap_graph_find(c, g->values[pn->in[0]].name) : -1;
+    if (x < 0 || c->values[x].rank != rank || c->values[x].dims[q] != 1 || s[q] != from)
+      return AP_OK;
+  } else if (s[q] != from) {
+    return AP_OK;
+  }
+  return rewrite(g, g->values[pn->in[slot]].name, q, from, batch, pn, &done, d);
+}
+
 ap_status ap_rebatch(ap_graph *g, int input, int64_t batch, ap_diag *d) {
   int64_t from = g->values[input].dims[0];
   ap_graph *c = ap_graph_clone(g);
@@ -167,6 +208,21 @@ ap_status ap_rebatch(ap_graph *g, int input, int64_t batch, ap_diag *d) {
       int v = n->in[slot];
       if (v >= 0 && axis[v] >= 0 && ap_axes_data_slot(n, slot))
         axis[y] = ap_axes_in_to_out(c, n, slot, axis[v]);
+    }
+    /* The data inputs that meet the batch without carrying it. */
+    bool equal_dims = n->op < AP_OP_COUNT &&
+                      (n->op == AP_OP_CONCAT ||
+                       (ap_op_table[n->op].axes == AP_AXES_EWISE && from > 1));
+    for (int slot = 0; st == AP_OK && equal_dims && axis[y] >= 0 && slot < n->n_in; slot++) {
+      int v = n->in[slot];
+      if (v < 0 || axis[v] >= 0 || !ap_axes_data_slot(n, slot))
+        continue;
+      for (int b = 0; b < c->values[v].rank; b++)
+        if (ap_axes_in_to_out(c, n, slot, b) == axis[y] && c->values[v].dims[b] == from) {
+          if (from != batch)
+            st = meet(g, c, c->values[v].name, b, c->values[v].rank, from, batch, d);
+          break;
+        }
     }
   }
   ap_graph_free(c);

@@ -315,3 +315,39 @@ Test(dims, every_dim_bound_from_the_inputs_or_by_name, .init = make_work, .timeo
   cr_expect(strstr(line, "input 'x'") && strstr(line, "[3,1600]") && strstr(line, "[2,1600]"),
             "%s", line);
 }
+
+/* Values that meet the batch without coming from the input (a class token
+ * expanded to the batch and concatenated, a ConstantOfShape padding, a
+ * tiled token added): written at batch 1 and at batch 2, re-batched to 5,
+ * their programs equal ONNX Runtime on the model written at batch 5. */
+Test(rebatch, values_meeting_the_batch_follow_it, .init = make_work, .timeout = 600) {
+  char msg[2048];
+  cr_assert(ort_ready(msg, sizeof msg), "%s", msg);
+  ap_tensor t = {.dtype = AP_DT_FLOAT, .rank = 3, .dims = {5, 4, 8}, .numel = 160};
+  float data[160];
+  for (int i = 0; i < 160; i++)
+    data[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+  t.data = data;
+  mkdir(WORK "/meet-in", 0777);
+  ap_diag d = {0};
+  cr_assert_eq(ap_write_tensor_pb(WORK "/meet-in/input_0.pb", &t, "x", &d), AP_OK, "%s",
+               d.message);
+  cr_assert(ort_run(ACCPAR_SOURCE_DIR "/tests/golden/models/meets_batch_b5.onnx",
+                    WORK "/meet-in", WORK "/meet-ort", msg, sizeof msg), "%s", msg);
+  static const int written[] = {1, 2};
+  static const char *const arrays[] = {"cpu:1", "tpuv3:1,tpuv2:2"};
+  for (int b = 0; b < 2; b++)
+    for (int a = 0; a < 2; a++) {
+      char cmd[8192], why[4096] = "";
+      fmt(cmd, sizeof cmd,
+          "d='%s/meet-%d-%d' && rm -rf \"$d\" && mkdir -p \"$d/out\" && "
+          "'%s' compile '%s/tests/golden/models/meets_batch_b%d.onnx' --batch 5 --devices %s "
+          "-o \"$d/prog\" > \"$d.log\" 2>&1 && "
+          "\"$d/prog/model\" --inputs '%s/meet-in' --outputs \"$d/out\" >> \"$d.log\" 2>&1",
+          WORK, b, a, ACCPARC, ACCPAR_SOURCE_DIR, written[b], arrays[a], WORK);
+      cr_assert_eq(system(cmd), 0, "%s", cmd);
+      fmt(cmd, sizeof cmd, "%s/meet-%d-%d/out", WORK, b, a);
+      cr_expect(outputs_match(WORK "/meet-ort", cmd, 1e-5, 1e-6, why, sizeof why),
+                "written at batch %d, on %s: %s", written[b], arrays[a], why);
+    }
+}

@@ -143,3 +143,31 @@ save("two_inputs_layer", helper.make_graph([
 ], "two_inputs_layer", [vi("x", ["batch", "frames", 8]), vi("m", ["batch", "frames", 16])],
     [vi("y", ["batch", "frames", 16])],
     [numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32), "w")]))
+
+# Values that meet the batch without coming from the input, as exporters
+# write them at a fixed batch B: a class token expanded to [B, 1, 8] and
+# concatenated with the patches, a ConstantOfShape([B, 5, 2]) padding
+# concatenated on the features, a token tiled to [B, 5, 10] and added.
+# Re-batched (--batch N), the literals that wrote B follow (ir/rebatch.c);
+# test_bind compares each with the model written at batch 5.
+mrng = np.random.default_rng(11)
+meet_weights = [
+    numpy_helper.from_array(mrng.standard_normal((1, 1, 8)).astype(np.float32), "cls"),
+    numpy_helper.from_array(mrng.standard_normal((1, 1, 10)).astype(np.float32), "tok"),
+    numpy_helper.from_array(mrng.standard_normal((10, 3)).astype(np.float32), "w"),
+]
+for batch in (1, 2, 5):
+    save(f"meets_batch_b{batch}", helper.make_graph([
+        helper.make_node("Expand", ["cls", "cls_shape"], ["e"], name="expand_cls"),
+        helper.make_node("Concat", ["e", "x"], ["cat"], name="cat_tokens", axis=1),
+        helper.make_node("ConstantOfShape", ["pad_shape"], ["pad"], name="pad",
+                         value=numpy_helper.from_array(np.array([0.5], np.float32))),
+        helper.make_node("Concat", ["cat", "pad"], ["cat2"], name="cat_features", axis=2),
+        helper.make_node("Tile", ["tok", "reps"], ["tiled"], name="tile_tok"),
+        helper.make_node("Add", ["cat2", "tiled"], ["s"], name="add_tok"),
+        helper.make_node("MatMul", ["s", "w"], ["y"], name="proj"),
+    ], f"meets_batch_b{batch}", [vi("x", [batch, 4, 8])], [vi("y", [batch, 5, 3])],
+        meet_weights + [
+            numpy_helper.from_array(np.array([batch, 1, 8], np.int64), "cls_shape"),
+            numpy_helper.from_array(np.array([batch, 5, 2], np.int64), "pad_shape"),
+            numpy_helper.from_array(np.array([batch, 5, 1], np.int64), "reps")]))

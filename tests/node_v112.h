@@ -22,7 +22,9 @@ __attribute__((unused)) static bool node_v112_selected(const char *name) {
       "softsign", "thresholdedrelu", "mish", "sin", "cos", "floor", "ceil", "round", "sign",
       "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
       "constant_pad", "edge_pad", "reflect_pad", "tile", "depthtospace", "spacetodepth",
-      "resize", "upsample",
+      "resize", "upsample", "reduce_min", "reduce_prod", "reduce_l1", "reduce_l2",
+      "reduce_log_sum_exp", "reduce_sum_square", "argmax", "argmin", "cumsum", "tril", "triu",
+      "onehot", "top_k",
   };
   if (strncmp(name, "test_", 5) != 0)
     return false;

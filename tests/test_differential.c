@@ -367,8 +367,19 @@ Test(differential, debian_v1_12_tests_of_the_added_operators, .timeout = 2400) {
   if (!exists(NODE_V112_DIR))
     cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
   static const int every[] = {0, 1, 2, 3, 4};
-  node_sweep(NODE_V112_DIR, node_v112_selected, "v1.12", 40, true, every, N_ARRAYS);
-  node_sweep(NODE_V112_DIR, node_v112_selected, "v1.12", 30, false, every, N_ARRAYS);
+  node_sweep(NODE_V112_DIR, node_v112_first, "v1.12", 40, true, every, N_ARRAYS);
+  node_sweep(NODE_V112_DIR, node_v112_first, "v1.12", 30, false, every, N_ARRAYS);
+}
+
+/* The reductions' and selections' tests (their _random variants) on a
+ * homogeneous and a mixed array: every strategy splits what the axis rules
+ * allow around the reduced, scanned or selected axis. */
+Test(differential, debian_v1_12_tests_of_the_reductions, .timeout = 2400) {
+  if (!exists(NODE_V112_DIR))
+    cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
+  static const int some[] = {1, 3};
+  node_sweep(NODE_V112_DIR, node_v112_reductions_swept, "v1.12-reductions", 20, true, some, 2);
+  node_sweep(NODE_V112_DIR, node_v112_reductions_swept, "v1.12-reductions", 40, false, some, 2);
 }
 
 /* ---- the added operators between layers (tests/op_models.py) ---- */

@@ -197,6 +197,43 @@ static ap_status grad_resize(cg_grad_kernel *gk) {
   return AP_OK;
 }
 
+/* Trilu: the kept elements pass their gradient, the zeroed ones none. */
+static ap_status grad_trilu(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *x = &k->in[0];
+  ap_status s = cg_trilu_check(k);
+  if (s != AP_OK || !x->numel)
+    return s;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, x->rank, x->dims, "i", iv);
+  cg_grad_put(gk, 0, cg_v(k, o),
+              cg_sel(k, cg_trilu_keep(k, iv), cg_ld(k, cg_dy(k, 0), cg_v(k, o)), cg_int(k, 0)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, x->rank);
+  return AP_OK;
+}
+
+/* OneHot: values' two elements collect the gradients of the outputs that
+ * took them (the indices have none). */
+static ap_status grad_one_hot(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *y = &k->out[0];
+  if (y->dtype != AP_DT_FLOAT && y->dtype != AP_DT_DOUBLE)
+    return cg_error(k, AP_ERR_UNSUPPORTED, "training: element type %s has no gradient",
+                    ap_dtype_name(y->dtype));
+  cg_grad_zero(gk, 2);
+  int axis, iv[AP_MAX_RANK], o;
+  ap_status s;
+  int on = cg_one_hot_begin(k, &axis, iv, &o, &s);
+  if (on < 0)
+    return s;
+  cg_st_op(k, cg_dx(k, 2), cg_sel(k, cg_v(k, on), cg_i64(k, 1), cg_i64(k, 0)), CG_X_ADD,
+           cg_ld(k, cg_dy(k, 0), cg_v(k, o)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
 static ap_status grad_slice(cg_grad_kernel *gk) {
   cg_kernel *k = gk->k;
   const cg_operand *x = &k->in[0], *y = &k->out[0];
@@ -281,6 +318,8 @@ const cg_grad_op cg_grad_ops_move[AP_OP_COUNT] = {
     [AP_OP_SLICE] = {grad_slice, 0x1, 0, 0},
     [AP_OP_PAD] = {grad_pad, 0x1, 0, 0},
     [AP_OP_TILE] = {grad_tile, 0x1, 0, 0},
+    [AP_OP_TRILU] = {grad_trilu, 0x1, 0, 0},
+    [AP_OP_ONE_HOT] = {grad_one_hot, 0x4, 0x1, 0},
     [AP_OP_DEPTH_TO_SPACE] = {grad_depth_space, 0x1, 0, 0},
     [AP_OP_SPACE_TO_DEPTH] = {grad_depth_space, 0x1, 0, 0},
     [AP_OP_RESIZE] = {grad_resize, 0x1, 0, 0},

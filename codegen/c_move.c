@@ -604,3 +604,96 @@ static ap_status resize(cg_kernel *k) {
 
 ap_status cg_emit_RESIZE(cg_kernel *k) { return resize(k); }
 ap_status cg_emit_UPSAMPLE(cg_kernel *k) { return resize(k); }
+
+cg_x *cg_trilu_keep(cg_kernel *k, const int *iv) {
+  const cg_operand *x = &k->in[0];
+  bool upper, known;
+  int64_t kk;
+  ap_diag d = {0};
+  if (ap_trilu_params(k->g, (ap_node *)k->n, &upper, &kk, &known, &d) != AP_OK || !known)
+    ap_die("Trilu's parameters were checked by its emitter");
+  /* col - row >= k keeps the upper part, <= k the lower. */
+  cg_x *diff = cg_sub(k, cg_v(k, iv[x->rank - 1]), cg_v(k, iv[x->rank - 2]));
+  return upper ? cg_ge(k, diff, cg_i64(k, kk)) : cg_le(k, diff, cg_i64(k, kk));
+}
+
+ap_status cg_trilu_check(cg_kernel *k) {
+  bool upper, known;
+  int64_t kk;
+  ap_status s = ap_trilu_params(k->g, (ap_node *)k->n, &upper, &kk, &known, k->d);
+  if (s == AP_OK && !known)
+    return cg_error(k, AP_ERR_UNSUPPORTED, "k must be a constant (bind it with --inputs)");
+  return s;
+}
+
+/* Trilu: the matrices (the last two axes, whole: ir/axes.c, rule TRILU)
+ * keep the elements on and above (upper) or below the k-th diagonal. */
+ap_status cg_emit_TRILU(cg_kernel *k) {
+  const cg_operand *y = &k->out[0];
+  ap_status s = cg_trilu_check(k);
+  if (s != AP_OK)
+    return s;
+  k->skip_in |= (uint64_t)1 << 1;
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  cg_st(k, cg_out(k, 0), cg_v(k, o),
+        cg_sel(k, cg_trilu_keep(k, iv), cg_ld(k, cg_in(k, 0), cg_v(k, o)), cg_int(k, 0)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+int cg_one_hot_begin(cg_kernel *k, int *axis, int *iv, int *o, ap_status *s) {
+  const cg_operand *ix = &k->in[0], *y = &k->out[0];
+  int64_t depth;
+  bool known;
+  *s = ap_one_hot_params(k->g, (ap_node *)k->n, ix->rank, axis, &depth, &known, k->d);
+  if (*s == AP_OK && !known)
+    *s = cg_error(k, AP_ERR_UNSUPPORTED, "depth must be a constant (bind it with --inputs)");
+  if (*s != AP_OK || !y->numel)
+    return -1;
+  /* The indices' strides seen from the output's indices: 0 along the depth. */
+  int64_t is[AP_MAX_RANK], st[AP_MAX_RANK];
+  cg_strides(ix->rank, ix->dims, is);
+  for (int a = 0; a < y->rank; a++)
+    st[a] = a == *axis ? 0 : is[a - (a > *axis)];
+  *o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0));
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  cg_x *raw = cg_ld(k, cg_in(k, 0), cg_idx(k, y->rank, st, iv));
+  if (cg_ty_float(cg_ty_of(ix->dtype))) {
+    /* Truncated to an integer as a cast would, after clamping (out of
+     * range and NaN select nothing). */
+    int r = cg_let(k, "raw", cg_cast(k, CG_T_F64, raw));
+    cg_x *lim = cg_minmax(k, false, CG_T_F64,
+                          cg_minmax(k, true, CG_T_F64, cg_v(k, r), cg_f64(k, (double)(-depth - 1))),
+                          cg_f64(k, (double)depth));
+    raw = cg_cast(k, CG_T_I64, cg_sel(k, cg_eq(k, cg_v(k, r), cg_v(k, r)), lim,
+                                      cg_f64(k, (double)depth)));
+  } else {
+    raw = cg_cast(k, CG_T_I64, raw);
+  }
+  int ri = cg_let(k, "index", raw);
+  int at = cg_let(k, "at", cg_sel(k, cg_lt(k, cg_v(k, ri), cg_i64(k, 0)),
+                                  cg_add(k, cg_v(k, ri), cg_i64(k, depth)), cg_v(k, ri)));
+  return cg_let(k, "on", cg_eq(k, cg_v(k, at), cg_v(k, iv[*axis])));
+}
+
+/* OneHot: values[1] where the depth index equals the (negative: counted
+ * from depth) index, values[0] elsewhere; the depth axis is whole
+ * (ir/axes.c, rule ONE_HOT). */
+ap_status cg_emit_ONE_HOT(cg_kernel *k) {
+  const cg_operand *y = &k->out[0];
+  int axis, iv[AP_MAX_RANK], o;
+  ap_status s;
+  k->skip_in |= (uint64_t)1 << 1;
+  int on = cg_one_hot_begin(k, &axis, iv, &o, &s);
+  if (on < 0)
+    return s;
+  cg_st(k, cg_out(k, 0), cg_v(k, o),
+        cg_sel(k, cg_v(k, on), cg_ldi(k, cg_in(k, 2), 1), cg_ldi(k, cg_in(k, 2), 0)));
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}

@@ -771,6 +771,15 @@ cg_x *cg_tile_source(cg_kernel *k, const int64_t *repeats, const int *iv);
 /* DepthToSpace, SpaceToDepth (k->n): the input offset output element
  * iv[] = (n, c, h, w) reads. */
 cg_x *cg_depth_space_source(cg_kernel *k, const int *iv);
+/* Trilu (k->n): an error unless k is known; then whether element iv[]
+ * (loop variables over the input) is kept. */
+ap_status cg_trilu_check(cg_kernel *k);
+cg_x *cg_trilu_keep(cg_kernel *k, const int *iv);
+/* OneHot (k->n): opens loops iv[] over the output's box, with *o its
+ * element's offset (a counter the caller advances), and returns the
+ * variable saying whether that element is on; -1 (and *s) on an error or
+ * an empty output. The caller closes the loops. */
+int cg_one_hot_begin(cg_kernel *k, int *axis, int *iv, int *o, ap_status *s);
 
 /* Resize, Upsample: cg_resize_begin adds the index and weight tables of
  * k's kernel to it and returns the number of corners an output element
@@ -779,6 +788,25 @@ cg_x *cg_depth_space_source(cg_kernel *k, const int *iv);
  * nearest), tables what cg_resize_begin set. */
 int cg_resize_begin(cg_kernel *k, void **tables, ap_status *s);
 cg_x *cg_resize_corner(cg_kernel *k, const void *tables, const int *iv, int c, cg_x **weight);
+
+/* ---- c_reduce.c ----------------------------------------------------------- */
+
+/* Reduce*, ArgMax, ArgMin (k->n): reduced[i] for every dim of input 0, and
+ * the number of elements each output element reads. */
+ap_status cg_reduced_dims(cg_kernel *k, bool *reduced, int64_t *count);
+/* The output's strides seen from input 0's indices (0 along reduced dims);
+ * an error when the output's size disagrees. */
+ap_status cg_reduce_strides(cg_kernel *k, const bool *reduced, int64_t *os);
+/* TopK (k->n): its axis, K, and the sizes before and after the axis; an
+ * error when K is not a constant. */
+ap_status cg_top_k_params(cg_kernel *k, int *axis, int64_t *kk, int64_t *outer, int64_t *inner);
+/* CumSum (k->n): its axis and attributes; an error when the axis is not a
+ * constant. */
+ap_status cg_cumsum_params(cg_kernel *k, int *axis, bool *exclusive, bool *reverse);
+/* dst[] = (or, add, +=) the prefix sums of src[] (both shaped as input 0)
+ * along axis, converted to ct. */
+void cg_scan(cg_kernel *k, int axis, bool exclusive, bool reverse, cg_x *src, cg_x *dst,
+             cg_ty ct, bool add);
 
 /* ---- c_layer.c ------------------------------------------------------------ */
 

@@ -176,6 +176,31 @@ bool ap_axes_out_split(const ap_graph *g, const ap_node *n, int j) {
     return j == 0;
   case AP_AXES_RESIZE: /* a resized axis reads its input axis whole */
     return x && resize_kept(g, n, x, marks) && marks[j];
+  case AP_AXES_SCAN: { /* a prefix sum reads its axis whole */
+    int axis;
+    bool known = false;
+    ap_diag d = {0};
+    return x && ap_cumsum_axis((ap_graph *)g, (ap_node *)n, x->rank, &axis, &known, &d) == AP_OK &&
+           known && j != axis;
+  }
+  case AP_AXES_TRILU: /* the mask reads a matrix's row and column indices */
+    return j < y->rank - 2;
+  case AP_AXES_TOP_K: { /* the selection reads its axis whole */
+    int axis;
+    int64_t k;
+    bool known = false;
+    ap_diag d = {0};
+    return x && ap_top_k_params((ap_graph *)g, (ap_node *)n, x->rank, &axis, &k, &known, &d) ==
+                    AP_OK && j != axis;
+  }
+  case AP_AXES_ONE_HOT: { /* each index fills its whole depth */
+    int axis;
+    int64_t depth;
+    bool known = false;
+    ap_diag d = {0};
+    return x && ap_one_hot_params((ap_graph *)g, (ap_node *)n, x->rank, &axis, &depth, &known,
+                                  &d) == AP_OK && j != axis;
+  }
   default:
     return true;
   }
@@ -266,8 +291,22 @@ int ap_axes_in_to_out(const ap_graph *g, const ap_node *n, int slot, int a) {
   case AP_AXES_TILE:
   case AP_AXES_BATCH:
   case AP_AXES_RESIZE:
+  case AP_AXES_SCAN:
+  case AP_AXES_TRILU:
+  case AP_AXES_TOP_K:
     j = slot == 0 && ap_axes_out_split(g, n, a) ? a : -1;
     break;
+  case AP_AXES_ONE_HOT: {
+    int axis;
+    int64_t depth;
+    bool known = false;
+    ap_diag d = {0};
+    if (slot != 0 || ap_one_hot_params((ap_graph *)g, (ap_node *)n, r, &axis, &depth, &known,
+                                       &d) != AP_OK)
+      return -1;
+    j = a < axis ? a : a + 1;
+    break;
+  }
   case AP_AXES_REDUCE:
     if (slot != 0 || !reduced_axes(g, n, marks) || marks[a])
       return -1;

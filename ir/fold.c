@@ -503,6 +503,72 @@ static ap_status fold_TILE(fctx *c) {
   return AP_OK;
 }
 
+/* Prefix sums along the axis: integers wrap in their type, floats add in
+ * double and round once per element. */
+static ap_status fold_CUM_SUM(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  int axis;
+  bool known;
+  ap_status s = ap_cumsum_axis(c->g, c->n, x->rank, &axis, &known, c->d);
+  c->skip = !known;
+  if (s || !known)
+    return s;
+  bool exclusive = ap_attr_int(c->n, "exclusive", 0) != 0;
+  bool reverse = ap_attr_int(c->n, "reverse", 0) != 0;
+  int64_t outer = 1, len = x->dims[axis], inner = 1;
+  for (int a = 0; a < axis; a++)
+    outer *= x->dims[a];
+  for (int a = axis + 1; a < x->rank; a++)
+    inner *= x->dims[a];
+  bool ints = int_like(x->dtype);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < inner; j++) {
+      uint64_t iacc = 0;
+      double facc = 0;
+      for (int64_t t = 0; t < len; t++) {
+        int64_t at = (o * len + (reverse ? len - 1 - t : t)) * inner + j;
+        if (exclusive) {
+          if (ints)
+            store_int(y, at, (int64_t)iacc);
+          else
+            ap_tensor_set_f64(y, at, facc);
+        }
+        if (ints)
+          iacc += (uint64_t)ap_tensor_get_i64(x, at);
+        else
+          facc += ap_tensor_get_f64(x, at);
+        if (!exclusive) {
+          if (ints)
+            store_int(y, at, (int64_t)iacc);
+          else
+            ap_tensor_set_f64(y, at, facc);
+        }
+      }
+    }
+  return AP_OK;
+}
+
+/* The matrices' elements on and above (upper) or below the k-th diagonal. */
+static ap_status fold_TRILU(fctx *c) {
+  ap_tensor *x = &c->in[0], *y = &c->out[0];
+  bool upper, known;
+  int64_t k;
+  ap_status s = ap_trilu_params(c->g, c->n, &upper, &k, &known, c->d);
+  c->skip = !known;
+  if (s || !known)
+    return s;
+  int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+  size_t es = elem_size(y->dtype);
+  for (int64_t i = 0; i < y->numel; i++) {
+    int64_t col = i % cols, row = i / cols % rows;
+    if (upper ? col - row >= k : col - row <= k)
+      copy_elem(y, i, x, i);
+    else
+      memset((char *)y->data + (size_t)i * es, 0, es);
+  }
+  return AP_OK;
+}
+
 /* The input offset of output element (n, c, h, w) of DepthToSpace or
  * SpaceToDepth with block b (x: the input's dims). */
 static int64_t depth_space_source(bool to_space, bool crd, int64_t b, const int64_t *x,
@@ -714,6 +780,16 @@ static ap_status fold_DROPOUT(fctx *c) {
 #define fold_REDUCE_MEAN NULL
 #define fold_REDUCE_SUM NULL
 #define fold_REDUCE_MAX NULL
+#define fold_REDUCE_MIN NULL
+#define fold_REDUCE_PROD NULL
+#define fold_REDUCE_L1 NULL
+#define fold_REDUCE_L2 NULL
+#define fold_REDUCE_LOG_SUM_EXP NULL
+#define fold_REDUCE_SUM_SQUARE NULL
+#define fold_ARG_MAX NULL
+#define fold_ARG_MIN NULL
+#define fold_TOP_K NULL
+#define fold_ONE_HOT NULL
 #define fold_RESIZE NULL
 #define fold_UPSAMPLE NULL
 

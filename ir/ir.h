@@ -134,6 +134,10 @@ typedef enum ap_axes_rule {
   AP_AXES_TILE,        /* the axes not repeated */
   AP_AXES_BATCH,       /* axis 0 only (DepthToSpace, SpaceToDepth) */
   AP_AXES_RESIZE,      /* the axes Resize maps to themselves */
+  AP_AXES_SCAN,        /* every axis but CumSum's */
+  AP_AXES_TRILU,       /* the axes before the last two (the matrices) */
+  AP_AXES_TOP_K,       /* every axis but TopK's */
+  AP_AXES_ONE_HOT,     /* the indices' axes (the depth axis whole) */
   AP_AXES_GATHER,      /* data's axes but `axis`, and the indices' axes */
   AP_AXES_EXPAND       /* input 0 broadcast to the output */
 } ap_axes_rule;
@@ -420,8 +424,24 @@ bool ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *idx, double
 /* Whether axis a maps every output index to the same input index. */
 bool ap_resize_identity(const ap_resize *r, int a);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
- * or a constant input, noop_with_empty_axes applied). */
+ * or a constant input, noop_with_empty_axes applied); ArgMax, ArgMin: their
+ * one axis. */
 ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d);
+/* CumSum: its axis (input 1) normalized against rank; *known is false when
+ * it is not a constant. */
+ap_status ap_cumsum_axis(ap_graph *g, ap_node *n, int rank, int *axis, bool *known, ap_diag *d);
+/* TopK: its axis normalized against rank, and K (input 1, or attribute k
+ * before opset 10); *known is false when K is not a constant. */
+ap_status ap_top_k_params(ap_graph *g, ap_node *n, int rank, int *axis, int64_t *k, bool *known,
+                          ap_diag *d);
+/* OneHot: the output axis the depth goes to (indices of rank `rank`), and
+ * depth (input 1); *known is false when depth is not a constant. */
+ap_status ap_one_hot_params(ap_graph *g, ap_node *n, int rank, int *axis, int64_t *depth,
+                            bool *known, ap_diag *d);
+/* Trilu: upper, and the diagonal offset k (input 1, 0 when absent); *known
+ * is false when k is not a constant. */
+ap_status ap_trilu_params(ap_graph *g, ap_node *n, bool *upper, int64_t *k, bool *known,
+                          ap_diag *d);
 /* ConstantOfShape's fill value (a one-element tensor; float 0 by default). */
 ap_status ap_constant_of_shape_value(ap_graph *g, ap_node *n, ap_tensor *value,
                                      ap_diag *d);

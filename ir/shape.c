@@ -946,6 +946,16 @@ ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d) {
   ap_status s;
   if ((s = need(c, 0, &x)))
     return s;
+  if (n->op == AP_OP_ARG_MAX || n->op == AP_OP_ARG_MIN) {
+    int axis;
+    if (x->rank < 0)
+      return bad(c, "the reduced axes are not known");
+    if ((s = norm_axis(c, "axis", ap_attr_int(n, "axis", 0), x->rank ? x->rank : 1, &axis)))
+      return s;
+    for (int i = 0; i < x->rank; i++)
+      reduced[i] = i == axis;
+    return AP_OK;
+  }
   int64_t axes[AP_MAX_RANK * 2];
   int n_axes;
   bool known, marks[AP_MAX_RANK];
@@ -964,6 +974,138 @@ ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d) {
 #define infer_REDUCE_MEAN reduce
 #define infer_REDUCE_SUM reduce
 #define infer_REDUCE_MAX reduce
+#define infer_REDUCE_MIN reduce
+#define infer_REDUCE_PROD reduce
+#define infer_REDUCE_L1 reduce
+#define infer_REDUCE_L2 reduce
+#define infer_REDUCE_LOG_SUM_EXP reduce
+#define infer_REDUCE_SUM_SQUARE reduce
+
+/* ArgMax, ArgMin: int64 indices along one axis, kept as 1 unless keepdims=0. */
+static ap_status arg_reduce(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->dtype == AP_DT_STRING || x->dtype == AP_DT_BOOL)
+    return bad(c, "input '%s' must be numeric, not %s", x->name, ap_dtype_name(x->dtype));
+  if (x->rank < 0)
+    return set_out(c, 0, AP_DT_INT64, &(shp){.rank = -1});
+  if (x->rank == 0)
+    return bad(c, "input '%s' must have rank 1 or more", x->name);
+  int axis;
+  if ((s = norm_axis(c, "axis", ap_attr_int(c->n, "axis", 0), x->rank, &axis)))
+    return s;
+  bool keep = ap_attr_int(c->n, "keepdims", 1) != 0;
+  shp o;
+  shp_of(x, &o);
+  o.rank = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (i != axis)
+      shp_dim(&o, o.rank++, x->dims[i], x->sym[i]);
+    else if (keep)
+      shp_dim(&o, o.rank++, 1, NULL);
+  return set_out(c, 0, AP_DT_INT64, &o);
+}
+#define infer_ARG_MAX arg_reduce
+#define infer_ARG_MIN arg_reduce
+
+ap_status ap_cumsum_axis(ap_graph *g, ap_node *n, int rank, int *axis, bool *known, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  ap_value *av;
+  int64_t a[1];
+  int count;
+  ap_status s;
+  *axis = 0;
+  if ((s = need(c, 1, &av)))
+    return s;
+  if (av->rank > 1 || (av->rank == 1 && av->dims[0] != 1))
+    return bad(c, "axis input '%s' must be a scalar", av->name);
+  if ((s = const_ints(c, av, a, 1, &count, known)) || !*known)
+    return s;
+  if (count != 1)
+    return bad(c, "axis input '%s' must be a scalar", av->name);
+  return norm_axis(c, "axis", a[0], rank, axis);
+}
+
+ap_status ap_top_k_params(ap_graph *g, ap_node *n, int rank, int *axis, int64_t *k, bool *known,
+                          ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  ap_status s;
+  *k = -1;
+  *known = false;
+  if ((s = norm_axis(c, "axis", ap_attr_int(n, "axis", -1), rank, axis)))
+    return s;
+  /* K is an attribute before opset 10, a one-element input from then on. */
+  ap_value *kv = in(c, 1);
+  if (!kv) {
+    const ap_attr *a = ap_attr_find(n, "k");
+    if (!a || a->type != AP_ATTR_INT)
+      return bad(c, "K is required (input 1, or attribute 'k' (an int) before opset 10)");
+    *k = a->i;
+    *known = true;
+  } else {
+    int count;
+    if (kv->rank != 1 || (kv->dims[0] >= 0 && kv->dims[0] != 1))
+      return bad(c, "K input '%s' must be a 1-D tensor of one element", kv->name);
+    if ((s = const_ints(c, kv, k, 1, &count, known)) || !*known)
+      return s;
+  }
+  if (*k < 0)
+    return bad(c, "K = %lld must not be negative", (long long)*k);
+  return AP_OK;
+}
+
+/* TopK: the input's shape with K along axis; Values in its type, Indices int64. */
+static ap_status infer_TOP_K(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->dtype == AP_DT_STRING || x->dtype == AP_DT_BOOL)
+    return bad(c, "input '%s' must be numeric, not %s", x->name, ap_dtype_name(x->dtype));
+  if (ap_attr_int(c->n, "largest", 1) != 0 && ap_attr_int(c->n, "largest", 1) != 1)
+    return bad(c, "attribute 'largest' must be 0 or 1");
+  if (ap_attr_int(c->n, "sorted", 1) != 0 && ap_attr_int(c->n, "sorted", 1) != 1)
+    return bad(c, "attribute 'sorted' must be 0 or 1");
+  shp o;
+  shp_of(x, &o);
+  if (x->rank == 0)
+    return bad(c, "input '%s' must have rank 1 or more", x->name);
+  if (x->rank > 0) {
+    int axis;
+    int64_t k;
+    bool known;
+    if ((s = ap_top_k_params(c->g, c->n, x->rank, &axis, &k, &known, c->d)))
+      return s;
+    if (known && x->dims[axis] >= 0 && k > x->dims[axis])
+      return bad(c, "K = %lld exceeds the axis's %lld elements", (long long)k,
+                 (long long)x->dims[axis]);
+    shp_dim(&o, axis, known ? k : -1, NULL);
+  }
+  if ((s = set_out(c, 0, x->dtype, &o)))
+    return s;
+  return set_out(c, 1, AP_DT_INT64, &o);
+}
+
+/* CumSum: the input's shape; the axis is checked when it is a constant. */
+static ap_status infer_CUM_SUM(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->dtype == AP_DT_STRING || x->dtype == AP_DT_BOOL)
+    return bad(c, "input '%s' must be numeric, not %s", x->name, ap_dtype_name(x->dtype));
+  if (x->rank == 0)
+    return bad(c, "input '%s' must have rank 1 or more", x->name);
+  if (x->rank > 0) {
+    int axis;
+    bool known;
+    if ((s = ap_cumsum_axis(c->g, c->n, x->rank, &axis, &known, c->d)))
+      return s;
+  }
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
 
 /* ---- data movement ------------------------------------------------------ */
 
@@ -1973,6 +2115,95 @@ static ap_status infer_resize(const ctx *c) {
 }
 #define infer_RESIZE infer_resize
 #define infer_UPSAMPLE infer_resize
+
+ap_status ap_trilu_params(ap_graph *g, ap_node *n, bool *upper, int64_t *k, bool *known,
+                          ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  int64_t upper_attr = ap_attr_int(n, "upper", 1);
+  if (upper_attr != 0 && upper_attr != 1)
+    return bad(c, "attribute 'upper' must be 0 or 1, not %lld", (long long)upper_attr);
+  *upper = upper_attr != 0;
+  *k = 0;
+  *known = true;
+  ap_value *kv = in(c, 1);
+  if (!kv)
+    return AP_OK;
+  if (kv->rank > 1 || (kv->rank == 1 && kv->dims[0] != 1))
+    return bad(c, "k input '%s' must be a scalar", kv->name);
+  int count;
+  ap_status s = const_ints(c, kv, k, 1, &count, known);
+  if (!s && *known && count != 1)
+    return bad(c, "k input '%s' must be a scalar", kv->name);
+  return s;
+}
+
+/* Trilu: the input's shape, of rank 2 or more. */
+static ap_status infer_TRILU(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  bool upper, known;
+  int64_t k;
+  if ((s = need(c, 0, &x)) || (s = ap_trilu_params(c->g, c->n, &upper, &k, &known, c->d)))
+    return s;
+  if (x->rank >= 0 && x->rank < 2)
+    return bad(c, "input '%s' must have rank 2 or more, not %d", x->name, x->rank);
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
+
+ap_status ap_one_hot_params(ap_graph *g, ap_node *n, int rank, int *axis, int64_t *depth,
+                            bool *known, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  ap_value *dv;
+  ap_status s;
+  *depth = -1;
+  *known = false;
+  if ((s = need(c, 1, &dv)) || (s = norm_axis(c, "axis", ap_attr_int(n, "axis", -1), rank + 1, axis)))
+    return s;
+  if (dv->rank > 1 || (dv->rank == 1 && dv->dims[0] != 1))
+    return bad(c, "depth input '%s' must be a scalar or one element", dv->name);
+  if (dv->dtype == AP_DT_STRING || dv->dtype == AP_DT_BOOL)
+    return bad(c, "depth input '%s' must be numeric, not %s", dv->name, ap_dtype_name(dv->dtype));
+  if (!dv->data)
+    return AP_OK;
+  ap_tensor t = ap_value_tensor(dv);
+  double v = ap_tensor_get_f64(&t, 0);
+  /* A float depth is truncated, as an integer index would be. */
+  if (!(v >= 1 && v <= (double)(1 << 24)))
+    return bad(c, "depth %g must be a positive count", v);
+  *depth = (int64_t)v;
+  *known = true;
+  return AP_OK;
+}
+
+/* OneHot: the indices' shape with depth inserted at axis, in values' type. */
+static ap_status infer_ONE_HOT(const ctx *c) {
+  ap_value *ix, *vals;
+  ap_status s;
+  if ((s = need(c, 0, &ix)) || (s = need(c, 2, &vals)))
+    return s;
+  if (ix->dtype == AP_DT_STRING || ix->dtype == AP_DT_BOOL)
+    return bad(c, "indices '%s' must be numeric, not %s", ix->name, ap_dtype_name(ix->dtype));
+  if (vals->rank > 1 || (vals->rank == 1 && vals->dims[0] >= 0 && vals->dims[0] != 2))
+    return bad(c, "values input '%s' must hold two elements (off, on)", vals->name);
+  if (ix->rank < 0)
+    return set_out(c, 0, vals->dtype, &(shp){.rank = -1});
+  if (ix->rank + 1 > AP_MAX_RANK)
+    return bad(c, "rank %d exceeds %d", ix->rank + 1, AP_MAX_RANK);
+  int axis;
+  int64_t depth;
+  bool known;
+  if ((s = ap_one_hot_params(c->g, c->n, ix->rank, &axis, &depth, &known, c->d)))
+    return s;
+  shp o;
+  shp_of(ix, &o);
+  o.rank = 0;
+  for (int i = 0; i <= ix->rank; i++)
+    if (i == axis)
+      shp_dim(&o, o.rank++, known ? depth : -1, NULL);
+    else
+      shp_dim(&o, o.rank++, ix->dims[i - (i > axis)], ix->sym[i - (i > axis)]);
+  return set_out(c, 0, vals->dtype, &o);
+}
 
 /* ---- constants and metadata --------------------------------------------- */
 

@@ -306,6 +306,74 @@ def reductions():
     return model(nodes, [("x", D, [2, 3, 4])], ("y", D), [const("ax1", [1])])
 
 
+def reductions_more():
+    """ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceLogSumExp and
+    ReduceSumSquare with axes attributes (opset 17: negative, several,
+    none, keepdims=0), joined by broadcasting."""
+    n = helper.make_node
+    nodes = [n("ReduceMin", ["x"], ["mn"], axes=[1]),                    # [2, 1, 4]
+             n("ReduceProd", ["x"], ["p"], axes=[-1]),                   # [2, 3, 1]
+             n("ReduceL1", ["x"], ["l1"], axes=[0, 2]),                  # [1, 3, 1]
+             n("ReduceL2", ["x"], ["l2"]),                               # [1, 1, 1]
+             n("ReduceLogSumExp", ["x"], ["lse"], axes=[2]),             # [2, 3, 1]
+             n("ReduceSumSquare", ["x"], ["ss"], axes=[0], keepdims=0),  # [3, 4]
+             n("Sum", ["mn", "p", "l1", "l2", "lse", "ss"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 4])], ("y", D))
+
+
+def reductions_axes_input():
+    """The same reductions at opset 18: axes as a constant input (negative,
+    unsorted), and noop_with_empty_axes with no axes (the identity)."""
+    n = helper.make_node
+    nodes = [n("ReduceMin", ["x", "a1"], ["mn"], keepdims=0),            # [2, 4]
+             n("ReduceProd", ["x", "a20"], ["p"]),                       # [1, 3, 1]
+             n("ReduceL1", ["x", "a1"], ["l1"]),                         # [2, 1, 4]
+             n("ReduceL2", ["x", "a0"], ["l2"], keepdims=0),             # [3, 4]
+             n("ReduceLogSumExp", ["x", "none"], ["lse"], noop_with_empty_axes=1),  # [2, 3, 4]
+             n("ReduceSumSquare", ["x", "none"], ["ss"]),                # [1, 1, 1]
+             n("Unsqueeze", ["mn", "a1"], ["mn1"]),                      # [2, 1, 4]
+             n("Sum", ["mn1", "p", "l1", "l2", "lse", "ss"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 4])], ("y", D),
+                 [const("a1", [-2]), const("a20", [2, 0]), const("a0", [0]),
+                  const("none", [], np.int64)],
+                 opset=18)
+
+
+def cumsum_trilu():
+    """CumSum in every mode (exclusive, reverse, a negative axis, an int32
+    axis) and Trilu, upper and lower, with k from a constant and by
+    default."""
+    n = helper.make_node
+    nodes = [n("CumSum", ["x", "a1"], ["c1"]),
+             n("CumSum", ["c1", "am1"], ["c2"], exclusive=1),
+             n("CumSum", ["c2", "a0"], ["c3"], reverse=1),
+             n("CumSum", ["c3", "a1"], ["c4"], exclusive=1, reverse=1),
+             n("Trilu", ["c4", "k"], ["t1"]),
+             n("Trilu", ["t1"], ["t2"], upper=0),
+             n("Trilu", ["c4", "kneg"], ["t3"], upper=0),
+             n("Add", ["t2", "t3"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 4])], ("y", D),
+                 [const("a1", 1), const("am1", -1, np.int32), const("a0", 0),
+                  const("k", 1), const("kneg", -1)])
+
+
+def top_k_one_hot():
+    """TopK's values (largest along the last axis, smallest along a
+    negative one) scatter their gradient into the elements their indices
+    name; OneHot's values (a fed input) collect the gradients of the
+    outputs that took them."""
+    n = helper.make_node
+    nodes = [n("TopK", ["x", "k2"], ["v1", "i1"]),                       # [2, 3, 2]
+             n("TopK", ["x", "k1"], ["v2", "i2"], axis=-3, largest=0),   # [1, 3, 4]
+             n("OneHot", ["ix", "depth", "vals"], ["oh"], axis=1),       # [2, 3, 2]
+             n("Mul", ["v1", "oh"], ["m"]),
+             n("ReduceSum", ["v2", "a2"], ["s"]),                        # [1, 3, 1]
+             n("Add", ["m", "s"], ["y"])]
+    return model(nodes, [("x", D, [2, 3, 4]), ("vals", D, [2])], ("y", D),
+                 [const("k2", [2]), const("k1", [1]), const("a2", [2]),
+                  const("ix", [[0, 2], [-1, 5]]), const("depth", 3)])
+
+
 def flatten():
     n = helper.make_node("Flatten", ["x"], ["y"], axis=2)
     return model([n], [("x", D, [2, 3, 2])], ("y", D))
@@ -494,6 +562,10 @@ CASES = {
     "sum_max_min_broadcast": sum_max_min,
     "where_broadcast": where,
     "reduce_sum_mean_max": reductions,
+    "reduce_min_prod_l1_l2_lse_ssq": reductions_more,
+    "reduce_axes_input_noop": reductions_axes_input,
+    "cumsum_trilu": cumsum_trilu,
+    "top_k_one_hot": top_k_one_hot,
     "exp_sqrt_log_neg": exp_sqrt_log_neg,
     "unsqueeze_dropout_expand_squeeze": reshaping,
     "reshape": reshape,

@@ -14,9 +14,25 @@
 
 #define NODE_V112_DIR "/usr/share/libonnx-testdata/data/node"
 
-/* "test_" + one of these, then the end of the name, '_' or a digit
+/* "test_" + one of ops[n], then the end of the name, '_' or a digit
  * (test_and2d). */
-__attribute__((unused)) static bool node_v112_selected(const char *name) {
+__attribute__((unused)) static bool node_v112_prefixed(const char *name, const char *const *ops,
+                                                       size_t n) {
+  if (strncmp(name, "test_", 5) != 0)
+    return false;
+  const char *rest = name + 5;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = strlen(ops[i]);
+    if (strncmp(rest, ops[i], len) == 0 &&
+        (rest[len] == '\0' || rest[len] == '_' || isdigit((unsigned char)rest[len])))
+      return true;
+  }
+  return false;
+}
+
+/* The activations, math, comparisons and logic, Pad, Tile, DepthToSpace,
+ * SpaceToDepth, Resize, Upsample. */
+__attribute__((unused)) static bool node_v112_first(const char *name) {
   static const char *const ops[] = {
       "leakyrelu", "prelu", "elu", "selu", "celu", "hardsigmoid", "hardswish", "softplus",
       "softsign", "thresholdedrelu", "mish", "sin", "cos", "floor", "ceil", "round", "sign",
@@ -24,16 +40,29 @@ __attribute__((unused)) static bool node_v112_selected(const char *name) {
       "constant_pad", "edge_pad", "reflect_pad", "tile", "depthtospace", "spacetodepth",
       "resize", "upsample",
   };
-  if (strncmp(name, "test_", 5) != 0)
-    return false;
-  const char *rest = name + 5;
-  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
-    size_t len = strlen(ops[i]);
-    if (strncmp(rest, ops[i], len) == 0 &&
-        (rest[len] == '\0' || rest[len] == '_' || isdigit((unsigned char)rest[len])))
-      return true;
-  }
-  return false;
+  return node_v112_prefixed(name, ops, sizeof ops / sizeof *ops);
+}
+
+/* The reductions and selections: ReduceMin, ReduceProd, ReduceL1, ReduceL2,
+ * ReduceLogSumExp, ReduceSumSquare, ArgMax, ArgMin, CumSum, Trilu, OneHot,
+ * TopK. */
+__attribute__((unused)) static bool node_v112_reductions(const char *name) {
+  static const char *const ops[] = {
+      "reduce_min", "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum_exp",
+      "reduce_sum_square", "argmax", "argmin", "cumsum", "tril", "triu", "onehot", "top_k",
+  };
+  return node_v112_prefixed(name, ops, sizeof ops / sizeof *ops);
+}
+
+__attribute__((unused)) static bool node_v112_selected(const char *name) {
+  return node_v112_first(name) || node_v112_reductions(name);
+}
+
+/* The differential sweep's share of the reductions' tests: their _example
+ * variants have the _random ones' shapes and attributes (only the data
+ * differs, which the one-device suites check), so they are left out. */
+__attribute__((unused)) static bool node_v112_reductions_swept(const char *name) {
+  return node_v112_reductions(name) && !strstr(name, "_example");
 }
 
 #endif

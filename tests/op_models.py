@@ -231,6 +231,84 @@ def resize(outdir):
         f.write(numpy_helper.from_array(x, "x").SerializeToString())
 
 
+def reduce(outdir):
+    """The reductions between convolutions, each over axes the layers split
+    or not: ReduceL2 over the channels (a normalization), ReduceLogSumExp
+    over the width, ReduceMin, ReduceProd, ReduceSumSquare and ReduceL1
+    over space, and ArgMax/ArgMin of the input's channels (exact data: no
+    near-ties for rounding to flip) added as features."""
+    n = helper.make_node
+    inits = [init("w1", [8, 3, 3, 3]), init("w2", [8, 8, 3, 3]), init("w3", [8, 8, 3, 3]),
+             init("wf", [64, 10], 0.05), init("wg", [8, 10], 0.05),
+             scalar("eps", 1e-3), scalar("tenth", 0.1), scalar("one", 1.0),
+             ints("c", [1]), ints("w", [3]), ints("hw", [2, 3]), ints("last", [-1]),
+             ints("h", [-2])]
+    conv = dict(pads=[1, 1, 1, 1])
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"], **conv),                          # [4, 8, 8, 8]
+        n("ReduceL2", ["c1", "c"], ["n1"]),                              # [4, 1, 8, 8]
+        n("Add", ["n1", "eps"], ["n2"]),
+        n("Div", ["c1", "n2"], ["d1"]),
+        n("Conv", ["d1", "w2"], ["c2"], **conv),
+        n("ReduceLogSumExp", ["c2", "w"], ["l2"]),                       # [4, 8, 8, 1]
+        n("Sub", ["c2", "l2"], ["s2"]),
+        n("ArgMax", ["x"], ["am"], axis=1),                              # [4, 1, 8, 8]
+        n("ArgMin", ["x"], ["an"], axis=-3, select_last_index=1),       # [4, 1, 8, 8]
+        n("Cast", ["am"], ["amf"], to=F),
+        n("Cast", ["an"], ["anf"], to=F),
+        n("Mul", ["amf", "tenth"], ["am1"]),
+        n("Add", ["s2", "am1"], ["s3"]),
+        n("Add", ["s3", "anf"], ["s4"]),
+        n("Conv", ["s4", "w3"], ["c3"], **conv),                         # [4, 8, 8, 8]
+        n("ReduceMin", ["c3", "last"], ["mn"], keepdims=0),              # [4, 8, 8]
+        n("Sigmoid", ["c3"], ["sg"]),
+        n("ReduceProd", ["sg", "h"], ["pr"], keepdims=0),                # [4, 8, 8]
+        n("Add", ["mn", "pr"], ["mp"]),
+        n("Flatten", ["mp"], ["f1"], axis=1),                            # [4, 64]
+        n("ReduceSumSquare", ["c3", "hw"], ["ss"], keepdims=0),          # [4, 8]
+        n("ReduceL1", ["c3", "hw"], ["l1"], keepdims=0),
+        n("Add", ["l1", "one"], ["l1p"]),
+        n("Div", ["ss", "l1p"], ["r"]),
+        n("Gemm", ["f1", "wf"], ["g1"]),
+        n("Gemm", ["r", "wg"], ["g2"]),
+        n("Add", ["g1", "g2"], ["y"]),
+    ]
+    save(outdir, "ops_reduce", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
+def scan_select(outdir):
+    """CumSum (forward over the width, exclusive and reversed over the
+    height), Trilu (upper and lower, k constant), TopK over the channels
+    (its values: near-ties only swap near-equal values) and OneHot of the
+    input's ArgMax (exact data) between convolutions."""
+    n = helper.make_node
+    inits = [init("w1", [8, 3, 3, 3]), init("w2", [8, 8, 3, 3]), init("w3", [8, 8, 3, 3]),
+             init("w4", [8, 3, 3, 3]), init("wf", [512, 10], 0.05),
+             scalar("tenth", 0.1), ints("w", 3), ints("h", -2), ints("k1", 1),
+             ints("km1", -1), ints("three", [3]), ints("depth", 3),
+             numpy_helper.from_array(np.array([0.0, 1.0], dtype=np.float32), "onoff")]
+    conv = dict(pads=[1, 1, 1, 1])
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"], **conv),                          # [4, 8, 8, 8]
+        n("CumSum", ["c1", "w"], ["s1"]),
+        n("CumSum", ["s1", "h"], ["s2"], exclusive=1, reverse=1),
+        n("Mul", ["s2", "tenth"], ["s3"]),
+        n("Conv", ["s3", "w2"], ["c2"], **conv),
+        n("Trilu", ["c2", "k1"], ["t1"]),
+        n("Trilu", ["c2", "km1"], ["t2"], upper=0),
+        n("Add", ["t1", "t2"], ["t3"]),
+        n("Conv", ["t3", "w3"], ["c3"], **conv),
+        n("TopK", ["c3", "three"], ["v", "vi"], axis=1),                 # [4, 3, 8, 8]
+        n("ArgMax", ["x"], ["am"], axis=1, keepdims=0),                  # [4, 8, 8]
+        n("OneHot", ["am", "depth", "onoff"], ["oh"], axis=1),           # [4, 3, 8, 8]
+        n("Add", ["v", "oh"], ["a"]),
+        n("Conv", ["a", "w4"], ["c4"], **conv),                          # [4, 8, 8, 8]
+        n("Flatten", ["c4"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_scan_select", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
@@ -238,6 +316,8 @@ def main():
     pad(outdir)
     depth_space(outdir)
     resize(outdir)
+    reduce(outdir)
+    scan_select(outdir)
 
 
 if __name__ == "__main__":

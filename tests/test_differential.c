@@ -370,8 +370,19 @@ Test(differential, node_tests_with_one_input, .timeout = 2400) {
 Test(differential, debian_v1_12_tests_of_the_added_operators, .timeout = 2400) {
   if (!exists(NODE_V112_DIR))
     cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
-  node_sweep(NODE_V112_DIR, node_v112_selected, "v1.12", 40, true, node_arrays, N_NODE_ARRAYS);
-  node_sweep(NODE_V112_DIR, node_v112_selected, "v1.12", 30, false, node_arrays, N_NODE_ARRAYS);
+  node_sweep(NODE_V112_DIR, node_v112_first, "v1.12", 40, true, node_arrays, N_NODE_ARRAYS);
+  node_sweep(NODE_V112_DIR, node_v112_first, "v1.12", 30, false, node_arrays, N_NODE_ARRAYS);
+}
+
+/* The reductions' and selections' tests (their _random variants) on a
+ * homogeneous and a mixed array: every strategy splits what the axis rules
+ * allow around the reduced, scanned or selected axis. */
+Test(differential, debian_v1_12_tests_of_the_reductions, .timeout = 2400) {
+  if (!exists(NODE_V112_DIR))
+    cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);
+  static const int some[] = {1, 3};
+  node_sweep(NODE_V112_DIR, node_v112_reductions_swept, "v1.12-reductions", 20, true, some, 2);
+  node_sweep(NODE_V112_DIR, node_v112_reductions_swept, "v1.12-reductions", 40, false, some, 2);
 }
 
 /* ---- the added operators between layers (tests/op_models.py) ---- */
@@ -385,7 +396,7 @@ Test(differential, operators_between_layers, .timeout = 2400) {
   cr_assert_eq(system(cmd), 0, "op_models.py failed (see %s.log)", dir);
   free(cmd);
   static const char *const names[] = {"ops_cnn", "ops_mlp", "ops_pad", "ops_depth_space",
-                                      "ops_resize"};
+                                      "ops_resize", "ops_reduce", "ops_scan_select"};
   enum { N = sizeof names / sizeof names[0] };
   model m[N];
   for (int i = 0; i < N; i++)

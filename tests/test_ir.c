@@ -57,7 +57,7 @@ Test(graph, find_by_name_after_many_values) {
 
 Test(graph, unsupported_ops_are_marked_unknown) {
   ap_graph *g = ap_graph_new("m.onnx");
-  int n = ap_graph_add_node(g, "k", "", "TopK", 2, 2, 0);
+  int n = ap_graph_add_node(g, "k", "", "Unique", 1, 4, 0);
   int c = ap_graph_add_node(g, "c", "ai.onnx", "Conv", 2, 1, 0);
   int m = ap_graph_add_node(g, "m", "com.microsoft", "Conv", 2, 1, 0);
   cr_expect_eq(g->nodes[n].op, AP_OP_UNKNOWN);
@@ -104,15 +104,15 @@ Test(verify, lists_every_unsupported_type_and_node_once) {
     o[i] = value(g, name, AP_VAL_NODE, -1, d4);
   }
   ap_graph_add_input(g, x);
-  node(g, "t1", "TopK", 1, &x, o[0]);
+  node(g, "t1", "Unique", 1, &x, o[0]);
   node(g, "h", "Hardmax", 1, &o[0], o[1]);
-  node(g, "t2", "TopK", 1, &o[1], o[2]);
+  node(g, "t2", "Unique", 1, &o[1], o[2]);
   node(g, "r", "Relu", 1, &o[2], o[3]);
   ap_graph_add_output(g, o[3]);
   ap_diag d = {0};
   cr_assert_eq(ap_verify(g, &d), AP_ERR_UNSUPPORTED);
   cr_expect_str_eq(d.message,
-                   "u.onnx: unsupported operators: TopK (nodes 't1', 't2'); Hardmax (nodes 'h')");
+                   "u.onnx: unsupported operators: Unique (nodes 't1', 't2'); Hardmax (nodes 'h')");
   ap_graph_free(g);
 }
 

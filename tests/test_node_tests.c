@@ -35,12 +35,13 @@ static const char *const op_prefixes[] = {
     "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
     "edge_pad", "reflect_pad", /* test_constant_pad: "constant" */
     "tile", "depthtospace", "spacetodepth", "resize", "upsample",
+    "reduce_min", "reduce_prod", "reduce_l1", "reduce_l2", "reduce_log_sum_exp", "argmax",
+    "argmin", "cumsum", "tril", "triu", "onehot", "top_k",
 };
 
 /* Folders a prefix matches that test another operator. */
 static const char *const other_operators[] = {
     "test_gather_elements", /* GatherElements */
-    "test_reduce_sum_square", /* ReduceSumSquare */
 };
 
 typedef struct exclusion {

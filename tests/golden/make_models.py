@@ -59,12 +59,11 @@ with open(os.path.join(here, "not_onnx.onnx"), "wb") as f:
 
 # Operators accpar does not support: every type and node in one message.
 save("unsupported", helper.make_graph([
-    helper.make_node("TopK", ["x", "k"], ["v", "i"], name="top1", axis=1),
+    helper.make_node("Unique", ["x"], ["v"], name="uniq1"),
     helper.make_node("Relu", ["v"], ["r"], name="relu"),
-    helper.make_node("TopK", ["r", "k"], ["v2", "i2"], name="top2", axis=1),
+    helper.make_node("Unique", ["r"], ["v2"], name="uniq2"),
     helper.make_node("Hardmax", ["v2"], ["y"], name="hard"),
-], "unsupported", [vi("x", [2, 8])], [vi("y", [2, 3])],
-    [numpy_helper.from_array(np.array([3], np.int64), "k")]))
+], "unsupported", [vi("x", [2, 8])], [vi("y", [2, 3])]))
 
 # A cycle: a -> b -> a.
 save("cycle", helper.make_graph([

@@ -816,6 +816,26 @@ ap_status cg_softmax_geometry(cg_kernel *k, const cg_operand *x, int64_t *outer,
  * whole tensor's end; outside [0, box size) when the index is outside the
  * box). */
 int cg_gather_index(cg_kernel *k, const cg_operand *x, int axis, int j);
+/* GatherElements, ScatterElements: the offset in operand t of the element
+ * at loop variables iv (over operand from's box) with the axis's index
+ * replaced by variable at. */
+cg_x *cg_elements_offset(cg_kernel *k, const cg_operand *t, const cg_operand *from, int axis,
+                         const int *iv, int at);
+/* Whether variable at lies in [0, dim). */
+cg_x *cg_in_axis(cg_kernel *k, int at, int64_t dim);
+/* GatherND, ScatterND: data [B..., D...] (a device's batch slab, ir/axes.c
+ * rule ND), indices [B..., M..., width]. */
+typedef struct cg_nd_geom {
+  int b, width;                                /* batch_dims, the tuples' length */
+  int64_t batches, tuples, block, per_batch;   /* elements */
+  int64_t xs[AP_MAX_RANK];                     /* data's strides */
+} cg_nd_geom;
+ap_status cg_nd_geometry(cg_kernel *k, cg_nd_geom *g);
+/* Opens the loops over batches and tuples (*t: the tuple's number) and
+ * returns the variable holding the data offset of the tuple's block; *ok
+ * is a variable that is 0 when a component lies outside its axis. Two
+ * cg_end close the loops. */
+int cg_nd_open(cg_kernel *k, const cg_nd_geom *g, int *t, int *ok);
 
 /* ---- c_pool.c: window loops, shared by pooling and its gradient ----------- */
 

@@ -135,6 +135,9 @@ typedef enum ap_axes_rule {
   AP_AXES_BATCH,       /* axis 0 only (DepthToSpace, SpaceToDepth) */
   AP_AXES_RESIZE,      /* the axes Resize maps to themselves */
   AP_AXES_GATHER,      /* data's axes but `axis`, and the indices' axes */
+  AP_AXES_ELEMENTS,    /* every axis but `axis` where the indices span the data
+                          (GatherElements, ScatterElements) */
+  AP_AXES_ND,          /* the batch_dims leading axes (GatherND; none for ScatterND) */
   AP_AXES_EXPAND       /* input 0 broadcast to the output */
 } ap_axes_rule;
 
@@ -409,6 +412,19 @@ ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize
 void ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *i0, int64_t *i1, double *w);
 /* Whether axis a maps every output index to the same input index. */
 bool ap_resize_identity(const ap_resize *r, int a);
+/* ScatterElements, ScatterND: how an update meets the element it lands on. */
+typedef enum ap_scatter_reduction {
+  AP_SCATTER_NONE, /* replaces it */
+  AP_SCATTER_ADD,
+  AP_SCATTER_MUL,
+  AP_SCATTER_MAX,
+  AP_SCATTER_MIN
+} ap_scatter_reduction;
+/* The reduction attribute, refused where the node's opset does not have
+ * it (add and mul from 16, max and min from 18). */
+ap_status ap_scatter_reduction_of(ap_graph *g, ap_node *n, ap_scatter_reduction *r, ap_diag *d);
+/* GatherND: batch_dims, checked against the ranks of data and indices. */
+ap_status ap_gather_nd_batch(ap_graph *g, ap_node *n, int *batch_dims, ap_diag *d);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
  * or a constant input, noop_with_empty_axes applied). */
 ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d);

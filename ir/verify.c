@@ -53,7 +53,8 @@ static const struct {
   const char *name;
   ap_attr_type type;
 } attr_types[] = {
-    {"allowzero", AP_ATTR_INT}, {"axis", AP_ATTR_INT}, {"blocksize", AP_ATTR_INT},
+    {"allowzero", AP_ATTR_INT}, {"axis", AP_ATTR_INT}, {"batch_dims", AP_ATTR_INT},
+    {"blocksize", AP_ATTR_INT},
     {"ceil_mode", AP_ATTR_INT}, {"count_include_pad", AP_ATTR_INT},
     {"detect_negative", AP_ATTR_INT}, {"detect_positive", AP_ATTR_INT}, {"end", AP_ATTR_INT},
     {"fmod", AP_ATTR_INT}, {"group", AP_ATTR_INT}, {"keepdims", AP_ATTR_INT},
@@ -64,6 +65,7 @@ static const struct {
     {"epsilon", AP_ATTR_FLOAT}, {"gamma", AP_ATTR_FLOAT}, {"max", AP_ATTR_FLOAT},
     {"min", AP_ATTR_FLOAT}, {"momentum", AP_ATTR_FLOAT},
     {"approximate", AP_ATTR_STRING}, {"auto_pad", AP_ATTR_STRING}, {"mode", AP_ATTR_STRING},
+    {"reduction", AP_ATTR_STRING},
     {"axes", AP_ATTR_INTS}, {"dilations", AP_ATTR_INTS}, {"ends", AP_ATTR_INTS},
     {"kernel_shape", AP_ATTR_INTS}, {"output_padding", AP_ATTR_INTS},
     {"output_shape", AP_ATTR_INTS}, {"pads", AP_ATTR_INTS}, {"perm", AP_ATTR_INTS},

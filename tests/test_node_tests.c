@@ -35,11 +35,11 @@ static const char *const op_prefixes[] = {
     "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
     "edge_pad", "reflect_pad", /* test_constant_pad: "constant" */
     "tile", "depthtospace", "spacetodepth", "resize", "upsample",
+    "gather_elements", "gathernd", "scatter_elements", "scatternd",
 };
 
 /* Folders a prefix matches that test another operator. */
 static const char *const other_operators[] = {
-    "test_gather_elements", /* GatherElements */
     "test_reduce_sum_square", /* ReduceSumSquare */
 };
 

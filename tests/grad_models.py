@@ -261,6 +261,25 @@ def resizes():
     return model(nodes, [("x", D, [1, 2, 3, 4])], ("y", D), inits, opset=13)
 
 
+def gather_scatter():
+    """GatherElements (a repeated index sums), ScatterElements (reduction
+    none: the replaced elements of data get no gradient), ScatterND
+    (reduction add, a repeated tuple) and GatherND with batch_dims; negative
+    indices in each."""
+    n = helper.make_node
+    nodes = [n("GatherElements", ["x", "ie"], ["a"], axis=1),
+             n("ScatterElements", ["x", "se", "u"], ["s"], axis=0),
+             n("ScatterND", ["s", "sn", "v"], ["t"], reduction="add"),
+             n("GatherND", ["t", "gn"], ["r"], batch_dims=1),
+             n("Flatten", ["a"], ["fa"], axis=0),
+             n("Flatten", ["t"], ["ft"], axis=0),
+             n("Flatten", ["r"], ["fr"], axis=0),
+             n("Concat", ["fa", "ft", "fr"], ["y"], axis=1)]
+    inits = [const("ie", [[0, -1], [2, 2], [1, 0]]), const("se", [[1, -1], [0, 0]]),
+             const("sn", [[0], [2], [-3]]), const("gn", [[1], [-1], [0]])]
+    return model(nodes, [("x", D, [3, 4]), ("u", D, [2, 2]), ("v", D, [3, 4])], ("y", D), inits)
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -473,6 +492,7 @@ CASES = {
     "pad_modes": pads,
     "pad_attributes": pad_attributes,
     "tile_depth_space": tile_depth_space,
+    "gather_scatter": gather_scatter,
     "resize_nearest_linear": resizes,
     "leaky_relu_prelu": leaky_relu_prelu,
     "elu_selu_celu": elu_selu_celu,

@@ -220,6 +220,36 @@ def resize(outdir):
         f.write(numpy_helper.from_array(x, "x").SerializeToString())
 
 
+def gather_scatter(outdir):
+    """GatherElements, ScatterElements (reduction add), GatherND (batch_dims
+    1) and ScatterND (reduction mul) between convolutions, with negative and
+    int32 indices: the batch axis stays split through the first three, the
+    others are gathered where indices address them."""
+    n = helper.make_node
+    r = np.random.default_rng(7)
+    ie = r.integers(-6, 6, [4, 4, 3, 6]).astype(np.int32)
+    se = r.integers(-3, 3, [4, 6, 1, 6])
+    gn = np.array([[[1], [-2]], [[0], [5]], [[3], [3]], [[-1], [2]]], np.int64)
+    inits = [init("w1", [4, 3, 3, 3]), init("w2", [6, 4, 1, 1]), init("w3", [4, 2, 1, 1]),
+             init("wf", [4 * 3 * 6, 10], 0.05), numpy_helper.from_array(ie, "ie"),
+             numpy_helper.from_array(se, "se"), numpy_helper.from_array(gn, "gn"),
+             ints("ax2", [2]), ints("sn", [[0, 1], [3, -1]]), ints("gk", [[1, 2], [2, 3]])]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                                   # [4, 4, 6, 6]
+        n("GatherElements", ["c1", "ie"], ["g1"], axis=2),                # [4, 4, 3, 6]
+        n("Conv", ["g1", "w2"], ["c2"]),                                  # [4, 6, 3, 6]
+        n("ReduceMax", ["c2", "ax2"], ["m2"]),                            # [4, 6, 1, 6]
+        n("ScatterElements", ["c2", "se", "m2"], ["s1"], axis=-2, reduction="add"),
+        n("GatherND", ["s1", "gn"], ["g2"], batch_dims=1),                # [4, 2, 3, 6]
+        n("Conv", ["g2", "w3"], ["c3"]),                                  # [4, 4, 3, 6]
+        n("GatherND", ["c3", "gk"], ["u"]),                               # [2, 3, 6]
+        n("ScatterND", ["c3", "sn", "u"], ["s2"], reduction="mul"),       # [4, 4, 3, 6]
+        n("Flatten", ["s2"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_gather_scatter", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
@@ -227,6 +257,7 @@ def main():
     pad(outdir)
     depth_space(outdir)
     resize(outdir)
+    gather_scatter(outdir)
 
 
 if __name__ == "__main__":

@@ -775,6 +775,40 @@ cg_x *cg_depth_space_source(cg_kernel *k, const int *iv);
 int cg_resize_begin(cg_kernel *k, void **tables, ap_status *s);
 cg_x *cg_resize_corner(cg_kernel *k, const void *tables, const int *iv, int c, cg_x **weight);
 
+/* ---- c_norm.c: InstanceNormalization, GroupNormalization,
+ * LpNormalization, MeanVarianceNormalization ------------------------------ */
+
+/* The groups one statistic covers: kept axes (outer loops) and the axes it
+ * runs over (inner loops) of input 0's box, GroupNormalization's channels
+ * seen as [G, C/G]; where the scale and bias are read. */
+typedef struct cg_norm_groups {
+  int nk, nr;                                    /* kept, normalized axes */
+  int64_t kd[AP_MAX_RANK + 1], ks[AP_MAX_RANK + 1]; /* their dims and strides */
+  int64_t rd[AP_MAX_RANK + 1], rs[AP_MAX_RANK + 1];
+  int64_t m;                                     /* elements per group */
+  int scale_k;        /* kept loop whose index times scale_mul picks the scale (-1: none) */
+  int64_t scale_mul;
+  bool scale_r;       /* plus the first inner loop's index (per-channel GroupNormalization) */
+  int lp;             /* LpNormalization's p, else 0 */
+  double eps;
+} cg_norm_groups;
+/* A group's statistics (double variables): mean (0 for Lp), inv (1 / the
+ * divisor), sigma (MeanVarianceNormalization's sqrt(var), else -1). */
+typedef struct cg_norm_vars {
+  int mean, inv, sigma;
+} cg_norm_vars;
+ap_status cg_norm_groups_of(cg_kernel *k, cg_norm_groups *ng);
+/* Opens the kept loops (variables kv); returns the group's base offset.
+ * cg_loops_end(k, ng->nk) closes them. */
+int cg_norm_open(cg_kernel *k, const cg_norm_groups *ng, int *kv);
+/* Opens the inner loops (rv); returns the element's offset.
+ * cg_loops_end(k, ng->nr) closes them. */
+int cg_norm_inner(cg_kernel *k, const cg_norm_groups *ng, int base, int *rv);
+/* The scale and bias index inside both loops. */
+cg_x *cg_norm_scale_index(cg_kernel *k, const cg_norm_groups *ng, const int *kv, const int *rv);
+/* The statistics of the group at base, from x0. */
+void cg_norm_stats(cg_kernel *k, const cg_norm_groups *ng, int base, cg_norm_vars *v);
+
 /* ---- c_layer.c ------------------------------------------------------------ */
 
 /* The spatial window of a convolution or pool: kernel, strides, dilations

@@ -114,6 +114,12 @@ static int nd_batch(const ap_graph *g, const ap_node *n) {
   return ap_gather_nd_batch((ap_graph *)g, (ap_node *)n, &b, &d) == AP_OK ? b : 0;
 }
 
+/* The normalizations: over[i] per input axis; false when not known. */
+static bool norm_over(const ap_graph *g, const ap_node *n, int rank, bool *over) {
+  ap_diag d = {0};
+  return ap_norm_axes((ap_graph *)g, (ap_node *)n, rank, over, &d) == AP_OK;
+}
+
 bool ap_axes_data_slot(const ap_node *n, int slot) {
   switch (rule_of(n)) {
   case AP_AXES_WHOLE:
@@ -202,6 +208,8 @@ bool ap_axes_out_split(const ap_graph *g, const ap_node *n, int j) {
   }
   case AP_AXES_ND: /* tuples of indices address whole axes */
     return j < nd_batch(g, n);
+  case AP_AXES_NORMALIZED: /* a statistic reads its axes whole */
+    return x && norm_over(g, n, x->rank, marks) && !marks[j];
   default:
     return true;
   }
@@ -319,6 +327,12 @@ int ap_axes_in_to_out(const ap_graph *g, const ap_node *n, int slot, int a) {
     break;
   case AP_AXES_ND:
     j = slot < 2 && a < nd_batch(g, n) ? a : -1;
+    break;
+  case AP_AXES_NORMALIZED:
+    if (slot == 0)
+      j = ap_axes_out_split(g, n, a) ? a : -1;
+    else /* InstanceNormalization's per-channel scale and bias */
+      j = n->op == AP_OP_INSTANCE_NORM && a == 0 && ap_axes_out_split(g, n, 1) ? 1 : -1;
     break;
   case AP_AXES_GATHER: {
     int axis = norm(ap_attr_int(n, "axis", 0), in_val(g, n, 0) ? in_val(g, n, 0)->rank : 0);

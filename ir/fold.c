@@ -818,6 +818,10 @@ static ap_status fold_DROPOUT(fctx *c) {
 #define fold_LAYER_NORM NULL
 #define fold_SOFTMAX NULL
 #define fold_LOG_SOFTMAX NULL
+#define fold_INSTANCE_NORM NULL
+#define fold_GROUP_NORM NULL
+#define fold_LP_NORM NULL
+#define fold_MVN NULL
 #define fold_REDUCE_MEAN NULL
 #define fold_REDUCE_SUM NULL
 #define fold_REDUCE_MAX NULL

@@ -138,6 +138,8 @@ typedef enum ap_axes_rule {
   AP_AXES_ELEMENTS,    /* every axis but `axis` where the indices span the data
                           (GatherElements, ScatterElements) */
   AP_AXES_ND,          /* the batch_dims leading axes (GatherND; none for ScatterND) */
+  AP_AXES_NORMALIZED,  /* the axes a statistic does not run over (ap_norm_axes);
+                          InstanceNormalization's scale and bias follow C */
   AP_AXES_EXPAND       /* input 0 broadcast to the output */
 } ap_axes_rule;
 
@@ -425,6 +427,11 @@ typedef enum ap_scatter_reduction {
 ap_status ap_scatter_reduction_of(ap_graph *g, ap_node *n, ap_scatter_reduction *r, ap_diag *d);
 /* GatherND: batch_dims, checked against the ranks of data and indices. */
 ap_status ap_gather_nd_batch(ap_graph *g, ap_node *n, int *batch_dims, ap_diag *d);
+/* InstanceNormalization, GroupNormalization, LpNormalization,
+ * MeanVarianceNormalization: over[i] for every axis i of input 0 (rank)
+ * that one statistic runs over (GroupNormalization's channels, of which a
+ * group holds several, count as such). */
+ap_status ap_norm_axes(ap_graph *g, ap_node *n, int rank, bool *over, ap_diag *d);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
  * or a constant input, noop_with_empty_axes applied). */
 ap_status ap_reduce_axes(ap_graph *g, ap_node *n, bool *reduced, ap_diag *d);

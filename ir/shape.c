@@ -855,6 +855,106 @@ static ap_status softmax(const ctx *c) {
 #define infer_SOFTMAX softmax
 #define infer_LOG_SOFTMAX softmax
 
+/* InstanceNormalization, GroupNormalization, LpNormalization and
+ * MeanVarianceNormalization: the axes each statistic runs over. */
+ap_status ap_norm_axes(ap_graph *g, ap_node *n, int rank, bool *over, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  ap_status s;
+  for (int i = 0; i < rank; i++)
+    over[i] = false;
+  switch (n->op) {
+  case AP_OP_INSTANCE_NORM:
+  case AP_OP_GROUP_NORM:
+    if (rank < 3)
+      return bad(c, "input must have rank 3 or more (N, C, D...), not %d", rank);
+    for (int i = n->op == AP_OP_INSTANCE_NORM ? 2 : 1; i < rank; i++)
+      over[i] = true;
+    return AP_OK;
+  case AP_OP_LP_NORM: {
+    int64_t p = ap_attr_int(n, "p", 2);
+    if (p != 1 && p != 2)
+      return bad(c, "p = %lld; LpNormalization's p is 1 or 2", (long long)p);
+    int a;
+    if ((s = norm_axis(c, "axis", ap_attr_int(n, "axis", -1), rank, &a)))
+      return s;
+    over[a] = true;
+    return AP_OK;
+  }
+  default: { /* MeanVarianceNormalization */
+    static const int64_t dflt[] = {0, 2, 3};
+    int count = 3;
+    const int64_t *axes = ap_attr_ints(n, "axes", &count);
+    if (!axes)
+      axes = dflt, count = 3;
+    for (int i = 0; i < count; i++) {
+      int a;
+      if ((s = norm_axis(c, "axes entry", axes[i], rank, &a)))
+        return s;
+      if (over[a])
+        return bad(c, "axis %d is listed twice in axes", a);
+      over[a] = true;
+    }
+    return AP_OK;
+  }
+  }
+}
+
+/* A per-channel (or, GroupNormalization before opset 21, per-group)
+ * scale or bias: 1-D with `count` elements. */
+static ap_status norm_param(const ctx *c, int slot, int64_t count, const char *what) {
+  ap_value *p;
+  ap_status s = need(c, slot, &p);
+  if (s)
+    return s;
+  if (p->rank >= 0 && (p->rank != 1 || (count >= 0 && p->dims[0] >= 0 && p->dims[0] != count)))
+    return bad(c, "input '%s' must be 1-D with %lld elements (%s)", p->name, (long long)count,
+               what);
+  return same_dtype(c, in(c, 0), p);
+}
+
+static ap_status infer_normalized(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->dtype != AP_DT_UNDEFINED && !ap_dtype_is_float(x->dtype))
+    return bad(c, "input '%s' is %s; a normalization takes floating-point values", x->name,
+               ap_dtype_name(x->dtype));
+  bool over[AP_MAX_RANK];
+  if (x->rank >= 0 && (s = ap_norm_axes(c->g, c->n, x->rank, over, c->d)))
+    return s;
+  int64_t ch = x->rank >= 2 ? x->dims[1] : -1;
+  if (c->n->op == AP_OP_INSTANCE_NORM &&
+      ((s = norm_param(c, 1, ch, "the channels")) || (s = norm_param(c, 2, ch, "the channels"))))
+    return s;
+  if (c->n->op == AP_OP_GROUP_NORM) {
+    const ap_attr *ng = ap_attr_find(c->n, "num_groups");
+    if (c->g->opset < 18)
+      return bad(c, "GroupNormalization is defined from opset 18; the model's is %lld",
+                 (long long)c->g->opset);
+    if (!ng || ng->type != AP_ATTR_INT || ng->i < 1)
+      return bad(c, "attribute 'num_groups' (a positive int) is required");
+    if (ch >= 0 && ch % ng->i)
+      return bad(c, "%lld channels do not divide into %lld groups", (long long)ch,
+                 (long long)ng->i);
+    int64_t stash = ap_attr_int(c->n, "stash_type", AP_DT_FLOAT);
+    if (stash != AP_DT_FLOAT)
+      return bad(c, "stash_type %lld is not float32 (1)", (long long)stash);
+    /* Opset 18 scales and shifts each group, 21 each channel. */
+    bool per_channel = c->g->opset >= 21;
+    const char *what = per_channel ? "the channels (opset 21 and later)"
+                                   : "the groups (opsets 18 to 20)";
+    int64_t count = per_channel ? ch : ng->i;
+    if ((s = norm_param(c, 1, count, what)) || (s = norm_param(c, 2, count, what)))
+      return s;
+  }
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
+#define infer_INSTANCE_NORM infer_normalized
+#define infer_GROUP_NORM infer_normalized
+#define infer_LP_NORM infer_normalized
+#define infer_MVN infer_normalized
+
 /* ---- reductions --------------------------------------------------------- */
 
 /* Axes of Reduce*, Squeeze and Unsqueeze: from input 1 when present (opset

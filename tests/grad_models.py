@@ -280,6 +280,27 @@ def gather_scatter():
     return model(nodes, [("x", D, [3, 4]), ("u", D, [2, 2]), ("v", D, [3, 4])], ("y", D), inits)
 
 
+def normalizations():
+    """InstanceNormalization and GroupNormalization (opset 18: a scale and
+    bias per group) with their scale and bias, MeanVarianceNormalization,
+    LpNormalization with p 2 and 1."""
+    n = helper.make_node
+    nodes = [n("InstanceNormalization", ["x", "s1", "b1"], ["i"], epsilon=0.01),
+             n("GroupNormalization", ["i", "s2", "b2"], ["g"], num_groups=2, epsilon=0.1),
+             n("MeanVarianceNormalization", ["g"], ["m"], axes=[0, 2, 3]),
+             n("LpNormalization", ["m"], ["l"], axis=1),
+             n("LpNormalization", ["l"], ["y"], axis=-1, p=1)]
+    return model(nodes, [("x", D, [2, 4, 3, 3]), ("s1", D, [4]), ("b1", D, [4]),
+                         ("s2", D, [2]), ("b2", D, [2])], ("y", D), opset=18)
+
+
+def group_norm_per_channel():
+    """GroupNormalization from opset 21: a scale and bias per channel."""
+    n = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)
+    return model([n], [("x", D, [2, 6, 2, 3]), ("s", D, [6]), ("b", D, [6])], ("y", D),
+                 opset=21)
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -493,6 +514,8 @@ CASES = {
     "pad_attributes": pad_attributes,
     "tile_depth_space": tile_depth_space,
     "gather_scatter": gather_scatter,
+    "normalizations": normalizations,
+    "group_norm_per_channel": group_norm_per_channel,
     "resize_nearest_linear": resizes,
     "leaky_relu_prelu": leaky_relu_prelu,
     "elu_selu_celu": elu_selu_celu,

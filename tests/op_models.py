@@ -250,6 +250,32 @@ def gather_scatter(outdir):
     save(outdir, "ops_gather_scatter", nodes, [4, 3, 8, 8], [4, 10], inits)
 
 
+def norms(outdir):
+    """InstanceNormalization (its scale and bias follow a channel split),
+    GroupNormalization (opset 18: per-group scale and bias), MeanVariance-
+    Normalization over [0, 2, 3] (the batch gathered) and LpNormalization
+    (p 2 over channels, p 1 over features) between layers."""
+    n = helper.make_node
+    inits = [init("w1", [8, 3, 3, 3]), init("s1", [8]), init("b1", [8], 0.1),
+             init("w2", [8, 8, 3, 3]), init("s2", [4]), init("b2", [4], 0.1),
+             init("w3", [6, 8, 1, 1]), init("w4", [6, 6, 3, 3]), init("wf", [24, 10], 0.3)]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                                   # [4, 8, 6, 6]
+        n("InstanceNormalization", ["c1", "s1", "b1"], ["i1"], epsilon=1e-3),
+        n("Relu", ["i1"], ["r1"]),
+        n("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),               # [4, 8, 6, 6]
+        n("GroupNormalization", ["c2", "s2", "b2"], ["g1"], num_groups=4),
+        n("Conv", ["g1", "w3"], ["c3"]),                                  # [4, 6, 6, 6]
+        n("MeanVarianceNormalization", ["c3"], ["m1"]),
+        n("Conv", ["m1", "w4"], ["c4"], strides=[2, 2]),                  # [4, 6, 2, 2]
+        n("LpNormalization", ["c4"], ["l1"], axis=1),
+        n("Flatten", ["l1"], ["f"]),                                      # [4, 24]
+        n("LpNormalization", ["f"], ["l2"], p=1),
+        n("Gemm", ["l2", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_norm", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
@@ -258,6 +284,7 @@ def main():
     depth_space(outdir)
     resize(outdir)
     gather_scatter(outdir)
+    norms(outdir)
 
 
 if __name__ == "__main__":

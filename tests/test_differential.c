@@ -382,7 +382,7 @@ Test(differential, operators_between_layers, .timeout = 2400) {
   cr_assert_eq(system(cmd), 0, "op_models.py failed (see %s.log)", dir);
   free(cmd);
   static const char *const names[] = {"ops_cnn", "ops_mlp", "ops_pad", "ops_depth_space",
-                                      "ops_resize", "ops_gather_scatter"};
+                                      "ops_resize", "ops_gather_scatter", "ops_norm"};
   enum { N = sizeof names / sizeof names[0] };
   model m[N];
   for (int i = 0; i < N; i++)

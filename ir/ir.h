@@ -491,6 +491,11 @@ int64_t ap_gcd(int64_t a, int64_t b);
 /* MatMul(x, W) [+ bias] followed by a Split of the last axis becomes one
  * MatMul per part on column slices of W (and of the bias). */
 ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
+/* Einsum nodes of matmul-shaped equations rewritten into Transpose,
+ * Unsqueeze, MatMul and Squeeze (one operand: a Transpose); any other
+ * equation is refused in one line naming the node and the equation. Run by
+ * the frontend, before the verifier sees the graph. */
+ap_status ap_rewrite_einsum(ap_graph *g, ap_diag *d);
 
 /* ---- bind.c ------------------------------------------------------------- */
 /* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */

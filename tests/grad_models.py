@@ -301,6 +301,18 @@ def group_norm_per_channel():
                  opset=21)
 
 
+def einsums():
+    """Einsum rewritten into MatMul: a projection by a weight, a product
+    whose output is reordered, and one whose operand has no column index
+    (Unsqueeze, then Squeeze)."""
+    n = helper.make_node
+    nodes = [n("Einsum", ["x", "w"], ["p"], equation="bid,jd->bij"),
+             n("Einsum", ["p", "z"], ["q"], equation="bij,bkj->bki"),
+             n("Einsum", ["q", "v"], ["y"], equation="bki,k->bi")]
+    return model(nodes, [("x", D, [2, 3, 4]), ("w", D, [5, 4]), ("z", D, [2, 2, 5]),
+                         ("v", D, [2])], ("y", D))
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -516,6 +528,7 @@ CASES = {
     "gather_scatter": gather_scatter,
     "normalizations": normalizations,
     "group_norm_per_channel": group_norm_per_channel,
+    "einsum": einsums,
     "resize_nearest_linear": resizes,
     "leaky_relu_prelu": leaky_relu_prelu,
     "elu_selu_celu": elu_selu_celu,

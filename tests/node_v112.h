@@ -23,7 +23,7 @@ __attribute__((unused)) static bool node_v112_selected(const char *name) {
       "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
       "constant_pad", "edge_pad", "reflect_pad", "tile", "depthtospace", "spacetodepth",
       "resize", "upsample", "gather_elements", "gathernd", "scatter_elements", "scatternd",
-      "instancenorm", "mvn",
+      "instancenorm", "mvn", "einsum",
   };
   if (strncmp(name, "test_", 5) != 0)
     return false;

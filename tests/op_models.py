@@ -25,11 +25,11 @@ def scalar(name, v):
     return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
 
 
-def save(outdir, name, nodes, x_shape, y_shape, inits):
+def save(outdir, name, nodes, x_shape, y_shape, inits, opset=18):
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", F, x_shape)],
                           [helper.make_tensor_value_info("y", F, y_shape)], initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
-    m.ir_version = 8
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset < 21 else 10
     with open(f"{outdir}/{name}.onnx", "wb") as f:
         f.write(m.SerializeToString())
     os.makedirs(f"{outdir}/{name}_data", exist_ok=True)
@@ -276,6 +276,37 @@ def norms(outdir):
     save(outdir, "ops_norm", nodes, [4, 3, 8, 8], [4, 10], inits)
 
 
+def einsum(outdir):
+    """Einsum as exporters write it: projections with a weight
+    ("bid,jd->bij", "bij,jk->bik", implicit "ij,jk"), attention's two
+    products ("bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd"), and GroupNormalization
+    in its opset-21 form (scale and bias per channel) between them."""
+    n = helper.make_node
+    inits = [init("wq", [12, 8]), init("wk", [12, 8]), init("wo", [12, 10]),
+             init("wf", [10, 5]), init("gs", [6]), init("gb", [6], 0.1),
+             ints("heads", [4, 6, 3, 4]), ints("merged", [4, 6, 12]), ints("rows", [24, 10]),
+             ints("flat", [4, 30])]
+    nodes = [
+        n("Einsum", ["x", "wq"], ["q"], equation="bid,jd->bij"),         # [4, 6, 12]
+        n("Einsum", ["x", "wk"], ["k"], equation="bid,jd->bij"),
+        n("Reshape", ["q", "heads"], ["qh"]),
+        n("Transpose", ["qh"], ["q4"], perm=[0, 2, 1, 3]),                # [4, 3, 6, 4]
+        n("Reshape", ["k", "heads"], ["kh"]),
+        n("Transpose", ["kh"], ["k4"], perm=[0, 2, 1, 3]),
+        n("Einsum", ["q4", "k4"], ["s"], equation="bhqd, bhkd -> bhqk"),  # [4, 3, 6, 6]
+        n("Softmax", ["s"], ["p"]),
+        n("Einsum", ["p", "k4"], ["a"], equation="bhqk,bhkd->bhqd"),      # [4, 3, 6, 4]
+        n("Transpose", ["a"], ["at"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["at", "merged"], ["am"]),                           # [4, 6, 12]
+        n("GroupNormalization", ["am", "gs", "gb"], ["g"], num_groups=3),
+        n("Einsum", ["g", "wo"], ["o"], equation="bij,jk->bik"),          # [4, 6, 10]
+        n("Reshape", ["o", "rows"], ["o2"]),
+        n("Einsum", ["o2", "wf"], ["f"], equation="ij,jk"),               # [24, 5]
+        n("Reshape", ["f", "flat"], ["y"]),
+    ]
+    save(outdir, "ops_einsum", nodes, [4, 6, 8], [4, 30], inits, opset=21)
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
@@ -285,6 +316,7 @@ def main():
     resize(outdir)
     gather_scatter(outdir)
     norms(outdir)
+    einsum(outdir)
 
 
 if __name__ == "__main__":

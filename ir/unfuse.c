@@ -392,13 +392,16 @@ static ap_status einsum_one(einsum_ctx *e) {
     if (!somewhere)
       return refuse(e, "an output letter is in no operand");
   }
-  int x = n->in[0], y = n->out[0];
-  if (x < 0 || y < 0 || (n_in == 2 && n->in[1] < 0))
+  if (n->n_out != 1)
+    return refuse(e, "Einsum has one output");
+  /* Adding nodes may move g->nodes: n is not read after the first. */
+  int x = n->in[0], x2 = n_in == 2 ? n->in[1] : -1, y = n->out[0];
+  if (x < 0 || y < 0 || (n_in == 2 && x2 < 0))
     return refuse(e, "an operand is missing");
-  g->nodes[e->ni].dead = true;
   if (n_in == 1) {
     if (in[0].n != out.n)
       return refuse(e, "one operand whose output is not a permutation of it");
+    g->nodes[e->ni].dead = true;
     int t = permute(e, x, &in[0], &out, y);
     if (t == x) /* the identity */
       t = add_plain(e, "Identity", &x, 1, y, NULL, NULL, 0);
@@ -442,6 +445,7 @@ static ap_status einsum_one(einsum_ctx *e) {
     return refuse(e, "the product would have more axes than supported");
   strip_leading_units(&a);
   strip_leading_units(&b);
+  g->nodes[e->ni].dead = true;
   /* The product without its unit axes, then in the output's order. */
   einsum_term kept = {0};
   for (int i = 0; i < prod.n; i++)
@@ -449,7 +453,7 @@ static ap_status einsum_one(einsum_ctx *e) {
       kept.l[kept.n++] = prod.l[i];
   bool squeeze = kept.n != prod.n, reorder = memcmp(kept.l, out.l, (size_t)out.n) != 0;
   int av = units(e, permute(e, x, &in[0], &a, -1), &a, true, -1);
-  int bv = av < 0 ? -1 : units(e, permute(e, n->in[1], &in[1], &b, -1), &b, true, -1);
+  int bv = av < 0 ? -1 : units(e, permute(e, x2, &in[1], &b, -1), &b, true, -1);
   int pv = bv < 0 ? -1 : add_plain(e, "MatMul", (int[]){av, bv}, 2, squeeze || reorder ? -1 : y,
                                    NULL, NULL, 0);
   if (pv >= 0 && squeeze)

@@ -493,8 +493,8 @@ int64_t ap_gcd(int64_t a, int64_t b);
 ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
 /* Einsum nodes of matmul-shaped equations rewritten into Transpose,
  * Unsqueeze, MatMul and Squeeze (one operand: a Transpose); any other
- * equation is refused in one line naming the node and the equation. Run by
- * the frontend, before the verifier sees the graph. */
+ * equation is refused in one line naming the node and the equation. The
+ * pipeline's first pass, before the verifier sees the graph. */
 ap_status ap_rewrite_einsum(ap_graph *g, ap_diag *d);
 
 /* ---- bind.c ------------------------------------------------------------- */

@@ -328,9 +328,10 @@ static int add_plain(einsum_ctx *e, const char *op, const int *ins, int n_in, in
 
 /* x with its letters `from` put in the order of `to`'s letters (a
  * Transpose into out, or a new value when out < 0; none when they are in
- * order). */
+ * order, unless x's rank is not known yet: shape inference then checks it
+ * through the Transpose's perm). */
 static int permute(einsum_ctx *e, int x, const einsum_term *from, const einsum_term *to,
-                   int out) {
+                   int out, bool check_rank) {
   int64_t perm[EINSUM_MAX];
   int k = 0;
   bool moved = false;
@@ -340,6 +341,8 @@ static int permute(einsum_ctx *e, int x, const einsum_term *from, const einsum_t
       moved |= perm[k] != k;
       k++;
     }
+  if (check_rank && e->g->values[x].rank < 0)
+    moved = true;
   return moved ? add_plain(e, "Transpose", &x, 1, out, "perm", perm, k) : x;
 }
 
@@ -383,6 +386,8 @@ static ap_status einsum_one(einsum_ctx *e) {
   const char *why;
   if (!parse_equation(e->eq, in, &n_in, &out, &why))
     return refuse(e, why);
+  if (n_in > 2)
+    return refuse(e, "it has more than two operands");
   if (n_in != n->n_in)
     return refuse(e, "its operand count differs from the node's inputs");
   for (int i = 0; i < out.n; i++) {
@@ -398,11 +403,17 @@ static ap_status einsum_one(einsum_ctx *e) {
   int x = n->in[0], x2 = n_in == 2 ? n->in[1] : -1, y = n->out[0];
   if (x < 0 || y < 0 || (n_in == 2 && x2 < 0))
     return refuse(e, "an operand is missing");
+  for (int k = 0; k < n_in; k++) {
+    int r = g->values[k ? x2 : x].rank;
+    if (r >= 0 && r != in[k].n)
+      return refuse(e, k ? "the second operand's rank is not its term's letter count"
+                         : "the first operand's rank is not its term's letter count");
+  }
   if (n_in == 1) {
     if (in[0].n != out.n)
       return refuse(e, "one operand whose output is not a permutation of it");
     g->nodes[e->ni].dead = true;
-    int t = permute(e, x, &in[0], &out, y);
+    int t = permute(e, x, &in[0], &out, y, true);
     if (t == x) /* the identity */
       t = add_plain(e, "Identity", &x, 1, y, NULL, NULL, 0);
     return t < 0 ? ap_error(e->d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory") : AP_OK;
@@ -452,14 +463,14 @@ static ap_status einsum_one(einsum_ctx *e) {
     if (prod.l[i] != '1')
       kept.l[kept.n++] = prod.l[i];
   bool squeeze = kept.n != prod.n, reorder = memcmp(kept.l, out.l, (size_t)out.n) != 0;
-  int av = units(e, permute(e, x, &in[0], &a, -1), &a, true, -1);
-  int bv = av < 0 ? -1 : units(e, permute(e, x2, &in[1], &b, -1), &b, true, -1);
+  int av = units(e, permute(e, x, &in[0], &a, -1, true), &a, true, -1);
+  int bv = av < 0 ? -1 : units(e, permute(e, x2, &in[1], &b, -1, true), &b, true, -1);
   int pv = bv < 0 ? -1 : add_plain(e, "MatMul", (int[]){av, bv}, 2, squeeze || reorder ? -1 : y,
                                    NULL, NULL, 0);
   if (pv >= 0 && squeeze)
     pv = units(e, pv, &prod, false, reorder ? -1 : y);
   if (pv >= 0 && reorder)
-    pv = permute(e, pv, &kept, &out, y);
+    pv = permute(e, pv, &kept, &out, y, false);
   return pv < 0 ? ap_error(e->d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory") : AP_OK;
 }
 

@@ -302,6 +302,157 @@ static ap_status grad_gather(cg_grad_kernel *gk) {
   return AP_OK;
 }
 
+/* GatherElements, GatherND: every output's gradient back to the element it
+ * read, summed where indices repeat; none for out-of-range indices, which
+ * read zeros. */
+static ap_status grad_gather_elements(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *x = &k->in[0], *y = &k->out[0];
+  int axis = cg_norm_axis(ap_attr_int(k->n, "axis", 0), x->rank);
+  if (axis < 0)
+    return cg_error(k, AP_ERR_INVALID, "axis is out of range");
+  cg_grad_zero(gk, 0);
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->dims, "i", iv);
+  int at = cg_gather_index(k, x, axis, o);
+  cg_if(k, cg_in_axis(k, at, x->dims[axis]));
+  cg_st_op(k, cg_dx(k, 0), cg_elements_offset(k, x, y, axis, iv, at), CG_X_ADD,
+           cg_ld(k, cg_dy(k, 0), cg_v(k, o)));
+  cg_end(k);
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+static ap_status grad_gather_nd(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  cg_nd_geom g;
+  ap_status s = cg_nd_geometry(k, &g);
+  if (s != AP_OK)
+    return s;
+  cg_grad_zero(gk, 0);
+  if (!k->out[0].numel)
+    return AP_OK;
+  int t, ok, off = cg_nd_open(k, &g, &t, &ok);
+  cg_if(k, cg_ne(k, cg_v(k, ok), cg_i64(k, 0)));
+  int e = cg_for_n(k, "e", g.block);
+  cg_st_op(k, cg_dx(k, 0), cg_add(k, cg_v(k, off), cg_v(k, e)), CG_X_ADD,
+           cg_ld(k, cg_dy(k, 0), cg_add(k, cg_mul(k, cg_v(k, t), cg_i64(k, g.block)),
+                                      cg_v(k, e))));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
+  return AP_OK;
+}
+
+/* ScatterElements, ScatterND with reduction none or add: an update's
+ * gradient is the output's where it lands; the data's is the output's,
+ * except (reduction none) where an update replaced it, which the scratch
+ * marks. ONNX leaves repeated indices under none undefined; here every one
+ * of them gets the gradient. mul, max and min have no backward. */
+static ap_status scatter_grad_begin(cg_grad_kernel *gk, ap_scatter_reduction *r, int *mask) {
+  cg_kernel *k = gk->k;
+  const cg_operand *y = &k->out[0];
+  ap_status s = ap_scatter_reduction_of(k->g, (ap_node *)k->n, r, k->d);
+  if (s != AP_OK)
+    return s;
+  if (*r != AP_SCATTER_NONE && *r != AP_SCATTER_ADD)
+    return cg_error(k, AP_ERR_UNSUPPORTED, "training through reduction '%s' is not supported",
+                    ap_attr_string(k->n, "reduction", "none"));
+  *mask = -1;
+  if (!(gk->want & 1) || *r != AP_SCATTER_NONE) {
+    if (gk->want & 1) {
+      int i = cg_for_n(k, "i", y->numel);
+      cg_grad_put(gk, 0, cg_v(k, i), cg_ld(k, cg_dy(k, 0), cg_v(k, i)));
+      cg_end(k);
+    }
+    return AP_OK;
+  }
+  /* Scratch in floats, the output's elements in its type. */
+  cg_work_const(k, (y->numel * (int64_t)ap_dtype_size(y->dtype) + 3) / 4);
+  *mask = cg_let(k, "dm", cg_view(k, cg_work(k), cg_ty_of(y->dtype)));
+  int i = cg_for_n(k, "i", y->numel);
+  cg_st(k, cg_v(k, *mask), cg_v(k, i), cg_ld(k, cg_dy(k, 0), cg_v(k, i)));
+  cg_end(k);
+  return AP_OK;
+}
+
+/* What one update at output offset off (update offset u) sends back. */
+static void scatter_grad_at(cg_grad_kernel *gk, int mask, cg_x *off, cg_x *u) {
+  cg_kernel *k = gk->k;
+  if (gk->want >> 2 & 1)
+    cg_grad_put(gk, 2, u, cg_ld(k, cg_dy(k, 0), off));
+  if (mask >= 0)
+    cg_st(k, cg_v(k, mask), off, cg_int(k, 0));
+}
+
+/* Updates outside the output (out-of-range indices) get no gradient. */
+static void scatter_grad_zero_updates(cg_grad_kernel *gk) {
+  if (gk->want >> 2 & 1)
+    cg_grad_zero(gk, 2);
+}
+
+static void scatter_grad_end(cg_grad_kernel *gk, int mask) {
+  cg_kernel *k = gk->k;
+  if (mask < 0)
+    return;
+  int i = cg_for_n(k, "i", k->out[0].numel);
+  cg_grad_put(gk, 0, cg_v(k, i), cg_ld(k, cg_v(k, mask), cg_v(k, i)));
+  cg_end(k);
+}
+
+static ap_status grad_scatter_elements(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  const cg_operand *ix = &k->in[1], *y = &k->out[0];
+  int axis = cg_norm_axis(ap_attr_int(k->n, "axis", 0), y->rank), mask;
+  ap_scatter_reduction r;
+  if (axis < 0)
+    return cg_error(k, AP_ERR_INVALID, "axis is out of range");
+  ap_status s = scatter_grad_begin(gk, &r, &mask);
+  if (s != AP_OK)
+    return s;
+  scatter_grad_zero_updates(gk);
+  if (ix->numel) {
+    int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+    cg_loops(k, ix->rank, ix->dims, "j", iv);
+    int at = cg_gather_index(k, y, axis, o);
+    cg_if(k, cg_in_axis(k, at, y->dims[axis]));
+    scatter_grad_at(gk, mask, cg_elements_offset(k, y, ix, axis, iv, at), cg_v(k, o));
+    cg_end(k);
+    cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+    cg_loops_end(k, ix->rank);
+  }
+  scatter_grad_end(gk, mask);
+  return AP_OK;
+}
+
+static ap_status grad_scatter_nd(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  cg_nd_geom g;
+  ap_scatter_reduction r;
+  int mask;
+  ap_status s = cg_nd_geometry(k, &g);
+  if (s != AP_OK || (s = scatter_grad_begin(gk, &r, &mask)) != AP_OK)
+    return s;
+  scatter_grad_zero_updates(gk);
+  if (k->in[2].numel) {
+    int t, ok, off = cg_nd_open(k, &g, &t, &ok);
+    cg_if(k, cg_ne(k, cg_v(k, ok), cg_i64(k, 0)));
+    int e = cg_for_n(k, "e", g.block);
+    scatter_grad_at(gk, mask, cg_add(k, cg_v(k, off), cg_v(k, e)),
+                    cg_add(k, cg_mul(k, cg_v(k, t), cg_i64(k, g.block)), cg_v(k, e)));
+    cg_end(k);
+    cg_end(k);
+    cg_end(k);
+    cg_end(k);
+  }
+  scatter_grad_end(gk, mask);
+  return AP_OK;
+}
+
 static ap_status grad_expand(cg_grad_kernel *gk) {
   cg_grad_unbroadcast(gk, 0, NULL, false);
   return AP_OK;
@@ -326,4 +477,8 @@ const cg_grad_op cg_grad_ops_move[AP_OP_COUNT] = {
     [AP_OP_UPSAMPLE] = {grad_resize, 0x1, 0, 0},
     [AP_OP_EXPAND] = {grad_expand, 0x1, 0, 0},
     [AP_OP_GATHER] = {grad_gather, 0x1, 0x2, 0},
+    [AP_OP_GATHER_ELEMENTS] = {grad_gather_elements, 0x1, 0x2, 0},
+    [AP_OP_GATHER_ND] = {grad_gather_nd, 0x1, 0x2, 0},
+    [AP_OP_SCATTER_ELEMENTS] = {grad_scatter_elements, 0x5, 0x2, 0},
+    [AP_OP_SCATTER_ND] = {grad_scatter_nd, 0x5, 0x2, 0},
 };

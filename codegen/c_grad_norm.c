@@ -180,9 +180,89 @@ static ap_status softmax(cg_grad_kernel *gk, bool log_out) {
 static ap_status grad_softmax(cg_grad_kernel *gk) { return softmax(gk, false); }
 static ap_status grad_log_softmax(cg_grad_kernel *gk) { return softmax(gk, true); }
 
+/* InstanceNormalization, GroupNormalization, MeanVarianceNormalization,
+ * LpNormalization, each group recomputing its statistics as the forward
+ * does. With d = x - mean and g = dy scale:
+ *   sqrt(var + eps):       dx = inv (g - mean(g)) - d mean(g d) inv^3
+ *   sqrt(var) + 1e-9 (MVN): dx = inv (g - mean(g)) - d mean(g d) inv^2 / sqrt(var)
+ *   ||x||_2:               dx = inv g - x sum(g x) inv^3
+ *   ||x||_1:               dx = inv g - sign(x) sum(g x) inv^2
+ * and the scale's gradient sums dy (x - mean) inv, the bias's dy. */
+static ap_status grad_normalized(cg_grad_kernel *gk) {
+  cg_kernel *k = gk->k;
+  cg_norm_groups ng;
+  ap_status s = cg_norm_groups_of(k, &ng);
+  if (s != AP_OK)
+    return s;
+  cg_ty ct = cg_ty_of(k->in[0].dtype);
+  bool affine = ng.scale_k >= 0;
+  if (affine && (gk->want & 2))
+    cg_grad_zero(gk, 1);
+  if (affine && (gk->want & 4))
+    cg_grad_zero(gk, 2);
+  if (!k->out[0].numel)
+    return AP_OK;
+  int kv[AP_MAX_RANK + 1], rv[AP_MAX_RANK + 1];
+  int base = cg_norm_open(k, &ng, kv);
+  cg_norm_vars v;
+  cg_norm_stats(k, &ng, base, &v);
+  int s1 = cg_mut(k, "s1", CG_T_F64, cg_int(k, 0)), s2 = cg_mut(k, "s2", CG_T_F64, cg_int(k, 0));
+  int at = cg_norm_inner(k, &ng, base, rv);
+  int si = affine ? cg_let(k, "si", cg_norm_scale_index(k, &ng, kv, rv)) : -1;
+  int dy = cg_let(k, "dyv", cg_cast(k, CG_T_F64, cg_ld(k, cg_dy(k, 0), cg_v(k, at))));
+  int d = cg_let(k, "d", cg_sub(k, cg_ld(k, cg_in(k, 0), cg_v(k, at)), cg_v(k, v.mean)));
+  cg_x *g = affine ? cg_mul(k, cg_v(k, dy), cg_ld(k, cg_in(k, 1), cg_v(k, si))) : cg_v(k, dy);
+  int gv = cg_let(k, "g", g);
+  cg_set_op(k, s1, CG_X_ADD, cg_v(k, gv));
+  cg_set_op(k, s2, CG_X_ADD, cg_mul(k, cg_v(k, gv), cg_v(k, d)));
+  if (affine && (gk->want & 2))
+    cg_st_op(k, cg_dx(k, 1), cg_v(k, si), CG_X_ADD,
+             cg_cast(k, ct, cg_mul(k, cg_mul(k, cg_v(k, dy), cg_v(k, d)), cg_v(k, v.inv))));
+  if (affine && (gk->want & 4))
+    cg_st_op(k, cg_dx(k, 2), cg_v(k, si), CG_X_ADD, cg_cast(k, ct, cg_v(k, dy)));
+  cg_loops_end(k, ng.nr);
+  if (gk->want & 1) {
+    int64_t m = ng.m ? ng.m : 1;
+    cg_x *inv = cg_v(k, v.inv), *c3;
+    cg_x *inv2 = cg_mul(k, inv, inv);
+    if (ng.lp == 1)
+      c3 = cg_mul(k, cg_v(k, s2), inv2);
+    else if (ng.lp == 2)
+      c3 = cg_mul(k, cg_v(k, s2), cg_mul(k, inv2, inv));
+    else if (v.sigma >= 0) /* a constant group (sigma 0) has d = 0 */
+      c3 = cg_sel(k, cg_gt(k, cg_v(k, v.sigma), cg_f64(k, 0)),
+                  cg_div(k, cg_mul(k, cg_div(k, cg_v(k, s2), cg_i64(k, m)), inv2),
+                         cg_v(k, v.sigma)),
+                  cg_f64(k, 0));
+    else
+      c3 = cg_mul(k, cg_div(k, cg_v(k, s2), cg_i64(k, m)), cg_mul(k, inv2, inv));
+    int c3v = cg_let(k, "c3", c3);
+    int mg = cg_let(k, "mg", ng.lp ? cg_f64(k, 0) : cg_div(k, cg_v(k, s1), cg_i64(k, m)));
+    at = cg_norm_inner(k, &ng, base, rv);
+    int xv = cg_let(k, "xv", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 0), cg_v(k, at))));
+    cg_x *gi = cg_cast(k, CG_T_F64, cg_ld(k, cg_dy(k, 0), cg_v(k, at)));
+    if (affine)
+      gi = cg_mul(k, gi, cg_ld(k, cg_in(k, 1), cg_norm_scale_index(k, &ng, kv, rv)));
+    cg_x *t = ng.lp == 1 ? cg_sel(k, cg_gt(k, cg_v(k, xv), cg_f64(k, 0)), cg_f64(k, 1),
+                                  cg_sel(k, cg_lt(k, cg_v(k, xv), cg_f64(k, 0)), cg_f64(k, -1),
+                                         cg_f64(k, 0)))
+                                : cg_sub(k, cg_v(k, xv), cg_v(k, v.mean));
+    cg_grad_put(gk, 0, cg_v(k, at),
+                cg_cast(k, ct, cg_sub(k, cg_mul(k, cg_sub(k, gi, cg_v(k, mg)), inv),
+                                      cg_mul(k, t, cg_v(k, c3v)))));
+    cg_loops_end(k, ng.nr);
+  }
+  cg_loops_end(k, ng.nk);
+  return AP_OK;
+}
+
 const cg_grad_op cg_grad_ops_norm[AP_OP_COUNT] = {
     [AP_OP_BATCH_NORM] = {grad_batch_norm, 0x7, 0x1B, 0},
     [AP_OP_LAYER_NORM] = {grad_layer_norm, 0x7, 0x3, 0},
     [AP_OP_SOFTMAX] = {grad_softmax, 0x1, 0, 0x1},
     [AP_OP_LOG_SOFTMAX] = {grad_log_softmax, 0x1, 0, 0x1},
+    [AP_OP_INSTANCE_NORM] = {grad_normalized, 0x7, 0x3, 0},
+    [AP_OP_GROUP_NORM] = {grad_normalized, 0x7, 0x3, 0},
+    [AP_OP_LP_NORM] = {grad_normalized, 0x1, 0x1, 0},
+    [AP_OP_MVN] = {grad_normalized, 0x1, 0x1, 0},
 };

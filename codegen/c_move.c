@@ -645,6 +645,57 @@ ap_status cg_emit_TRILU(cg_kernel *k) {
   return AP_OK;
 }
 
+/* ---- GatherElements, GatherND, ScatterElements, ScatterND ---------------- */
+
+/* The output offset an element of ScatterElements' indices (loop variables
+ * iv over the indices' box, at: the normalised index) lands on: its own
+ * position off the axis, shifted from the indices' box into the output's
+ * (ir/axes.c keeps both boxes equal where an axis is split). */
+cg_x *cg_elements_offset(cg_kernel *k, const cg_operand *t, const cg_operand *from,
+                             int axis, const int *iv, int at) {
+  int64_t ts[AP_MAX_RANK];
+  cg_strides(t->rank, t->dims, ts);
+  cg_x *off = cg_mul(k, cg_v(k, at), cg_i64(k, ts[axis]));
+  for (int a = 0; a < t->rank; a++) {
+    if (a == axis)
+      continue;
+    cg_x *i = cg_v(k, iv[a]);
+    int64_t shift = from->box.start[a] - t->box.start[a];
+    if (shift)
+      i = cg_add(k, i, cg_i64(k, shift));
+    off = cg_add(k, off, cg_mul(k, i, cg_i64(k, ts[a])));
+  }
+  return off;
+}
+
+/* Negative indices count from the end; an index outside the axis reads a
+ * zero and writes nothing (ONNX leaves both undefined; constant indices
+ * were checked by shape inference). */
+cg_x *cg_in_axis(cg_kernel *k, int at, int64_t dim) {
+  return cg_and(k, cg_ge(k, cg_v(k, at), cg_int(k, 0)), cg_lt(k, cg_v(k, at), cg_i64(k, dim)));
+}
+
+ap_status cg_emit_GATHER_ELEMENTS(cg_kernel *k) {
+  const cg_operand *x = &k->in[0], *y = &k->out[0];
+  int axis = cg_norm_axis(ap_attr_int(k->n, "axis", 0), x->rank);
+  if (axis < 0)
+    return cg_error(k, AP_ERR_INVALID, "axis is out of range");
+  if (!y->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, y->rank, y->box.size, "i", iv);
+  int at = cg_gather_index(k, x, axis, o);
+  cg_if(k, cg_in_axis(k, at, x->dims[axis]));
+  cg_st(k, cg_out(k, 0), cg_v(k, o),
+        cg_ld(k, cg_in(k, 0), cg_elements_offset(k, x, y, axis, iv, at)));
+  cg_else(k);
+  cg_st(k, cg_out(k, 0), cg_v(k, o), cg_int(k, 0));
+  cg_end(k);
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
 int cg_one_hot_begin(cg_kernel *k, int *axis, int *iv, int *o, ap_status *s) {
   const cg_operand *ix = &k->in[0], *y = &k->out[0];
   int64_t depth;
@@ -695,5 +746,133 @@ ap_status cg_emit_ONE_HOT(cg_kernel *k) {
         cg_sel(k, cg_v(k, on), cg_ldi(k, cg_in(k, 2), 1), cg_ldi(k, cg_in(k, 2), 0)));
   cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
   cg_loops_end(k, y->rank);
+  return AP_OK;
+}
+
+/* y[i] = y[i] (reduction) u. */
+static void scatter_store(cg_kernel *k, ap_scatter_reduction r, cg_x *i, cg_x *u) {
+  const cg_operand *y = &k->out[0];
+  cg_x *old = cg_ld(k, cg_out(k, 0), i);
+  switch (r) {
+  case AP_SCATTER_NONE: cg_st(k, cg_out(k, 0), i, u); break;
+  case AP_SCATTER_ADD: cg_st(k, cg_out(k, 0), i, cg_add(k, old, u)); break;
+  case AP_SCATTER_MUL: cg_st(k, cg_out(k, 0), i, cg_mul(k, old, u)); break;
+  case AP_SCATTER_MAX:
+  case AP_SCATTER_MIN:
+    cg_st(k, cg_out(k, 0), i, cg_minmax(k, r == AP_SCATTER_MAX, cg_ty_of(y->dtype), old, u));
+    break;
+  }
+}
+
+/* The output starts as the data, then every update lands. */
+static void copy_data(cg_kernel *k) {
+  const cg_operand *y = &k->out[0];
+  if (y->numel)
+    cg_memcpy(k, cg_out(k, 0), cg_in(k, 0),
+              cg_i64(k, y->numel * (int64_t)ap_dtype_size(y->dtype)));
+}
+
+ap_status cg_emit_SCATTER_ELEMENTS(cg_kernel *k) {
+  const cg_operand *ix = &k->in[1], *y = &k->out[0];
+  int axis = cg_norm_axis(ap_attr_int(k->n, "axis", 0), y->rank);
+  ap_scatter_reduction r;
+  if (axis < 0)
+    return cg_error(k, AP_ERR_INVALID, "axis is out of range");
+  ap_status s = ap_scatter_reduction_of(k->g, (ap_node *)k->n, &r, k->d);
+  if (s != AP_OK)
+    return s;
+  copy_data(k);
+  if (!ix->numel)
+    return AP_OK;
+  int o = cg_mut(k, "o", CG_T_I64, cg_i64(k, 0)), iv[AP_MAX_RANK];
+  cg_loops(k, ix->rank, ix->dims, "i", iv);
+  int at = cg_gather_index(k, y, axis, o);
+  cg_if(k, cg_in_axis(k, at, y->dims[axis]));
+  scatter_store(k, r, cg_elements_offset(k, y, ix, axis, iv, at), cg_ld(k, cg_in(k, 2), cg_v(k, o)));
+  cg_end(k);
+  cg_set_op(k, o, CG_X_ADD, cg_i64(k, 1));
+  cg_loops_end(k, ix->rank);
+  return AP_OK;
+}
+
+
+ap_status cg_nd_geometry(cg_kernel *k, cg_nd_geom *g) {
+  const cg_operand *x = &k->in[0], *ix = &k->in[1];
+  ap_status s = ap_gather_nd_batch(k->g, (ap_node *)k->n, &g->b, k->d);
+  if (s != AP_OK)
+    return s;
+  g->width = (int)ix->dims[ix->rank - 1];
+  cg_strides(x->rank, x->dims, g->xs);
+  g->batches = prod(x->dims, 0, g->b);
+  g->tuples = prod(ix->dims, g->b, ix->rank - 1);
+  g->block = prod(x->dims, g->b + g->width, x->rank);
+  g->per_batch = prod(x->dims, g->b, x->rank);
+  return AP_OK;
+}
+
+/* Opens the loops over batches and tuples (t: the tuple's number) and
+ * returns the variable holding the data offset of the tuple's block, and
+ * one that is 0 when a component lies outside its axis. */
+int cg_nd_open(cg_kernel *k, const cg_nd_geom *g, int *t, int *ok) {
+  int bi = cg_for_n(k, "b", g->batches), m = cg_for_n(k, "m", g->tuples);
+  *t = cg_let(k, "t", cg_add(k, cg_mul(k, cg_v(k, bi), cg_i64(k, g->tuples)), cg_v(k, m)));
+  int off = cg_mut(k, "off", CG_T_I64, cg_mul(k, cg_v(k, bi), cg_i64(k, g->per_batch)));
+  *ok = cg_mut(k, "ok", CG_T_I64, cg_i64(k, 1));
+  for (int q = 0; q < g->width; q++) {
+    int64_t dim = k->in[0].dims[g->b + q];
+    int at = cg_mut(k, "at", CG_T_I64,
+                    cg_ld(k, cg_in(k, 1),
+                          cg_add(k, cg_mul(k, cg_v(k, *t), cg_i64(k, g->width)), cg_i64(k, q))));
+    cg_if(k, cg_lt(k, cg_v(k, at), cg_int(k, 0)));
+    cg_set_op(k, at, CG_X_ADD, cg_i64(k, dim));
+    cg_end(k);
+    cg_if(k, cg_not(k, cg_in_axis(k, at, dim)));
+    cg_set(k, *ok, cg_i64(k, 0));
+    cg_end(k);
+    cg_set_op(k, off, CG_X_ADD, cg_mul(k, cg_v(k, at), cg_i64(k, g->xs[g->b + q])));
+  }
+  return off;
+}
+
+ap_status cg_emit_GATHER_ND(cg_kernel *k) {
+  const cg_operand *y = &k->out[0];
+  cg_nd_geom g;
+  ap_status s = cg_nd_geometry(k, &g);
+  if (s != AP_OK)
+    return s;
+  if (!y->numel)
+    return AP_OK;
+  int64_t es = (int64_t)ap_dtype_size(y->dtype);
+  int t, ok, off = cg_nd_open(k, &g, &t, &ok);
+  cg_x *dst = cg_at(k, cg_out(k, 0), cg_mul(k, cg_v(k, t), cg_i64(k, g.block)));
+  cg_if(k, cg_ne(k, cg_v(k, ok), cg_i64(k, 0)));
+  cg_memcpy(k, dst, cg_at(k, cg_in(k, 0), cg_v(k, off)), cg_i64(k, g.block * es));
+  cg_else(k);
+  cg_memset(k, dst, 0, cg_i64(k, g.block * es));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
+  return AP_OK;
+}
+
+ap_status cg_emit_SCATTER_ND(cg_kernel *k) {
+  cg_nd_geom g;
+  ap_scatter_reduction r;
+  ap_status s = cg_nd_geometry(k, &g);
+  if (s != AP_OK || (s = ap_scatter_reduction_of(k->g, (ap_node *)k->n, &r, k->d)) != AP_OK)
+    return s;
+  copy_data(k);
+  if (!k->in[2].numel)
+    return AP_OK;
+  int t, ok, off = cg_nd_open(k, &g, &t, &ok);
+  cg_if(k, cg_ne(k, cg_v(k, ok), cg_i64(k, 0)));
+  int e = cg_for_n(k, "e", g.block);
+  scatter_store(k, r, cg_add(k, cg_v(k, off), cg_v(k, e)),
+                cg_ld(k, cg_in(k, 2),
+                      cg_add(k, cg_mul(k, cg_v(k, t), cg_i64(k, g.block)), cg_v(k, e))));
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
+  cg_end(k);
   return AP_OK;
 }

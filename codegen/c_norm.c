@@ -207,3 +207,133 @@ static ap_status softmax(cg_kernel *k, bool log_out) {
 
 ap_status cg_emit_SOFTMAX(cg_kernel *k) { return softmax(k, false); }
 ap_status cg_emit_LOG_SOFTMAX(cg_kernel *k) { return softmax(k, true); }
+
+/* ---- InstanceNormalization, GroupNormalization, LpNormalization,
+ * MeanVarianceNormalization ---------------------------------------------- */
+
+ap_status cg_norm_groups_of(cg_kernel *k, cg_norm_groups *ng) {
+  const cg_operand *x = &k->in[0];
+  ap_status s = need_float(k, x);
+  bool over[AP_MAX_RANK];
+  if (s != AP_OK || (s = ap_norm_axes(k->g, (ap_node *)k->n, x->rank, over, k->d)) != AP_OK)
+    return s;
+  memset(ng, 0, sizeof *ng);
+  ng->scale_k = -1;
+  ng->eps = ap_attr_float(k->n, "epsilon", 1e-5f);
+  int64_t xs[AP_MAX_RANK];
+  cg_strides(x->rank, x->dims, xs);
+  if (k->n->op == AP_OP_GROUP_NORM) {
+    /* [N, C, D...] seen as [N, G, C/G, D...]: a group is the last ones. */
+    int64_t G = ap_attr_int(k->n, "num_groups", 1), per = x->dims[1] / G;
+    ng->nk = 2;
+    ng->kd[0] = x->dims[0], ng->ks[0] = xs[0];
+    ng->kd[1] = G, ng->ks[1] = per * xs[1];
+    ng->nr = x->rank - 1;
+    ng->rd[0] = per, ng->rs[0] = xs[1];
+    for (int a = 2; a < x->rank; a++)
+      ng->rd[a - 1] = x->dims[a], ng->rs[a - 1] = xs[a];
+    ng->scale_k = 1;
+    ng->scale_r = cg_opset(k) >= 21; /* per channel; per group before */
+    ng->scale_mul = ng->scale_r ? per : 1;
+  } else {
+    for (int a = 0; a < x->rank; a++) {
+      if (over[a]) {
+        ng->rd[ng->nr] = x->dims[a], ng->rs[ng->nr++] = xs[a];
+      } else {
+        if (a == 1 && k->n->op == AP_OP_INSTANCE_NORM)
+          ng->scale_k = ng->nk, ng->scale_mul = 1;
+        ng->kd[ng->nk] = x->dims[a], ng->ks[ng->nk++] = xs[a];
+      }
+    }
+  }
+  ng->lp = k->n->op == AP_OP_LP_NORM ? (int)ap_attr_int(k->n, "p", 2) : 0;
+  ng->m = prod(ng->rd, 0, ng->nr);
+  return AP_OK;
+}
+
+int cg_norm_open(cg_kernel *k, const cg_norm_groups *ng, int *kv) {
+  cg_loops(k, ng->nk, ng->kd, "k", kv);
+  return cg_let(k, "base", cg_idx(k, ng->nk, ng->ks, kv));
+}
+
+int cg_norm_inner(cg_kernel *k, const cg_norm_groups *ng, int base, int *rv) {
+  cg_loops(k, ng->nr, ng->rd, "r", rv);
+  return cg_let(k, "at", cg_add(k, cg_v(k, base), cg_idx(k, ng->nr, ng->rs, rv)));
+}
+
+cg_x *cg_norm_scale_index(cg_kernel *k, const cg_norm_groups *ng, const int *kv, const int *rv) {
+  cg_x *i = cg_mul(k, cg_v(k, kv[ng->scale_k]), cg_i64(k, ng->scale_mul));
+  return ng->scale_r ? cg_add(k, i, cg_v(k, rv[0])) : i;
+}
+
+void cg_norm_stats(cg_kernel *k, const cg_norm_groups *ng, int base, cg_norm_vars *v) {
+  int rv[AP_MAX_RANK];
+  int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0));
+  int at = cg_norm_inner(k, ng, base, rv);
+  int xv = cg_let(k, "xv", cg_cast(k, CG_T_F64, cg_ld(k, cg_in(k, 0), cg_v(k, at))));
+  cg_set_op(k, sum, CG_X_ADD,
+            ng->lp == 1   ? cg_fn1(k, CG_FN_FABS, cg_v(k, xv))
+            : ng->lp == 2 ? cg_mul(k, cg_v(k, xv), cg_v(k, xv))
+                          : cg_v(k, xv));
+  cg_loops_end(k, ng->nr);
+  v->sigma = -1;
+  if (ng->lp) {
+    /* x / ||x||_p: no mean, no epsilon (a zero vector gives NaN, as ONNX's
+     * reference does). */
+    v->mean = cg_let(k, "mean", cg_f64(k, 0));
+    v->inv = cg_let(k, "inv", cg_div(k, cg_f64(k, 1.0),
+                                     ng->lp == 2 ? cg_fnd(k, CG_FN_SQRT, cg_v(k, sum))
+                                                 : cg_v(k, sum)));
+    return;
+  }
+  int64_t m = ng->m ? ng->m : 1;
+  v->mean = cg_let(k, "mean", cg_div(k, cg_v(k, sum), cg_i64(k, m)));
+  int sq = cg_mut(k, "sq", CG_T_F64, cg_int(k, 0));
+  at = cg_norm_inner(k, ng, base, rv);
+  int d = cg_let(k, "d", cg_sub(k, cg_ld(k, cg_in(k, 0), cg_v(k, at)), cg_v(k, v->mean)));
+  cg_set_op(k, sq, CG_X_ADD, cg_mul(k, cg_v(k, d), cg_v(k, d)));
+  cg_loops_end(k, ng->nr);
+  int var = cg_let(k, "var", cg_div(k, cg_v(k, sq), cg_i64(k, m)));
+  if (k->n->op == AP_OP_MVN) {
+    /* ONNX's function: (x - mean) / (sqrt(var) + 1e-9f). */
+    v->sigma = cg_let(k, "sigma", cg_fnd(k, CG_FN_SQRT, cg_v(k, var)));
+    v->inv = cg_let(k, "inv", cg_div(k, cg_f64(k, 1.0),
+                                     cg_add(k, cg_v(k, v->sigma), cg_f64(k, (double)1e-9f))));
+  } else {
+    v->inv = cg_let(k, "inv", cg_div(k, cg_f64(k, 1.0),
+                                     cg_fnd(k, CG_FN_SQRT, cg_add(k, cg_v(k, var),
+                                                                  cg_f64(k, ng->eps)))));
+  }
+}
+
+/* y = (x - mean) inv, then scale and bias where the operator has them. */
+static ap_status normalized(cg_kernel *k) {
+  cg_norm_groups ng;
+  ap_status s = cg_norm_groups_of(k, &ng);
+  if (s != AP_OK)
+    return s;
+  if (!k->out[0].numel)
+    return AP_OK;
+  cg_ty ct = cg_ty_of(k->in[0].dtype);
+  int kv[AP_MAX_RANK + 1], rv[AP_MAX_RANK + 1];
+  int base = cg_norm_open(k, &ng, kv);
+  cg_norm_vars v;
+  cg_norm_stats(k, &ng, base, &v);
+  int at = cg_norm_inner(k, &ng, base, rv);
+  cg_x *val = cg_mul(k, cg_sub(k, cg_ld(k, cg_in(k, 0), cg_v(k, at)), cg_v(k, v.mean)),
+                     cg_v(k, v.inv));
+  if (ng.scale_k >= 0) {
+    int si = cg_let(k, "si", cg_norm_scale_index(k, &ng, kv, rv));
+    val = cg_add(k, cg_mul(k, val, cg_ld(k, cg_in(k, 1), cg_v(k, si))),
+                 cg_ld(k, cg_in(k, 2), cg_v(k, si)));
+  }
+  cg_st(k, cg_out(k, 0), cg_v(k, at), cg_cast(k, ct, val));
+  cg_loops_end(k, ng.nr);
+  cg_loops_end(k, ng.nk);
+  return AP_OK;
+}
+
+ap_status cg_emit_INSTANCE_NORM(cg_kernel *k) { return normalized(k); }
+ap_status cg_emit_GROUP_NORM(cg_kernel *k) { return normalized(k); }
+ap_status cg_emit_LP_NORM(cg_kernel *k) { return normalized(k); }
+ap_status cg_emit_MVN(cg_kernel *k) { return normalized(k); }

@@ -807,6 +807,39 @@ ap_status cg_cumsum_params(cg_kernel *k, int *axis, bool *exclusive, bool *rever
  * along axis, converted to ct. */
 void cg_scan(cg_kernel *k, int axis, bool exclusive, bool reverse, cg_x *src, cg_x *dst,
              cg_ty ct, bool add);
+/* ---- c_norm.c: InstanceNormalization, GroupNormalization,
+ * LpNormalization, MeanVarianceNormalization ------------------------------ */
+
+/* The groups one statistic covers: kept axes (outer loops) and the axes it
+ * runs over (inner loops) of input 0's box, GroupNormalization's channels
+ * seen as [G, C/G]; where the scale and bias are read. */
+typedef struct cg_norm_groups {
+  int nk, nr;                                    /* kept, normalized axes */
+  int64_t kd[AP_MAX_RANK + 1], ks[AP_MAX_RANK + 1]; /* their dims and strides */
+  int64_t rd[AP_MAX_RANK + 1], rs[AP_MAX_RANK + 1];
+  int64_t m;                                     /* elements per group */
+  int scale_k;        /* kept loop whose index times scale_mul picks the scale (-1: none) */
+  int64_t scale_mul;
+  bool scale_r;       /* plus the first inner loop's index (per-channel GroupNormalization) */
+  int lp;             /* LpNormalization's p, else 0 */
+  double eps;
+} cg_norm_groups;
+/* A group's statistics (double variables): mean (0 for Lp), inv (1 / the
+ * divisor), sigma (MeanVarianceNormalization's sqrt(var), else -1). */
+typedef struct cg_norm_vars {
+  int mean, inv, sigma;
+} cg_norm_vars;
+ap_status cg_norm_groups_of(cg_kernel *k, cg_norm_groups *ng);
+/* Opens the kept loops (variables kv); returns the group's base offset.
+ * cg_loops_end(k, ng->nk) closes them. */
+int cg_norm_open(cg_kernel *k, const cg_norm_groups *ng, int *kv);
+/* Opens the inner loops (rv); returns the element's offset.
+ * cg_loops_end(k, ng->nr) closes them. */
+int cg_norm_inner(cg_kernel *k, const cg_norm_groups *ng, int base, int *rv);
+/* The scale and bias index inside both loops. */
+cg_x *cg_norm_scale_index(cg_kernel *k, const cg_norm_groups *ng, const int *kv, const int *rv);
+/* The statistics of the group at base, from x0. */
+void cg_norm_stats(cg_kernel *k, const cg_norm_groups *ng, int base, cg_norm_vars *v);
 
 /* ---- c_layer.c ------------------------------------------------------------ */
 
@@ -849,6 +882,26 @@ ap_status cg_softmax_geometry(cg_kernel *k, const cg_operand *x, int64_t *outer,
  * whole tensor's end; outside [0, box size) when the index is outside the
  * box). */
 int cg_gather_index(cg_kernel *k, const cg_operand *x, int axis, int j);
+/* GatherElements, ScatterElements: the offset in operand t of the element
+ * at loop variables iv (over operand from's box) with the axis's index
+ * replaced by variable at. */
+cg_x *cg_elements_offset(cg_kernel *k, const cg_operand *t, const cg_operand *from, int axis,
+                         const int *iv, int at);
+/* Whether variable at lies in [0, dim). */
+cg_x *cg_in_axis(cg_kernel *k, int at, int64_t dim);
+/* GatherND, ScatterND: data [B..., D...] (a device's batch slab, ir/axes.c
+ * rule ND), indices [B..., M..., width]. */
+typedef struct cg_nd_geom {
+  int b, width;                                /* batch_dims, the tuples' length */
+  int64_t batches, tuples, block, per_batch;   /* elements */
+  int64_t xs[AP_MAX_RANK];                     /* data's strides */
+} cg_nd_geom;
+ap_status cg_nd_geometry(cg_kernel *k, cg_nd_geom *g);
+/* Opens the loops over batches and tuples (*t: the tuple's number) and
+ * returns the variable holding the data offset of the tuple's block; *ok
+ * is a variable that is 0 when a component lies outside its axis. Two
+ * cg_end close the loops. */
+int cg_nd_open(cg_kernel *k, const cg_nd_geom *g, int *t, int *ok);
 
 /* ---- c_pool.c: window loops, shared by pooling and its gradient ----------- */
 

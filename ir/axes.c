@@ -101,6 +101,25 @@ static bool resize_kept(const ap_graph *g, const ap_node *n, const ap_value *x, 
   return true;
 }
 
+/* GatherElements, ScatterElements: the axis, or -1. */
+static int elements_axis(const ap_graph *g, const ap_node *n) {
+  const ap_value *x = in_val(g, n, 0);
+  return x ? norm(ap_attr_int(n, "axis", 0), x->rank) : -1;
+}
+
+/* GatherND: batch_dims, or 0 when they are not valid. */
+static int nd_batch(const ap_graph *g, const ap_node *n) {
+  int b = 0;
+  ap_diag d = {0};
+  return ap_gather_nd_batch((ap_graph *)g, (ap_node *)n, &b, &d) == AP_OK ? b : 0;
+}
+
+/* The normalizations: over[i] per input axis; false when not known. */
+static bool norm_over(const ap_graph *g, const ap_node *n, int rank, bool *over) {
+  ap_diag d = {0};
+  return ap_norm_axes((ap_graph *)g, (ap_node *)n, rank, over, &d) == AP_OK;
+}
+
 bool ap_axes_data_slot(const ap_node *n, int slot) {
   switch (rule_of(n)) {
   case AP_AXES_WHOLE:
@@ -109,6 +128,8 @@ bool ap_axes_data_slot(const ap_node *n, int slot) {
   case AP_AXES_CONCAT:
   case AP_AXES_MATMUL:
   case AP_AXES_GATHER:
+  case AP_AXES_ELEMENTS:
+  case AP_AXES_ND:
     return true;
   default:
     return slot == 0;
@@ -201,6 +222,19 @@ bool ap_axes_out_split(const ap_graph *g, const ap_node *n, int j) {
     return x && ap_one_hot_params((ap_graph *)g, (ap_node *)n, x->rank, &axis, &depth, &known,
                                   &d) == AP_OK && j != axis;
   }
+  case AP_AXES_ELEMENTS: {
+    /* Indices address the whole axis; off it, an output slab reads (or a
+     * scatter writes) the same slab of data, and ScatterElements' indices
+     * and updates must span the output for their slab to be the output's. */
+    const ap_value *ix = in_val(g, n, 1);
+    if (!ix || j >= ix->rank || j == elements_axis(g, n))
+      return false;
+    return n->op == AP_OP_GATHER_ELEMENTS || ix->dims[j] == y->dims[j];
+  }
+  case AP_AXES_ND: /* tuples of indices address whole axes */
+    return j < nd_batch(g, n);
+  case AP_AXES_NORMALIZED: /* a statistic reads its axes whole */
+    return x && norm_over(g, n, x->rank, marks) && !marks[j];
   default:
     return true;
   }
@@ -326,6 +360,18 @@ int ap_axes_in_to_out(const ap_graph *g, const ap_node *n, int slot, int a) {
   case AP_AXES_CONCAT:
     /* Along the axis each input fills its own part (passes/distribute.c). */
     j = a != norm(ap_attr_int(n, "axis", 0), r) ? a : -1;
+    break;
+  case AP_AXES_ELEMENTS:
+    j = a != elements_axis(g, n) ? a : -1;
+    break;
+  case AP_AXES_ND:
+    j = slot < 2 && a < nd_batch(g, n) ? a : -1;
+    break;
+  case AP_AXES_NORMALIZED:
+    if (slot == 0)
+      j = ap_axes_out_split(g, n, a) ? a : -1;
+    else /* InstanceNormalization's per-channel scale and bias */
+      j = n->op == AP_OP_INSTANCE_NORM && a == 0 && ap_axes_out_split(g, n, 1) ? 1 : -1;
     break;
   case AP_AXES_GATHER: {
     int axis = norm(ap_attr_int(n, "axis", 0), in_val(g, n, 0) ? in_val(g, n, 0)->rank : 0);

@@ -675,6 +675,113 @@ static ap_status fold_GATHER(fctx *c) {
   return AP_OK;
 }
 
+/* An index read from a constant, counted from the end when negative; the
+ * shapes pass checked it lies in [-dim, dim). */
+static int64_t index_at(const ap_tensor *idx, int64_t j, int64_t dim) {
+  int64_t k = ap_tensor_get_i64(idx, j);
+  return k < 0 ? k + dim : k;
+}
+
+/* y[i] = y[i] (reduction) u[j], exact for integers, in double for floats. */
+static void scatter_elem(ap_tensor *y, int64_t i, const ap_tensor *u, int64_t j,
+                         ap_scatter_reduction r) {
+  if (r == AP_SCATTER_NONE) {
+    copy_elem(y, i, u, j);
+  } else if (int_like(y->dtype)) {
+    int64_t a = ap_tensor_get_i64(y, i), b = ap_tensor_get_i64(u, j);
+    store_int(y, i, r == AP_SCATTER_ADD   ? (int64_t)((uint64_t)a + (uint64_t)b)
+                    : r == AP_SCATTER_MUL ? (int64_t)((uint64_t)a * (uint64_t)b)
+                    : r == AP_SCATTER_MAX ? (a > b ? a : b)
+                                          : (a < b ? a : b));
+  } else {
+    double a = ap_tensor_get_f64(y, i), b = ap_tensor_get_f64(u, j);
+    ap_tensor_set_f64(y, i, r == AP_SCATTER_ADD   ? a + b
+                            : r == AP_SCATTER_MUL ? a * b
+                            : r == AP_SCATTER_MAX ? (isnan(a) || a > b ? a : b)
+                                                  : (isnan(a) || a < b ? a : b));
+  }
+}
+
+/* GatherElements reads, ScatterElements writes, for element i of the
+ * indices, the data element at its position with the axis's index
+ * replaced. */
+static void elements_walk(fctx *c, bool scatter, ap_scatter_reduction r) {
+  ap_tensor *x = &c->in[0], *idx = &c->in[1], *y = &c->out[0];
+  int a = (int)ap_attr_int(c->n, "axis", 0);
+  a = a < 0 ? a + x->rank : a;
+  int64_t xs[AP_MAX_RANK], at[AP_MAX_RANK] = {0};
+  strides_of(x->rank, x->dims, xs);
+  for (int64_t i = 0; i < idx->numel; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < x->rank; d++)
+      off += (d == a ? index_at(idx, i, x->dims[a]) : at[d]) * xs[d];
+    if (scatter)
+      scatter_elem(y, off, &c->in[2], i, r);
+    else
+      copy_elem(y, i, x, off);
+    for (int d = idx->rank - 1; d >= 0; d--) {
+      if (++at[d] < idx->dims[d])
+        break;
+      at[d] = 0;
+    }
+  }
+}
+
+static ap_status fold_GATHER_ELEMENTS(fctx *c) {
+  elements_walk(c, false, AP_SCATTER_NONE);
+  return AP_OK;
+}
+
+static ap_status fold_SCATTER_ELEMENTS(fctx *c) {
+  ap_scatter_reduction r;
+  ap_status s = ap_scatter_reduction_of(c->g, c->n, &r, c->d);
+  if (s)
+    return s;
+  memcpy(c->out[0].data, c->in[0].data, (size_t)c->in[0].numel * elem_size(c->in[0].dtype));
+  elements_walk(c, true, r);
+  return AP_OK;
+}
+
+/* GatherND reads, ScatterND writes, for every tuple of indices, the block
+ * of data it addresses (within its batch element). */
+static ap_status nd_walk(fctx *c, bool scatter) {
+  ap_tensor *x = &c->in[0], *idx = &c->in[1], *y = &c->out[0];
+  ap_scatter_reduction r = AP_SCATTER_NONE;
+  int b;
+  ap_status s = ap_gather_nd_batch(c->g, c->n, &b, c->d);
+  if (!s && scatter)
+    s = ap_scatter_reduction_of(c->g, c->n, &r, c->d);
+  if (s)
+    return s;
+  if (scatter)
+    memcpy(y->data, x->data, (size_t)x->numel * elem_size(x->dtype));
+  int k = (int)idx->dims[idx->rank - 1];
+  int64_t xs[AP_MAX_RANK], batches = 1, tuples = 1, block = 1;
+  strides_of(x->rank, x->dims, xs);
+  for (int i = 0; i < b; i++)
+    batches *= x->dims[i];
+  for (int i = b; i < idx->rank - 1; i++)
+    tuples *= idx->dims[i];
+  for (int i = b + k; i < x->rank; i++)
+    block *= x->dims[i];
+  int64_t per_batch = b ? xs[b - 1] : x->numel, j = 0;
+  for (int64_t bi = 0; bi < batches; bi++)
+    for (int64_t t = 0; t < tuples; t++, j++) {
+      int64_t off = bi * per_batch;
+      for (int q = 0; q < k; q++)
+        off += index_at(idx, j * k + q, x->dims[b + q]) * xs[b + q];
+      for (int64_t e = 0; e < block; e++)
+        if (scatter)
+          scatter_elem(y, off + e, &c->in[2], j * block + e, r);
+        else
+          copy_elem(y, j * block + e, x, off + e);
+    }
+  return AP_OK;
+}
+
+static ap_status fold_GATHER_ND(fctx *c) { return nd_walk(c, false); }
+static ap_status fold_SCATTER_ND(fctx *c) { return nd_walk(c, true); }
+
 /* ---- constants and metadata --------------------------------------------- */
 
 static ap_status fold_CONSTANT(fctx *c) {
@@ -777,6 +884,10 @@ static ap_status fold_DROPOUT(fctx *c) {
 #define fold_LAYER_NORM NULL
 #define fold_SOFTMAX NULL
 #define fold_LOG_SOFTMAX NULL
+#define fold_INSTANCE_NORM NULL
+#define fold_GROUP_NORM NULL
+#define fold_LP_NORM NULL
+#define fold_MVN NULL
 #define fold_REDUCE_MEAN NULL
 #define fold_REDUCE_SUM NULL
 #define fold_REDUCE_MAX NULL

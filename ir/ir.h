@@ -139,6 +139,11 @@ typedef enum ap_axes_rule {
   AP_AXES_TOP_K,       /* every axis but TopK's */
   AP_AXES_ONE_HOT,     /* the indices' axes (the depth axis whole) */
   AP_AXES_GATHER,      /* data's axes but `axis`, and the indices' axes */
+  AP_AXES_ELEMENTS,    /* every axis but `axis` where the indices span the data
+                          (GatherElements, ScatterElements) */
+  AP_AXES_ND,          /* the batch_dims leading axes (GatherND; none for ScatterND) */
+  AP_AXES_NORMALIZED,  /* the axes a statistic does not run over (ap_norm_axes);
+                          InstanceNormalization's scale and bias follow C */
   AP_AXES_EXPAND       /* input 0 broadcast to the output */
 } ap_axes_rule;
 
@@ -423,6 +428,24 @@ ap_status ap_resize_params(ap_graph *g, ap_node *n, const ap_value *x, ap_resize
 bool ap_resize_source(const ap_resize *r, int a, int64_t i, int64_t *idx, double *w);
 /* Whether axis a maps every output index to the same input index. */
 bool ap_resize_identity(const ap_resize *r, int a);
+/* ScatterElements, ScatterND: how an update meets the element it lands on. */
+typedef enum ap_scatter_reduction {
+  AP_SCATTER_NONE, /* replaces it */
+  AP_SCATTER_ADD,
+  AP_SCATTER_MUL,
+  AP_SCATTER_MAX,
+  AP_SCATTER_MIN
+} ap_scatter_reduction;
+/* The reduction attribute, refused where the node's opset does not have
+ * it (add and mul from 16, max and min from 18). */
+ap_status ap_scatter_reduction_of(ap_graph *g, ap_node *n, ap_scatter_reduction *r, ap_diag *d);
+/* GatherND: batch_dims, checked against the ranks of data and indices. */
+ap_status ap_gather_nd_batch(ap_graph *g, ap_node *n, int *batch_dims, ap_diag *d);
+/* InstanceNormalization, GroupNormalization, LpNormalization,
+ * MeanVarianceNormalization: over[i] for every axis i of input 0 (rank)
+ * that one statistic runs over (GroupNormalization's channels, of which a
+ * group holds several, count as such). */
+ap_status ap_norm_axes(ap_graph *g, ap_node *n, int rank, bool *over, ap_diag *d);
 /* Reduce*: reduced[i] for every axis i of input 0 (axes from the attribute
  * or a constant input, noop_with_empty_axes applied); ArgMax, ArgMin: their
  * one axis. */
@@ -498,6 +521,11 @@ int64_t ap_gcd(int64_t a, int64_t b);
 /* MatMul(x, W) [+ bias] followed by a Split of the last axis becomes one
  * MatMul per part on column slices of W (and of the bias). */
 ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
+/* Einsum nodes of matmul-shaped equations rewritten into Transpose,
+ * Unsqueeze, MatMul and Squeeze (one operand: a Transpose); any other
+ * equation is refused in one line naming the node and the equation. The
+ * pipeline's first pass, before the verifier sees the graph. */
+ap_status ap_rewrite_einsum(ap_graph *g, ap_diag *d);
 
 /* ---- bind.c ------------------------------------------------------------- */
 /* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */

@@ -855,6 +855,106 @@ static ap_status softmax(const ctx *c) {
 #define infer_SOFTMAX softmax
 #define infer_LOG_SOFTMAX softmax
 
+/* InstanceNormalization, GroupNormalization, LpNormalization and
+ * MeanVarianceNormalization: the axes each statistic runs over. */
+ap_status ap_norm_axes(ap_graph *g, ap_node *n, int rank, bool *over, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  ap_status s;
+  for (int i = 0; i < rank; i++)
+    over[i] = false;
+  switch (n->op) {
+  case AP_OP_INSTANCE_NORM:
+  case AP_OP_GROUP_NORM:
+    if (rank < 3)
+      return bad(c, "input must have rank 3 or more (N, C, D...), not %d", rank);
+    for (int i = n->op == AP_OP_INSTANCE_NORM ? 2 : 1; i < rank; i++)
+      over[i] = true;
+    return AP_OK;
+  case AP_OP_LP_NORM: {
+    int64_t p = ap_attr_int(n, "p", 2);
+    if (p != 1 && p != 2)
+      return bad(c, "p = %lld; LpNormalization's p is 1 or 2", (long long)p);
+    int a;
+    if ((s = norm_axis(c, "axis", ap_attr_int(n, "axis", -1), rank, &a)))
+      return s;
+    over[a] = true;
+    return AP_OK;
+  }
+  default: { /* MeanVarianceNormalization */
+    static const int64_t dflt[] = {0, 2, 3};
+    int count = 3;
+    const int64_t *axes = ap_attr_ints(n, "axes", &count);
+    if (!axes)
+      axes = dflt, count = 3;
+    for (int i = 0; i < count; i++) {
+      int a;
+      if ((s = norm_axis(c, "axes entry", axes[i], rank, &a)))
+        return s;
+      if (over[a])
+        return bad(c, "axis %d is listed twice in axes", a);
+      over[a] = true;
+    }
+    return AP_OK;
+  }
+  }
+}
+
+/* A per-channel (or, GroupNormalization before opset 21, per-group)
+ * scale or bias: 1-D with `count` elements. */
+static ap_status norm_param(const ctx *c, int slot, int64_t count, const char *what) {
+  ap_value *p;
+  ap_status s = need(c, slot, &p);
+  if (s)
+    return s;
+  if (p->rank >= 0 && (p->rank != 1 || (count >= 0 && p->dims[0] >= 0 && p->dims[0] != count)))
+    return bad(c, "input '%s' must be 1-D with %lld elements (%s)", p->name, (long long)count,
+               what);
+  return same_dtype(c, in(c, 0), p);
+}
+
+static ap_status infer_normalized(const ctx *c) {
+  ap_value *x;
+  ap_status s;
+  if ((s = need(c, 0, &x)))
+    return s;
+  if (x->dtype != AP_DT_UNDEFINED && !ap_dtype_is_float(x->dtype))
+    return bad(c, "input '%s' is %s; a normalization takes floating-point values", x->name,
+               ap_dtype_name(x->dtype));
+  bool over[AP_MAX_RANK];
+  if (x->rank >= 0 && (s = ap_norm_axes(c->g, c->n, x->rank, over, c->d)))
+    return s;
+  int64_t ch = x->rank >= 2 ? x->dims[1] : -1;
+  if (c->n->op == AP_OP_INSTANCE_NORM &&
+      ((s = norm_param(c, 1, ch, "the channels")) || (s = norm_param(c, 2, ch, "the channels"))))
+    return s;
+  if (c->n->op == AP_OP_GROUP_NORM) {
+    const ap_attr *ng = ap_attr_find(c->n, "num_groups");
+    if (c->g->opset < 18)
+      return bad(c, "GroupNormalization is defined from opset 18; the model's is %lld",
+                 (long long)c->g->opset);
+    if (!ng || ng->type != AP_ATTR_INT || ng->i < 1)
+      return bad(c, "attribute 'num_groups' (a positive int) is required");
+    if (ch >= 0 && ch % ng->i)
+      return bad(c, "%lld channels do not divide into %lld groups", (long long)ch,
+                 (long long)ng->i);
+    int64_t stash = ap_attr_int(c->n, "stash_type", AP_DT_FLOAT);
+    if (stash != AP_DT_FLOAT)
+      return bad(c, "stash_type %lld is not float32 (1)", (long long)stash);
+    /* Opset 18 scales and shifts each group, 21 each channel. */
+    bool per_channel = c->g->opset >= 21;
+    const char *what = per_channel ? "the channels (opset 21 and later)"
+                                   : "the groups (opsets 18 to 20)";
+    int64_t count = per_channel ? ch : ng->i;
+    if ((s = norm_param(c, 1, count, what)) || (s = norm_param(c, 2, count, what)))
+      return s;
+  }
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
+}
+#define infer_INSTANCE_NORM infer_normalized
+#define infer_GROUP_NORM infer_normalized
+#define infer_LP_NORM infer_normalized
+#define infer_MVN infer_normalized
+
 /* ---- reductions --------------------------------------------------------- */
 
 /* Axes of Reduce*, Squeeze and Unsqueeze: from input 1 when present (opset
@@ -2203,6 +2303,215 @@ static ap_status infer_ONE_HOT(const ctx *c) {
     else
       shp_dim(&o, o.rank++, ix->dims[i - (i > axis)], ix->sym[i - (i > axis)]);
   return set_out(c, 0, vals->dtype, &o);
+}
+
+/* GatherElements, GatherND, ScatterElements, ScatterND. Constant indices
+ * are checked here, once, as Gather's are: a program must not read or
+ * write past its data. */
+
+static ap_status index_dtype(const ctx *c, const ap_value *idx) {
+  if (idx->dtype != AP_DT_UNDEFINED && idx->dtype != AP_DT_INT64 && idx->dtype != AP_DT_INT32)
+    return bad(c, "indices '%s' must be int32 or int64, not %s", idx->name,
+               ap_dtype_name(idx->dtype));
+  return AP_OK;
+}
+
+/* Component t of every tuple of `width` constant indices must lie in
+ * [-dim, dim) (negative ones count from the end). */
+static ap_status check_indices(const ctx *c, const ap_value *idx, int width, int t, int64_t dim,
+                               int axis, const ap_value *x) {
+  if (!idx->data || dim < 0)
+    return AP_OK;
+  ap_tensor v = ap_value_tensor(idx);
+  for (int64_t j = t; j < v.numel; j += width) {
+    int64_t k = ap_tensor_get_i64(&v, j);
+    if (k < -dim || k >= dim)
+      return bad(c, "index %lld at position %lld of indices '%s' is outside axis %d of '%s' "
+                    "(%lld entries)",
+                 (long long)k, (long long)j, idx->name, axis, x->name, (long long)dim);
+  }
+  return AP_OK;
+}
+
+ap_status ap_scatter_reduction_of(ap_graph *g, ap_node *n, ap_scatter_reduction *r,
+                                  ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  static const struct {
+    const char *name;
+    ap_scatter_reduction r;
+    int opset;
+  } kinds[] = {{"none", AP_SCATTER_NONE, 0}, {"add", AP_SCATTER_ADD, 16},
+               {"mul", AP_SCATTER_MUL, 16}, {"max", AP_SCATTER_MAX, 18},
+               {"min", AP_SCATTER_MIN, 18}};
+  const char *s = ap_attr_string(n, "reduction", "none");
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+    if (strcmp(s, kinds[i].name) != 0)
+      continue;
+    if (g->opset < kinds[i].opset)
+      return bad(c, "reduction '%s' is defined from opset %d; the model's is %lld", s,
+                 kinds[i].opset, (long long)g->opset);
+    *r = kinds[i].r;
+    return AP_OK;
+  }
+  return bad(c, "reduction '%s' is not none, add, mul, max or min", s);
+}
+
+/* GatherElements, ScatterElements: data, indices of data's rank spanning
+ * at most data's dims off the axis, and ScatterElements' updates shaped as
+ * the indices. *axis is -1 when a rank is not known. */
+static ap_status elements_shapes(const ctx *c, int *axis) {
+  ap_value *x, *idx, *upd = NULL;
+  ap_status s;
+  *axis = -1;
+  if ((s = need(c, 0, &x)) || (s = need(c, 1, &idx)) || (s = index_dtype(c, idx)))
+    return s;
+  if (c->n->op == AP_OP_SCATTER_ELEMENTS) {
+    ap_scatter_reduction r;
+    if ((s = need(c, 2, &upd)) || (s = same_dtype(c, x, upd)) ||
+        (s = ap_scatter_reduction_of(c->g, c->n, &r, c->d)))
+      return s;
+  }
+  if (x->rank < 0 || idx->rank < 0)
+    return AP_OK;
+  if (x->rank == 0)
+    return bad(c, "data '%s' must have rank 1 or more", x->name);
+  if (idx->rank != x->rank)
+    return bad(c, "indices '%s' have rank %d and data '%s' rank %d; they must be equal",
+               idx->name, idx->rank, x->name, x->rank);
+  int a;
+  if ((s = norm_axis(c, "axis", ap_attr_int(c->n, "axis", 0), x->rank, &a)))
+    return s;
+  for (int i = 0; i < x->rank; i++)
+    if (i != a && idx->dims[i] >= 0 && x->dims[i] >= 0 && idx->dims[i] > x->dims[i])
+      return bad(c, "indices '%s' have %lld entries along axis %d, data '%s' only %lld",
+                 idx->name, (long long)idx->dims[i], i, x->name, (long long)x->dims[i]);
+  if (upd && upd->rank >= 0) {
+    if (upd->rank != idx->rank)
+      return bad(c, "updates '%s' must have the rank of indices '%s' (%d), not %d", upd->name,
+                 idx->name, idx->rank, upd->rank);
+    for (int i = 0; i < upd->rank; i++)
+      if (upd->dims[i] >= 0 && idx->dims[i] >= 0 && upd->dims[i] != idx->dims[i])
+        return bad(c, "updates '%s' and indices '%s' differ along axis %d (%lld, %lld)",
+                   upd->name, idx->name, i, (long long)upd->dims[i], (long long)idx->dims[i]);
+  }
+  if ((s = check_indices(c, idx, 1, 0, x->dims[a], a, x)))
+    return s;
+  *axis = a;
+  return AP_OK;
+}
+
+static ap_status infer_GATHER_ELEMENTS(const ctx *c) {
+  int axis;
+  ap_status s = elements_shapes(c, &axis);
+  if (s)
+    return s;
+  shp o;
+  shp_of(in(c, 1), &o);
+  return set_out(c, 0, in(c, 0)->dtype, &o);
+}
+
+static ap_status infer_SCATTER_ELEMENTS(const ctx *c) {
+  int axis;
+  ap_status s = elements_shapes(c, &axis);
+  if (s)
+    return s;
+  return copy_out(c, 0, in(c, 0), AP_DT_UNDEFINED);
+}
+
+ap_status ap_gather_nd_batch(ap_graph *g, ap_node *n, int *batch_dims, ap_diag *d) {
+  ctx cc = {g, n, d}, *c = &cc;
+  const ap_value *x = in(c, 0), *idx = in(c, 1);
+  const ap_attr *b = ap_attr_find(n, "batch_dims");
+  *batch_dims = 0;
+  if (!b)
+    return AP_OK;
+  if (n->op != AP_OP_GATHER_ND || g->opset < 12)
+    return bad(c, "attribute 'batch_dims' is GatherND's from opset 12");
+  if (x && idx && x->rank >= 0 && idx->rank >= 0 &&
+      (b->i < 0 || b->i >= x->rank || b->i >= idx->rank))
+    return bad(c, "batch_dims %lld must be less than the ranks of data (%d) and indices (%d)",
+               (long long)b->i, x->rank, idx->rank);
+  if (b->i < 0 || b->i >= AP_MAX_RANK)
+    return bad(c, "batch_dims %lld is out of range", (long long)b->i);
+  *batch_dims = (int)b->i;
+  return AP_OK;
+}
+
+/* GatherND, ScatterND: data [B..., D...], indices [B..., M..., k] whose
+ * tuples index k axes of D; *width is k, -1 when not known. The gathered
+ * (or scattered) shape is indices' dims but the last, then data's from
+ * axis B + k on, into o when not NULL. */
+static ap_status nd_shapes(const ctx *c, int *width, shp *o) {
+  ap_value *x, *idx;
+  ap_status s;
+  int b;
+  *width = -1;
+  if ((s = need(c, 0, &x)) || (s = need(c, 1, &idx)) || (s = index_dtype(c, idx)) ||
+      (s = ap_gather_nd_batch(c->g, c->n, &b, c->d)))
+    return s;
+  if (o)
+    shp_unknown(o);
+  if (x->rank < 0 || idx->rank < 0)
+    return AP_OK;
+  if (x->rank == 0 || idx->rank == 0)
+    return bad(c, "data '%s' and indices '%s' must have rank 1 or more", x->name, idx->name);
+  int64_t k = idx->dims[idx->rank - 1];
+  if (k < 0)
+    return bad(c, "the last dim of indices '%s' (the tuples' length) must be known",
+               idx->name);
+  if (k < 1 || k > x->rank - b)
+    return bad(c, "indices '%s' index %lld axes of data '%s' of rank %d (batch_dims %d)",
+               idx->name, (long long)k, x->name, x->rank, b);
+  for (int i = 0; i < b; i++)
+    if (x->dims[i] >= 0 && idx->dims[i] >= 0 && x->dims[i] != idx->dims[i])
+      return bad(c, "batch axis %d of data '%s' (%lld) and indices '%s' (%lld) differ", i,
+                 x->name, (long long)x->dims[i], idx->name, (long long)idx->dims[i]);
+  for (int t = 0; t < k; t++)
+    if ((s = check_indices(c, idx, (int)k, t, x->dims[b + t], b + t, x)))
+      return s;
+  if (o) {
+    o->rank = idx->rank - 1 + x->rank - b - (int)k;
+    if (o->rank > AP_MAX_RANK)
+      return bad(c, "the output would have rank %d; at most %d is supported", o->rank,
+                 AP_MAX_RANK);
+    int j = 0;
+    for (int i = 0; i < idx->rank - 1; i++, j++)
+      shp_dim(o, j, idx->dims[i], idx->sym[i]);
+    for (int i = b + (int)k; i < x->rank; i++, j++)
+      shp_dim(o, j, x->dims[i], x->sym[i]);
+  }
+  *width = (int)k;
+  return AP_OK;
+}
+
+static ap_status infer_GATHER_ND(const ctx *c) {
+  int width;
+  shp o;
+  ap_status s = nd_shapes(c, &width, &o);
+  if (s)
+    return s;
+  return set_out(c, 0, in(c, 0)->dtype, &o);
+}
+
+static ap_status infer_SCATTER_ND(const ctx *c) {
+  int width;
+  shp o;
+  ap_value *x = in(c, 0), *upd;
+  ap_scatter_reduction r;
+  ap_status s = nd_shapes(c, &width, &o);
+  if (s || (s = need(c, 2, &upd)) || (s = same_dtype(c, x, upd)) ||
+      (s = ap_scatter_reduction_of(c->g, c->n, &r, c->d)))
+    return s;
+  if (width >= 0 && upd->rank >= 0) {
+    bool fits = upd->rank == o.rank;
+    for (int i = 0; fits && i < o.rank; i++)
+      fits = upd->dims[i] < 0 || o.dims[i] < 0 || upd->dims[i] == o.dims[i];
+    if (!fits)
+      return bad(c, "updates '%s' must be shaped as indices '%s' without their last dim, "
+                    "then data '%s' from axis %d on",
+                 upd->name, in(c, 1)->name, x->name, width);
+  }
+  return copy_out(c, 0, x, AP_DT_UNDEFINED);
 }
 
 /* ---- constants and metadata --------------------------------------------- */

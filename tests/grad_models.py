@@ -273,6 +273,58 @@ def resizes():
     return model(nodes, [("x", D, [1, 2, 3, 4])], ("y", D), inits, opset=13)
 
 
+def gather_scatter():
+    """GatherElements (a repeated index sums), ScatterElements (reduction
+    none: the replaced elements of data get no gradient), ScatterND
+    (reduction add, a repeated tuple) and GatherND with batch_dims; negative
+    indices in each."""
+    n = helper.make_node
+    nodes = [n("GatherElements", ["x", "ie"], ["a"], axis=1),
+             n("ScatterElements", ["x", "se", "u"], ["s"], axis=0),
+             n("ScatterND", ["s", "sn", "v"], ["t"], reduction="add"),
+             n("GatherND", ["t", "gn"], ["r"], batch_dims=1),
+             n("Flatten", ["a"], ["fa"], axis=0),
+             n("Flatten", ["t"], ["ft"], axis=0),
+             n("Flatten", ["r"], ["fr"], axis=0),
+             n("Concat", ["fa", "ft", "fr"], ["y"], axis=1)]
+    inits = [const("ie", [[0, -1], [2, 2], [1, 0]]), const("se", [[1, -1], [0, 0]]),
+             const("sn", [[0], [2], [-3]]), const("gn", [[1], [-1], [0]])]
+    return model(nodes, [("x", D, [3, 4]), ("u", D, [2, 2]), ("v", D, [3, 4])], ("y", D), inits)
+
+
+def normalizations():
+    """InstanceNormalization and GroupNormalization (opset 18: a scale and
+    bias per group) with their scale and bias, MeanVarianceNormalization,
+    LpNormalization with p 2 and 1."""
+    n = helper.make_node
+    nodes = [n("InstanceNormalization", ["x", "s1", "b1"], ["i"], epsilon=0.01),
+             n("GroupNormalization", ["i", "s2", "b2"], ["g"], num_groups=2, epsilon=0.1),
+             n("MeanVarianceNormalization", ["g"], ["m"], axes=[0, 2, 3]),
+             n("LpNormalization", ["m"], ["l"], axis=1),
+             n("LpNormalization", ["l"], ["y"], axis=-1, p=1)]
+    return model(nodes, [("x", D, [2, 4, 3, 3]), ("s1", D, [4]), ("b1", D, [4]),
+                         ("s2", D, [2]), ("b2", D, [2])], ("y", D), opset=18)
+
+
+def group_norm_per_channel():
+    """GroupNormalization from opset 21: a scale and bias per channel."""
+    n = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)
+    return model([n], [("x", D, [2, 6, 2, 3]), ("s", D, [6]), ("b", D, [6])], ("y", D),
+                 opset=21)
+
+
+def einsums():
+    """Einsum rewritten into MatMul: a projection by a weight, a product
+    whose output is reordered, and one whose operand has no column index
+    (Unsqueeze, then Squeeze)."""
+    n = helper.make_node
+    nodes = [n("Einsum", ["x", "w"], ["p"], equation="bid,jd->bij"),
+             n("Einsum", ["p", "z"], ["q"], equation="bij,bkj->bki"),
+             n("Einsum", ["q", "v"], ["y"], equation="bki,k->bi")]
+    return model(nodes, [("x", D, [2, 3, 4]), ("w", D, [5, 4]), ("z", D, [2, 2, 5]),
+                         ("v", D, [2])], ("y", D))
+
+
 def clip():
     n = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
     inits = [numpy_helper.from_array(np.array(-0.5), "lo"),
@@ -553,6 +605,10 @@ CASES = {
     "pad_modes": pads,
     "pad_attributes": pad_attributes,
     "tile_depth_space": tile_depth_space,
+    "gather_scatter": gather_scatter,
+    "normalizations": normalizations,
+    "group_norm_per_channel": group_norm_per_channel,
+    "einsum": einsums,
     "resize_nearest_linear": resizes,
     "leaky_relu_prelu": leaky_relu_prelu,
     "elu_selu_celu": elu_selu_celu,

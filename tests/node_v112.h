@@ -31,14 +31,16 @@ __attribute__((unused)) static bool node_v112_prefixed(const char *name, const c
 }
 
 /* The activations, math, comparisons and logic, Pad, Tile, DepthToSpace,
- * SpaceToDepth, Resize, Upsample. */
+ * SpaceToDepth, Resize, Upsample, GatherElements, GatherND, ScatterElements,
+ * ScatterND, InstanceNormalization, MeanVarianceNormalization, Einsum. */
 __attribute__((unused)) static bool node_v112_first(const char *name) {
   static const char *const ops[] = {
       "leakyrelu", "prelu", "elu", "selu", "celu", "hardsigmoid", "hardswish", "softplus",
       "softsign", "thresholdedrelu", "mish", "sin", "cos", "floor", "ceil", "round", "sign",
       "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
       "constant_pad", "edge_pad", "reflect_pad", "tile", "depthtospace", "spacetodepth",
-      "resize", "upsample",
+      "resize", "upsample", "gather_elements", "gathernd", "scatter_elements", "scatternd",
+      "instancenorm", "mvn", "einsum",
   };
   return node_v112_prefixed(name, ops, sizeof ops / sizeof *ops);
 }

@@ -25,11 +25,11 @@ def scalar(name, v):
     return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
 
 
-def save(outdir, name, nodes, x_shape, y_shape, inits):
+def save(outdir, name, nodes, x_shape, y_shape, inits, opset=18):
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", F, x_shape)],
                           [helper.make_tensor_value_info("y", F, y_shape)], initializer=inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
-    m.ir_version = 8
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset < 21 else 10
     with open(f"{outdir}/{name}.onnx", "wb") as f:
         f.write(m.SerializeToString())
     os.makedirs(f"{outdir}/{name}_data", exist_ok=True)
@@ -309,6 +309,93 @@ def scan_select(outdir):
     save(outdir, "ops_scan_select", nodes, [4, 3, 8, 8], [4, 10], inits)
 
 
+def gather_scatter(outdir):
+    """GatherElements, ScatterElements (reduction add), GatherND (batch_dims
+    1) and ScatterND (reduction mul) between convolutions, with negative and
+    int32 indices: the batch axis stays split through the first three, the
+    others are gathered where indices address them."""
+    n = helper.make_node
+    r = np.random.default_rng(7)
+    ie = r.integers(-6, 6, [4, 4, 3, 6]).astype(np.int32)
+    se = r.integers(-3, 3, [4, 6, 1, 6])
+    gn = np.array([[[1], [-2]], [[0], [5]], [[3], [3]], [[-1], [2]]], np.int64)
+    inits = [init("w1", [4, 3, 3, 3]), init("w2", [6, 4, 1, 1]), init("w3", [4, 2, 1, 1]),
+             init("wf", [4 * 3 * 6, 10], 0.05), numpy_helper.from_array(ie, "ie"),
+             numpy_helper.from_array(se, "se"), numpy_helper.from_array(gn, "gn"),
+             ints("ax2", [2]), ints("sn", [[0, 1], [3, -1]]), ints("gk", [[1, 2], [2, 3]])]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                                   # [4, 4, 6, 6]
+        n("GatherElements", ["c1", "ie"], ["g1"], axis=2),                # [4, 4, 3, 6]
+        n("Conv", ["g1", "w2"], ["c2"]),                                  # [4, 6, 3, 6]
+        n("ReduceMax", ["c2", "ax2"], ["m2"]),                            # [4, 6, 1, 6]
+        n("ScatterElements", ["c2", "se", "m2"], ["s1"], axis=-2, reduction="add"),
+        n("GatherND", ["s1", "gn"], ["g2"], batch_dims=1),                # [4, 2, 3, 6]
+        n("Conv", ["g2", "w3"], ["c3"]),                                  # [4, 4, 3, 6]
+        n("GatherND", ["c3", "gk"], ["u"]),                               # [2, 3, 6]
+        n("ScatterND", ["c3", "sn", "u"], ["s2"], reduction="mul"),       # [4, 4, 3, 6]
+        n("Flatten", ["s2"], ["f"]),
+        n("Gemm", ["f", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_gather_scatter", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
+def norms(outdir):
+    """InstanceNormalization (its scale and bias follow a channel split),
+    GroupNormalization (opset 18: per-group scale and bias), MeanVariance-
+    Normalization over [0, 2, 3] (the batch gathered) and LpNormalization
+    (p 2 over channels, p 1 over features) between layers."""
+    n = helper.make_node
+    inits = [init("w1", [8, 3, 3, 3]), init("s1", [8]), init("b1", [8], 0.1),
+             init("w2", [8, 8, 3, 3]), init("s2", [4]), init("b2", [4], 0.1),
+             init("w3", [6, 8, 1, 1]), init("w4", [6, 6, 3, 3]), init("wf", [24, 10], 0.3)]
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"]),                                   # [4, 8, 6, 6]
+        n("InstanceNormalization", ["c1", "s1", "b1"], ["i1"], epsilon=1e-3),
+        n("Relu", ["i1"], ["r1"]),
+        n("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),               # [4, 8, 6, 6]
+        n("GroupNormalization", ["c2", "s2", "b2"], ["g1"], num_groups=4),
+        n("Conv", ["g1", "w3"], ["c3"]),                                  # [4, 6, 6, 6]
+        n("MeanVarianceNormalization", ["c3"], ["m1"]),
+        n("Conv", ["m1", "w4"], ["c4"], strides=[2, 2]),                  # [4, 6, 2, 2]
+        n("LpNormalization", ["c4"], ["l1"], axis=1),
+        n("Flatten", ["l1"], ["f"]),                                      # [4, 24]
+        n("LpNormalization", ["f"], ["l2"], p=1),
+        n("Gemm", ["l2", "wf"], ["y"]),
+    ]
+    save(outdir, "ops_norm", nodes, [4, 3, 8, 8], [4, 10], inits)
+
+
+def einsum(outdir):
+    """Einsum as exporters write it: projections with a weight
+    ("bid,jd->bij", "bij,jk->bik", implicit "ij,jk"), attention's two
+    products ("bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd"), and GroupNormalization
+    in its opset-21 form (scale and bias per channel) between them."""
+    n = helper.make_node
+    inits = [init("wq", [12, 8]), init("wk", [12, 8]), init("wo", [12, 10]),
+             init("wf", [10, 5]), init("gs", [6]), init("gb", [6], 0.1),
+             ints("heads", [4, 6, 3, 4]), ints("merged", [4, 6, 12]), ints("rows", [24, 10]),
+             ints("flat", [4, 30])]
+    nodes = [
+        n("Einsum", ["x", "wq"], ["q"], equation="bid,jd->bij"),         # [4, 6, 12]
+        n("Einsum", ["x", "wk"], ["k"], equation="bid,jd->bij"),
+        n("Reshape", ["q", "heads"], ["qh"]),
+        n("Transpose", ["qh"], ["q4"], perm=[0, 2, 1, 3]),                # [4, 3, 6, 4]
+        n("Reshape", ["k", "heads"], ["kh"]),
+        n("Transpose", ["kh"], ["k4"], perm=[0, 2, 1, 3]),
+        n("Einsum", ["q4", "k4"], ["s"], equation="bhqd, bhkd -> bhqk"),  # [4, 3, 6, 6]
+        n("Softmax", ["s"], ["p"]),
+        n("Einsum", ["p", "k4"], ["a"], equation="bhqk,bhkd->bhqd"),      # [4, 3, 6, 4]
+        n("Transpose", ["a"], ["at"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["at", "merged"], ["am"]),                           # [4, 6, 12]
+        n("GroupNormalization", ["am", "gs", "gb"], ["g"], num_groups=3),
+        n("Einsum", ["g", "wo"], ["o"], equation="bij,jk->bik"),          # [4, 6, 10]
+        n("Reshape", ["o", "rows"], ["o2"]),
+        n("Einsum", ["o2", "wf"], ["f"], equation="ij,jk"),               # [24, 5]
+        n("Reshape", ["f", "flat"], ["y"]),
+    ]
+    save(outdir, "ops_einsum", nodes, [4, 6, 8], [4, 30], inits, opset=21)
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
@@ -318,6 +405,11 @@ def main():
     resize(outdir)
     reduce(outdir)
     scan_select(outdir)
+
+
+    gather_scatter(outdir)
+    norms(outdir)
+    einsum(outdir)
 
 
 if __name__ == "__main__":

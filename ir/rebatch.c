@@ -25,8 +25,9 @@
  * meets the batch at an operator that needs its dims equal (Concat off its
  * axis; an element-wise operator when B > 1, since a 1 broadcasts), and it
  * is made by Expand, ConstantOfShape or Tile of a literal, the entry that
- * wrote B there is rewritten too. Every rewrite is listed in g->rebatched,
- * which the dumps print. */
+ * wrote B there is rewritten too. A Slice whose literal ends keep the whole
+ * batch (from 0 to B, step 1) gets N as its end. Every rewrite is listed in
+ * g->rebatched, which the dumps print. */
 #include <string.h>
 
 #include "ir/ir.h"
@@ -150,6 +151,51 @@ static ap_status meet(ap_graph *g, const ap_graph *c, const char *name, int at, 
   return rewrite(g, g->values[pn->in[slot]].name, q, from, batch, pn, &done, d);
 }
 
+/* Slice node n of the clone reads x with the batch on axis a: the entry of
+ * its literal ends that takes the whole batch (start 0, end B, step 1), or
+ * -1. */
+static int slice_batch_entry(ap_graph *g, const ap_graph *c, const ap_node *n, int a,
+                             int64_t from) {
+  if (n->n_in < 3)
+    return -1; /* before opset 10: attributes, no literal to rewrite */
+  ap_tensor ts, te, ta, tp;
+  ap_tensor *st = literal(g, ap_graph_find(g, c->values[n->in[1]].name), &ts);
+  ap_tensor *en = literal(g, ap_graph_find(g, c->values[n->in[2]].name), &te);
+  ap_tensor *ax = n->n_in > 3 && n->in[3] >= 0
+                      ? literal(g, ap_graph_find(g, c->values[n->in[3]].name), &ta)
+                      : NULL;
+  ap_tensor *sp = n->n_in > 4 && n->in[4] >= 0
+                      ? literal(g, ap_graph_find(g, c->values[n->in[4]].name), &tp)
+                      : NULL;
+  if (!st || !en || st->dtype != AP_DT_INT64 || en->dtype != AP_DT_INT64 ||
+      st->numel != en->numel || (n->n_in > 3 && n->in[3] >= 0 && !ax) ||
+      (n->n_in > 4 && n->in[4] >= 0 && !sp))
+    return -1;
+  int rank = c->values[n->in[0]].rank;
+  for (int q = 0; q < en->numel; q++) {
+    int64_t axis = q;
+    if (ax) {
+      if (ax->dtype != AP_DT_INT64 || ax->numel != en->numel)
+        return -1;
+      axis = ((const int64_t *)ax->data)[q];
+      axis += axis < 0 ? rank : 0;
+    }
+    if (axis != a)
+      continue;
+    int64_t step = 1;
+    if (sp) {
+      if (sp->dtype != AP_DT_INT64 || sp->numel != en->numel)
+        return -1;
+      step = ((const int64_t *)sp->data)[q];
+    }
+    return ((const int64_t *)st->data)[q] == 0 && ((const int64_t *)en->data)[q] == from &&
+                   step == 1
+               ? q
+               : -1;
+  }
+  return -1;
+}
+
 ap_status ap_rebatch(ap_graph *g, int input, int64_t batch, ap_diag *d) {
   int64_t from = g->values[input].dims[0];
   ap_graph *c = ap_graph_clone(g);
@@ -203,6 +249,16 @@ ap_status ap_rebatch(ap_graph *g, int input, int64_t batch, ap_diag *d) {
       else
         axis[y] = axis[x] + c->values[y].rank - xv->rank;
       continue;
+    }
+    if (n->op == AP_OP_SLICE && xv && axis[x] >= 0 && from != 1) {
+      int q = slice_batch_entry(g, c, n, axis[x], from);
+      if (q >= 0) {
+        bool done;
+        if (from != batch)
+          st = rewrite(g, c->values[n->in[2]].name, q, from, batch, n, &done, d);
+        axis[y] = axis[x];
+        continue;
+      }
     }
     for (int slot = 0; slot < n->n_in && axis[y] < 0; slot++) {
       int v = n->in[slot];

@@ -318,8 +318,9 @@ Test(dims, every_dim_bound_from_the_inputs_or_by_name, .init = make_work, .timeo
 
 /* Values that meet the batch without coming from the input (a class token
  * expanded to the batch and concatenated, a ConstantOfShape padding, a
- * tiled token added): written at batch 1 and at batch 2, re-batched to 5,
- * their programs equal ONNX Runtime on the model written at batch 5. */
+ * tiled token added) and a Slice of the whole batch: written at batch 1
+ * and at batch 2, re-batched to 5, their programs equal ONNX Runtime on the
+ * model written at batch 5. */
 Test(rebatch, values_meeting_the_batch_follow_it, .init = make_work, .timeout = 600) {
   char msg[2048];
   cr_assert(ort_ready(msg, sizeof msg), "%s", msg);

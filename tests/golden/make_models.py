@@ -146,7 +146,8 @@ save("two_inputs_layer", helper.make_graph([
 # Values that meet the batch without coming from the input, as exporters
 # write them at a fixed batch B: a class token expanded to [B, 1, 8] and
 # concatenated with the patches, a ConstantOfShape([B, 5, 2]) padding
-# concatenated on the features, a token tiled to [B, 5, 10] and added.
+# concatenated on the features, a token tiled to [B, 5, 10] and added, and
+# (B > 1) a Slice of the whole batch, [0, B), as x[:B] exports.
 # Re-batched (--batch N), the literals that wrote B follow (ir/rebatch.c);
 # test_bind compares each with the model written at batch 5.
 mrng = np.random.default_rng(11)
@@ -156,9 +157,11 @@ meet_weights = [
     numpy_helper.from_array(mrng.standard_normal((10, 3)).astype(np.float32), "w"),
 ]
 for batch in (1, 2, 5):
-    save(f"meets_batch_b{batch}", helper.make_graph([
+    whole = [helper.make_node("Slice", ["x", "zero", "bend", "zero"], ["xs"], name="whole_batch")]
+    save(f"meets_batch_b{batch}", helper.make_graph((whole if batch > 1 else []) + [
         helper.make_node("Expand", ["cls", "cls_shape"], ["e"], name="expand_cls"),
-        helper.make_node("Concat", ["e", "x"], ["cat"], name="cat_tokens", axis=1),
+        helper.make_node("Concat", ["e", "xs" if batch > 1 else "x"], ["cat"], name="cat_tokens",
+                         axis=1),
         helper.make_node("ConstantOfShape", ["pad_shape"], ["pad"], name="pad",
                          value=numpy_helper.from_array(np.array([0.5], np.float32))),
         helper.make_node("Concat", ["cat", "pad"], ["cat2"], name="cat_features", axis=2),
@@ -169,4 +172,6 @@ for batch in (1, 2, 5):
         meet_weights + [
             numpy_helper.from_array(np.array([batch, 1, 8], np.int64), "cls_shape"),
             numpy_helper.from_array(np.array([batch, 5, 2], np.int64), "pad_shape"),
-            numpy_helper.from_array(np.array([batch, 5, 1], np.int64), "reps")]))
+            numpy_helper.from_array(np.array([batch, 5, 1], np.int64), "reps")] +
+        ([numpy_helper.from_array(np.array([0], np.int64), "zero"),
+          numpy_helper.from_array(np.array([batch], np.int64), "bend")] if batch > 1 else [])))

@@ -666,6 +666,13 @@ static LLVMValueRef declare_kernel(lb *L, int i) {
       LLVMAddFunction(L->m, name, LLVMFunctionType(L->v, params, (unsigned)k->n_params, 0));
   free(params);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
+  /* Never inlined into the device programs, as the C backend's kernels.c
+   * and dev<d>.c are separate units: inlined at each of their calls (GPT-2
+   * calls each kernel of a block 12 times), the kernels made ap_device_0
+   * 1.2 MB of code and the LLVM build 4 times longer. */
+  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(L->cx, noinline, 0));
   unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
   for (int a = 0; a < k->n_params; a++) {
     const cg_param *pa = &k->params[a];

@@ -3,20 +3,19 @@
  * function (cgk_N, its loop nest with C's semantics as print_c.c prints
  * them), the program of every device (ap_device_<d>, calling the runtime as
  * dev<d>.c does), and what main.c defines (the aprt_program description as
- * constant globals, run, main). The project's GEMM and convolution come as
- * bitcode compiled at build time (gemm.c and conv.c with clang, embedded
- * in accparc) and linked into the module, so their calls with constant
- * shapes are specialised by the optimiser as the C backend's are when it
- * includes gemm.c and conv.c. The module is verified, optimised with
- * default<O3> for the host CPU and written as OUTDIR/model.o, which
- * cg_llvm_build links with the runtime into OUTDIR/model; or it is run in
- * memory through ORC LLJIT (cg_llvm_run). */
+ * constant globals, run, main). The project's GEMM and convolution are not
+ * in the module: they come as an object compiled once at build time
+ * (gemm.c and conv.c by clang -O3, embedded in accparc: kernels_obj.c),
+ * written beside model.o and linked with it, or added to the JIT. The
+ * module is verified, optimised with default<O3> for the host CPU and
+ * written as OUTDIR/model.o, which cg_llvm_build links with kernels.o and
+ * the runtime into OUTDIR/model; or it is run in memory through ORC LLJIT
+ * (cg_llvm_run). */
 #define _XOPEN_SOURCE 700
 #include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
-#include <llvm-c/BitReader.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
@@ -37,9 +36,9 @@ _Static_assert((int)AP_MAX_RANK == (int)APRT_MAX_RANK, "boxes of the IR and of t
  * model (never a crash) with "internal error" in its line. */
 #define CG_ERR_INTERNAL AP_ERR_UNSUPPORTED
 
-/* The kernels' bitcode (codegen/kernels_bc.c). */
-extern const unsigned char cg_kernels_bc[];
-extern const unsigned long cg_kernels_bc_size;
+/* The kernel library's object (codegen/kernels_obj.c). */
+extern const unsigned char cg_kernels_obj[];
+extern const unsigned long cg_kernels_obj_size;
 
 /* The functions a module calls: the runtime's (accpar_rt.h), the kernel
  * library's (kernels.h) and libc's, with their LLVM types spelled with the
@@ -1346,43 +1345,11 @@ static ap_status build_module(const cg_program *p, LLVMContextRef cx, LLVMTarget
   return AP_OK;
 }
 
-static ap_status internalize(LLVMModuleRef m, const char *keep);
-
-/* Links the kernel library's bitcode into m when a kernel calls it; its functions and everything
- * but the entry point become internal, and every function takes the host
- * CPU of the target machine (the bitcode's own target attributes removed). */
-static ap_status link_library(const cg_program *p, LLVMModuleRef m, const char *keep,
-                              ap_diag *d) {
-  bool needed = p->needs_kernels_lib;
-  for (int i = 0; i < p->n_kernels; i++)
-    needed |= p->kernels[i]->n_work_terms > 0;
-  if (!needed)
-    return internalize(m, keep);
-  LLVMContextRef cx = LLVMGetModuleContext(m);
-  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange(
-      (const char *)cg_kernels_bc, (size_t)cg_kernels_bc_size, "kernels.bc", 0);
-  LLVMModuleRef lib = NULL;
-  if (LLVMParseBitcodeInContext2(cx, buf, &lib)) {
-    LLVMDisposeMemoryBuffer(buf);
-    return ap_error(d, CG_ERR_INTERNAL, p->g->path, NULL, NULL,
-                    "internal error: LLVM cannot read the kernels' bitcode");
-  }
-  LLVMDisposeMemoryBuffer(buf);
-  LLVMSetTarget(lib, LLVMGetTarget(m));
-  LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(m));
-  if (LLVMLinkModules2(m, lib))
-    return ap_error(d, CG_ERR_INTERNAL, p->g->path, NULL, NULL,
-                    "internal error: LLVM cannot link the kernels' bitcode");
-  return internalize(m, keep);
-}
-
-/* Everything defined but keep becomes internal, and every function takes
- * the target machine's CPU (the bitcode's own target attributes removed). */
+/* Everything defined but keep becomes internal. The kernel library is not
+ * in the module: its functions stay declarations, defined by clang's object
+ * of it (kernels_obj.c), which the executable links and the JIT adds. */
 static ap_status internalize(LLVMModuleRef m, const char *keep) {
   for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
-    LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-cpu", 10);
-    LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-features", 15);
-    LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "tune-cpu", 8);
     size_t len;
     const char *name = LLVMGetValueName2(f, &len);
     if (!LLVMIsDeclaration(f) && strcmp(name, keep) != 0)
@@ -1439,7 +1406,7 @@ ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_o
     LLVMDisposeMessage(text);
   }
   if (s == AP_OK)
-    s = link_library(p, m, "main", d);
+    s = internalize(m, "main");
   if (s == AP_OK)
     s = optimise(p, m, tm, d);
   if (s == AP_OK) {
@@ -1454,6 +1421,9 @@ ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_o
       LLVMDisposeMemoryBuffer(obj);
     }
   }
+  if (s == AP_OK)
+    s = cg_write_file(g, d, outdir, "kernels.o", (const char *)cg_kernels_obj,
+                      (size_t)cg_kernels_obj_size);
   if (m)
     LLVMDisposeModule(m);
   LLVMContextDispose(cx);
@@ -1469,7 +1439,8 @@ ap_status cg_llvm_build(const ap_build_opts *b, ap_diag *d) {
   if (!cg_text_open(&t))
     return ap_error(d, AP_ERR_NOMEM, b->outdir, NULL, NULL, "out of memory");
   fprintf(t.f, "#!/bin/sh\n# Generated by accparc: links ./model from the LLVM backend's "
-               "model.o.\nset -e\ncd \"$(dirname \"$0\")\"\n%s -o model.tmp model.o '",
+               "model.o and the kernel library's kernels.o.\nset -e\ncd \"$(dirname \"$0\")\"\n"
+               "%s -o model.tmp model.o kernels.o '",
           cc);
   for (const char *q = b->rt_lib; *q; q++) {
     if (*q == '\'')
@@ -1526,7 +1497,7 @@ ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
   LLVMModuleRef m = NULL;
   s = build_module(p, cx, tm, NULL, &m, d);
   if (s == AP_OK)
-    s = link_library(p, m, "ap_program", d);
+    s = internalize(m, "ap_program");
   if (s == AP_OK)
     s = optimise(p, m, tm, d);
   LLVMDisposeTargetMachine(tm);
@@ -1570,6 +1541,14 @@ ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
       free(pairs);
       if (err)
         s = jit_error(p, err, "cannot define the runtime's symbols", d);
+    }
+    if (s == AP_OK) {
+      /* The kernel library, as the executable links it. */
+      LLVMMemoryBufferRef lib = LLVMCreateMemoryBufferWithMemoryRange(
+          (const char *)cg_kernels_obj, (size_t)cg_kernels_obj_size, "kernels.o", 0);
+      err = LLVMOrcLLJITAddObjectFile(jit, jd, lib);
+      if (err)
+        s = jit_error(p, err, "cannot add the kernel library to the JIT", d);
     }
     if (s == AP_OK) {
       LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);

@@ -139,7 +139,7 @@ static void apk_pack_b(int trans_b, const float *b, ptrdiff_t ldb, int kc, int n
 
 /* The micro-kernel's loops over the tile unrolled completely, so that the
  * accumulators are registers: GCC does it when asked for N iterations, clang
- * (and the LLVM backend, which links clang's bitcode of this file) only when
+ * (which compiles this file for the LLVM backend's programs) only when
  * asked for full unrolling; with `GCC unroll N` it kept the accumulator tile
  * on the stack (a load and a store around every multiply-add). N bounds the
  * trip counts, which are constants at every call. */

@@ -40,7 +40,7 @@ values() {
 # The median of the numbers of a file, one a line.
 median() { sort -g "$1" | awk '{a[NR]=$1} END {printf "%.6f", a[int((NR+1)/2)]}'; }
 # Their spread: max/min - 1, in %.
-spread() { sort -g "$1" | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.0f", lo > 0 ? 100 * (hi / lo - 1) : 0}'; }
+spread() { sort -g "$1" | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.0f", (lo > 0 ? 100 * (hi / lo - 1) : 0)}'; }
 
 # compile MODEL BACKEND MODE: appends wall and CPU seconds of accparc compile
 # (with its children: the C compiler) to $work/MODEL-BACKEND.{cw,cc}.

@@ -419,14 +419,16 @@ typedef struct ap_build_opts {
 
 /* ---- print_llvm.c: the LLVM backend (when built with LLVM) ---------------- */
 
-/* Writes OUTDIR/weights.bin and OUTDIR/model.o, the program of p as one
- * LLVM module (kernels, device programs, the aprt_program description, and
- * the kernel library linked in as bitcode) optimised with default<O3> for
- * the host CPU; with o->emit_llvm also OUTDIR/model.ll, the module as
- * generated before the library is linked and the optimiser runs. */
+/* Writes OUTDIR/weights.bin, OUTDIR/model.o, the program of p as one LLVM
+ * module (kernels, device programs, the aprt_program description; the
+ * kernel library's functions declared) optimised with default<O3> for the
+ * host CPU, and OUTDIR/kernels.o, the kernel library compiled at build
+ * time; with o->emit_llvm also OUTDIR/model.ll, the module as generated
+ * before the optimiser runs. */
 ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_opts *o,
                         ap_diag *d);
-/* Links OUTDIR/model.o with the runtime into OUTDIR/model (build.sh). */
+/* Links OUTDIR/model.o and kernels.o with the runtime into OUTDIR/model
+ * (build.sh). */
 ap_status cg_llvm_build(const ap_build_opts *b, ap_diag *d);
 
 /* A function of the runtime the JIT resolves to the caller's copy. */

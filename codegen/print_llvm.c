@@ -3,20 +3,19 @@
  * function (cgk_N, its loop nest with C's semantics as print_c.c prints
  * them), the program of every device (ap_device_<d>, calling the runtime as
  * dev<d>.c does), and what main.c defines (the aprt_program description as
- * constant globals, run, main). The project's GEMM and convolution come as
- * bitcode compiled at build time (gemm.c and conv.c with clang, embedded
- * in accparc) and linked into the module, so their calls with constant
- * shapes are specialised by the optimiser as the C backend's are when it
- * includes gemm.c and conv.c. The module is verified, optimised with
- * default<O3> for the host CPU and written as OUTDIR/model.o, which
- * cg_llvm_build links with the runtime into OUTDIR/model; or it is run in
- * memory through ORC LLJIT (cg_llvm_run). */
+ * constant globals, run, main). The project's GEMM and convolution are not
+ * in the module: they come as an object compiled once at build time
+ * (gemm.c and conv.c by clang -O3, embedded in accparc: kernels_obj.c),
+ * written beside model.o and linked with it, or added to the JIT. The
+ * module is verified, optimised with default<O3> for the host CPU and
+ * written as OUTDIR/model.o, which cg_llvm_build links with kernels.o and
+ * the runtime into OUTDIR/model; or it is run in memory through ORC LLJIT
+ * (cg_llvm_run). */
 #define _XOPEN_SOURCE 700
 #include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
-#include <llvm-c/BitReader.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
@@ -37,9 +36,9 @@ _Static_assert((int)AP_MAX_RANK == (int)APRT_MAX_RANK, "boxes of the IR and of t
  * model (never a crash) with "internal error" in its line. */
 #define CG_ERR_INTERNAL AP_ERR_UNSUPPORTED
 
-/* The kernels' bitcode (codegen/kernels_bc.c). */
-extern const unsigned char cg_kernels_bc[];
-extern const unsigned long cg_kernels_bc_size;
+/* The kernel library's object (codegen/kernels_obj.c). */
+extern const unsigned char cg_kernels_obj[];
+extern const unsigned long cg_kernels_obj_size;
 
 /* The functions a module calls: the runtime's (accpar_rt.h), the kernel
  * library's (kernels.h) and libc's, with their LLVM types spelled with the
@@ -667,6 +666,13 @@ static LLVMValueRef declare_kernel(lb *L, int i) {
       LLVMAddFunction(L->m, name, LLVMFunctionType(L->v, params, (unsigned)k->n_params, 0));
   free(params);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
+  /* Never inlined into the device programs, as the C backend's kernels.c
+   * and dev<d>.c are separate units: inlined at each of their calls (GPT-2
+   * calls each kernel of a block 12 times), the kernels made ap_device_0
+   * 1.2 MB of code and the LLVM build 4 times longer. */
+  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(L->cx, noinline, 0));
   unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
   for (int a = 0; a < k->n_params; a++) {
     const cg_param *pa = &k->params[a];
@@ -1260,11 +1266,29 @@ static ap_status target_machine(const ap_graph *g, LLVMTargetMachineRef *tm, ap_
   return AP_OK;
 }
 
+/* Opens t with the assembly that defines ap_blob as the contents of
+ * blob_path, as main.c's (cg_put_blob_asm): the constants assembled into
+ * the executable as they are. */
+static bool blob_asm(const char *blob_path, cg_text *t) {
+  if (!cg_text_open(t))
+    return false;
+  fprintf(t->f, ".section .rodata\n.balign %d\n.globl ap_blob\n.type ap_blob, @object\n"
+                "ap_blob:\n.incbin \"", CG_ALIGN);
+  for (const char *q = blob_path; *q; q++) {
+    if (*q == '"' || *q == '\\')
+      fputc('\\', t->f);
+    fputc(*q, t->f);
+  }
+  fputs("\"\n.byte 0\n.previous\n", t->f);
+  return true;
+}
+
 /* Builds p's module in cx: kernels, device programs, the description; the
- * blob is @ap_blob, assembled from blob_path (NULL: the JIT defines it). */
+ * blob is @ap_blob, declared (blob.s defines it for the executable, the JIT
+ * in memory: jit true). */
 static ap_status build_module(const cg_program *p, LLVMContextRef cx, LLVMTargetMachineRef tm,
-                              const char *blob_path, LLVMModuleRef *out, ap_diag *d) {
-  lb L = {.p = p, .cx = cx, .jit = blob_path == NULL};
+                              bool jit, LLVMModuleRef *out, ap_diag *d) {
+  lb L = {.p = p, .cx = cx, .jit = jit};
   L.m = LLVMModuleCreateWithNameInContext("model", cx);
   char *triple = LLVMGetTargetMachineTriple(tm);
   LLVMSetTarget(L.m, triple);
@@ -1278,27 +1302,6 @@ static ap_status build_module(const cg_program *p, LLVMContextRef cx, LLVMTarget
   L.blob = LLVMAddGlobal(L.m, L.i8, "ap_blob");
   LLVMSetGlobalConstant(L.blob, 1);
   LLVMSetAlignment(L.blob, CG_ALIGN);
-  if (blob_path) {
-    /* As main.c (cg_put_blob_asm): the constants assembled into the
-     * executable as they are. */
-    cg_text t;
-    if (!cg_text_open(&t))
-      return cg_oom(p->g, d);
-    fprintf(t.f, ".section .rodata\n.balign %d\n.globl ap_blob\n.type ap_blob, @object\n"
-                 "ap_blob:\n.incbin \"", CG_ALIGN);
-    for (const char *q = blob_path; *q; q++) {
-      if (*q == '"' || *q == '\\')
-        fputc('\\', t.f);
-      fputc(*q, t.f);
-    }
-    fputs("\"\n.byte 0\n.previous\n", t.f);
-    bool ok = cg_text_close(&t);
-    if (ok)
-      LLVMSetModuleInlineAsm2(L.m, t.s, t.len);
-    free(t.s);
-    if (!ok)
-      return cg_oom(p->g, d);
-  }
   L.kernels = malloc(((size_t)p->n_kernels + 1) * sizeof *L.kernels);
   LLVMValueRef *devices = malloc(((size_t)p->n_dev + 1) * sizeof *devices);
   if (!L.kernels || !devices) {
@@ -1341,43 +1344,11 @@ static ap_status build_module(const cg_program *p, LLVMContextRef cx, LLVMTarget
   return AP_OK;
 }
 
-static ap_status internalize(LLVMModuleRef m, const char *keep);
-
-/* Links the kernel library's bitcode into m when a kernel calls it; its functions and everything
- * but the entry point become internal, and every function takes the host
- * CPU of the target machine (the bitcode's own target attributes removed). */
-static ap_status link_library(const cg_program *p, LLVMModuleRef m, const char *keep,
-                              ap_diag *d) {
-  bool needed = p->needs_kernels_lib;
-  for (int i = 0; i < p->n_kernels; i++)
-    needed |= p->kernels[i]->n_work_terms > 0;
-  if (!needed)
-    return internalize(m, keep);
-  LLVMContextRef cx = LLVMGetModuleContext(m);
-  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange(
-      (const char *)cg_kernels_bc, (size_t)cg_kernels_bc_size, "kernels.bc", 0);
-  LLVMModuleRef lib = NULL;
-  if (LLVMParseBitcodeInContext2(cx, buf, &lib)) {
-    LLVMDisposeMemoryBuffer(buf);
-    return ap_error(d, CG_ERR_INTERNAL, p->g->path, NULL, NULL,
-                    "internal error: LLVM cannot read the kernels' bitcode");
-  }
-  LLVMDisposeMemoryBuffer(buf);
-  LLVMSetTarget(lib, LLVMGetTarget(m));
-  LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(m));
-  if (LLVMLinkModules2(m, lib))
-    return ap_error(d, CG_ERR_INTERNAL, p->g->path, NULL, NULL,
-                    "internal error: LLVM cannot link the kernels' bitcode");
-  return internalize(m, keep);
-}
-
-/* Everything defined but keep becomes internal, and every function takes
- * the target machine's CPU (the bitcode's own target attributes removed). */
+/* Everything defined but keep becomes internal. The kernel library is not
+ * in the module: its functions stay declarations, defined by clang's object
+ * of it (kernels_obj.c), which the executable links and the JIT adds. */
 static ap_status internalize(LLVMModuleRef m, const char *keep) {
   for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
-    LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-cpu", 10);
-    LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-features", 15);
-    LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "tune-cpu", 8);
     size_t len;
     const char *name = LLVMGetValueName2(f, &len);
     if (!LLVMIsDeclaration(f) && strcmp(name, keep) != 0)
@@ -1427,14 +1398,14 @@ ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_o
   LLVMContextRef cx = LLVMContextCreate();
   LLVMContextSetOpaquePointers(cx, 1);
   LLVMModuleRef m = NULL;
-  s = build_module(p, cx, tm, blob_path, &m, d);
+  s = build_module(p, cx, tm, false, &m, d);
   if (s == AP_OK && o && o->emit_llvm) {
     char *text = LLVMPrintModuleToString(m);
     s = cg_write_file(g, d, outdir, "model.ll", text, strlen(text));
     LLVMDisposeMessage(text);
   }
   if (s == AP_OK)
-    s = link_library(p, m, "main", d);
+    s = internalize(m, "main");
   if (s == AP_OK)
     s = optimise(p, m, tm, d);
   if (s == AP_OK) {
@@ -1448,6 +1419,16 @@ ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_o
       s = cg_write_file(g, d, outdir, "model.o", LLVMGetBufferStart(obj), LLVMGetBufferSize(obj));
       LLVMDisposeMemoryBuffer(obj);
     }
+  }
+  if (s == AP_OK)
+    s = cg_write_file(g, d, outdir, "kernels.o", (const char *)cg_kernels_obj,
+                      (size_t)cg_kernels_obj_size);
+  /* The blob is assembled by the build (blob.s), not into model.o: through
+   * the module it was copied in memory, written and read again by the
+   * link, most of a compile of a model with large weights. */
+  if (s == AP_OK) {
+    cg_text t;
+    s = blob_asm(blob_path, &t) ? cg_write_text(g, d, outdir, "blob.s", &t) : cg_oom(g, d);
   }
   if (m)
     LLVMDisposeModule(m);
@@ -1464,15 +1445,17 @@ ap_status cg_llvm_build(const ap_build_opts *b, ap_diag *d) {
   if (!cg_text_open(&t))
     return ap_error(d, AP_ERR_NOMEM, b->outdir, NULL, NULL, "out of memory");
   fprintf(t.f, "#!/bin/sh\n# Generated by accparc: links ./model from the LLVM backend's "
-               "model.o.\nset -e\ncd \"$(dirname \"$0\")\"\n%s -o model.tmp model.o '",
-          cc);
+               "model.o, the kernel library's kernels.o\n# and the constants' blob.s.\nset -e\n"
+               "cd \"$(dirname \"$0\")\"\n%s -c blob.s -o blob.o\n"
+               "%s -o model.tmp model.o kernels.o blob.o '",
+          cc, cc);
   for (const char *q = b->rt_lib; *q; q++) {
     if (*q == '\'')
       fputs("'\\''", t.f);
     else
       fputc(*q, t.f);
   }
-  fprintf(t.f, "' %s\nmv model.tmp model\n", b->extra_libs ? b->extra_libs : "");
+  fprintf(t.f, "' %s\nrm -f blob.o\nmv model.tmp model\n", b->extra_libs ? b->extra_libs : "");
   if (!cg_text_close(&t)) {
     free(t.s);
     return ap_error(d, AP_ERR_NOMEM, b->outdir, NULL, NULL, "out of memory");
@@ -1519,9 +1502,9 @@ ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
   LLVMContextRef cx = LLVMOrcThreadSafeContextGetContext(tsc);
   LLVMContextSetOpaquePointers(cx, 1);
   LLVMModuleRef m = NULL;
-  s = build_module(p, cx, tm, NULL, &m, d);
+  s = build_module(p, cx, tm, true, &m, d);
   if (s == AP_OK)
-    s = link_library(p, m, "ap_program", d);
+    s = internalize(m, "ap_program");
   if (s == AP_OK)
     s = optimise(p, m, tm, d);
   LLVMDisposeTargetMachine(tm);
@@ -1565,6 +1548,14 @@ ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
       free(pairs);
       if (err)
         s = jit_error(p, err, "cannot define the runtime's symbols", d);
+    }
+    if (s == AP_OK) {
+      /* The kernel library, as the executable links it. */
+      LLVMMemoryBufferRef lib = LLVMCreateMemoryBufferWithMemoryRange(
+          (const char *)cg_kernels_obj, (size_t)cg_kernels_obj_size, "kernels.o", 0);
+      err = LLVMOrcLLJITAddObjectFile(jit, jd, lib);
+      if (err)
+        s = jit_error(p, err, "cannot add the kernel library to the JIT", d);
     }
     if (s == AP_OK) {
       LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);

@@ -137,6 +137,19 @@ static void apk_pack_b(int trans_b, const float *b, ptrdiff_t ldb, int kc, int n
   }
 }
 
+/* The micro-kernel's loops over the tile unrolled completely, so that the
+ * accumulators are registers: GCC does it when asked for N iterations, clang
+ * (which compiles this file for the LLVM backend's programs) only when
+ * asked for full unrolling; with `GCC unroll N` it kept the accumulator tile
+ * on the stack (a load and a store around every multiply-add). N bounds the
+ * trip counts, which are constants at every call. */
+#define APK_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define APK_UNROLL_FULL(n) APK_PRAGMA(clang loop unroll(full))
+#else
+#define APK_UNROLL_FULL(n) APK_PRAGMA(GCC unroll n)
+#endif
+
 /* The MR x (nv * VL) tile: c = alpha * (ap * bp) + beta * c, c read only when
  * beta is nonzero. ap and bp are packed micro-panels (vector-aligned, bp with
  * row stride NR); c is any row-major tile with row stride ldc. nv is a constant
@@ -149,19 +162,19 @@ apk_micro_body(int nv, int kc, const float *restrict ap, const float *restrict b
 {
   apk_vf acc[APK_MR][APK_NV];
   const apk_vf zero = {0};
-#pragma GCC unroll 16
+APK_UNROLL_FULL(16)
   for (int i = 0; i < APK_MR; i++)
-#pragma GCC unroll 4
+APK_UNROLL_FULL(4)
     for (int v = 0; v < nv; v++) acc[i][v] = zero;
 
   for (int p = 0; p < kc; p++) {
     apk_vf bv[APK_NV];
-#pragma GCC unroll 4
+APK_UNROLL_FULL(4)
     for (int v = 0; v < nv; v++) bv[v] = *(const apk_vf *)(bp + v * APK_VL);
-#pragma GCC unroll 16
+APK_UNROLL_FULL(16)
     for (int i = 0; i < APK_MR; i++) {
       apk_vf av = apk_broadcast(ap[i]);
-#pragma GCC unroll 4
+APK_UNROLL_FULL(4)
       for (int v = 0; v < nv; v++) acc[i][v] = apk_fma(av, bv[v], acc[i][v]);
     }
     ap += APK_MR;
@@ -169,17 +182,17 @@ apk_micro_body(int nv, int kc, const float *restrict ap, const float *restrict b
   }
 
   if (beta == 0.0f) {
-#pragma GCC unroll 16
+APK_UNROLL_FULL(16)
     for (int i = 0; i < APK_MR; i++)
-#pragma GCC unroll 4
+APK_UNROLL_FULL(4)
       for (int v = 0; v < nv; v++) {
         apk_vf r = acc[i][v] * alpha;
         memcpy(c + i * ldc + v * APK_VL, &r, sizeof r);
       }
   } else {
-#pragma GCC unroll 16
+APK_UNROLL_FULL(16)
     for (int i = 0; i < APK_MR; i++)
-#pragma GCC unroll 4
+APK_UNROLL_FULL(4)
       for (int v = 0; v < nv; v++) {
         apk_vf old;
         memcpy(&old, c + i * ldc + v * APK_VL, sizeof old);

@@ -1,4 +1,4 @@
-/* gemm.c and conv.c as one unit: what the LLVM backend compiles to bitcode
- * (codegen/CMakeLists.txt) and links into every module. */
+/* gemm.c and conv.c as one unit: what clang compiles to the object the LLVM
+ * backend's programs link (codegen/CMakeLists.txt, codegen/kernels_obj.c). */
 #include "gemm.c"
 #include "conv.c"

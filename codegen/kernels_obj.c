@@ -1,0 +1,27 @@
+/* The kernel library (codegen/kernels/gemm.c and conv.c) as an object file,
+ * compiled by clang at build time (codegen/CMakeLists.txt) and assembled
+ * into accparc as it is: the LLVM backend writes it beside every model.o
+ * and links it, and adds it to the JIT (print_llvm.c). Hidden: the shared
+ * libaccpar exports ap_* alone. */
+#ifndef ACCPAR_KERNELS_OBJ
+#error "ACCPAR_KERNELS_OBJ names the object file"
+#endif
+
+__asm__(".section .rodata\n"
+        ".balign 16\n"
+        ".globl cg_kernels_obj\n"
+        ".hidden cg_kernels_obj\n"
+        ".type cg_kernels_obj, @object\n"
+        "cg_kernels_obj:\n"
+        ".incbin \"" ACCPAR_KERNELS_OBJ "\"\n"
+        "cg_kernels_obj_end:\n"
+        ".balign 8\n"
+        ".globl cg_kernels_obj_size\n"
+        ".hidden cg_kernels_obj_size\n"
+        ".type cg_kernels_obj_size, @object\n"
+        "cg_kernels_obj_size:\n"
+        ".quad cg_kernels_obj_end - cg_kernels_obj\n"
+        ".previous\n");
+
+extern const unsigned char cg_kernels_obj[];
+extern const unsigned long cg_kernels_obj_size;

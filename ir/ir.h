@@ -469,6 +469,15 @@ int64_t ap_gcd(int64_t a, int64_t b);
  * MatMul per part on column slices of W (and of the bias). */
 ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
 
+/* ---- recurrent.c -------------------------------------------------------- */
+
+/* LSTM, GRU and RNN unrolled over their sequence length into the existing
+ * operators (before the verifier, which would refuse them). */
+ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d);
+/* Whether input slot of n must be a constant for the unrolling (an LSTM,
+ * GRU or RNN's sequence_lens), so --inputs binds it. */
+bool ap_recurrent_input_constant(const ap_node *n, int slot);
+
 /* ---- bind.c ------------------------------------------------------------- */
 /* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */
 /* rebatch.c: rewrites the literal shapes that carry the fixed batch of

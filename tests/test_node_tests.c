@@ -35,6 +35,7 @@ static const char *const op_prefixes[] = {
     "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
     "edge_pad", "reflect_pad", /* test_constant_pad: "constant" */
     "tile", "depthtospace", "spacetodepth", "resize", "upsample",
+    "lstm", "gru", "rnn", "simple_rnn",
 };
 
 /* Folders a prefix matches that test another operator. */

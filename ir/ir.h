@@ -173,6 +173,7 @@ typedef struct ap_value {
   bool is_graph_input;          /* listed in graph.input */
   bool is_graph_output;         /* listed in graph.output */
   const char *non_tensor;       /* "sequence", "optional"...: a type accpar refuses */
+  bool outer;                   /* in a subgraph: a name of an enclosing graph it reads */
 } ap_value;
 
 typedef enum ap_attr_type { /* numbered as ONNX AttributeProto.AttributeType */
@@ -200,6 +201,9 @@ typedef struct ap_attr {
   float *floats;         /* FLOATS */
   const char **strings;  /* STRINGS */
   ap_tensor *t;          /* TENSOR, or the n tensors of TENSORS */
+  struct ap_graph *g;    /* GRAPH: the subgraph (If's branches, Loop's body), in the
+                            enclosing graph's arena; its reads of enclosing names are
+                            values marked outer */
 } ap_attr;
 
 typedef struct ap_node {
@@ -468,6 +472,27 @@ int64_t ap_gcd(int64_t a, int64_t b);
 /* MatMul(x, W) [+ bias] followed by a Split of the last axis becomes one
  * MatMul per part on column slices of W (and of the bias). */
 ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
+
+/* ---- control.c ---------------------------------------------------------- */
+
+/* If with a condition constant once the inputs are bound: the taken
+ * branch inlined; Loop with a constant trip count and a condition that
+ * stays true: unrolled. Any other If or Loop is refused in one line. Runs
+ * before the verifier, which would refuse them. */
+ap_status ap_lower_control_flow(ap_graph *g, ap_diag *d);
+/* Whether input slot of n must be a constant for that (If's condition,
+ * Loop's trip count and condition), so --inputs binds it. */
+bool ap_control_input_constant(const ap_node *n, int slot);
+/* What the graph computes for value v before any operator the verifier
+ * refuses (on a copy, verified, folded and shape-inferred; those operators
+ * and whatever reads their outputs left out). false when v is not known so. */
+typedef struct ap_prefix {
+  int rank;
+  int64_t dims[AP_MAX_RANK];
+  bool constant;   /* folded to a constant */
+  double first;    /* then its first element (0 for an empty tensor) */
+} ap_prefix;
+bool ap_infer_prefix(const ap_graph *g, int v, ap_prefix *out);
 
 /* ---- recurrent.c -------------------------------------------------------- */
 

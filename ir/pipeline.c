@@ -1,5 +1,6 @@
-/* The pass pipeline, visible in one place. Recurrent layers are unrolled
- * first (ir/recurrent.c), into operators the verifier knows. Folding runs shape inference node
+/* The pass pipeline, visible in one place. Control flow is folded or
+ * unrolled first (ir/control.c), then recurrent layers (ir/recurrent.c),
+ * into operators the verifier knows. Folding runs shape inference node
  * by node as it goes (exporters compute Reshape targets with Shape/Gather/
  * Concat chains, so shapes and constants depend on each other); the shapes
  * pass then re-infers the folded graph from scratch; unfuse splits fused
@@ -15,6 +16,7 @@ static const struct {
   const char *name;
   pass_fn run;
 } passes[] = {
+    {"control", ap_lower_control_flow},
     {"recurrent", ap_unroll_recurrent},
     {"verify", ap_verify},
     {"fold", ap_fold_constants},
@@ -43,7 +45,7 @@ ap_status ap_run_pipeline(ap_graph *g, const ap_pipeline_opts *opts, ap_diag *d)
       known |= strcmp(passes[i].name, dump_after) == 0;
     if (!known)
       return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
-                      "--dump-after: no pass named '%s' (passes: recurrent, verify, fold, shapes, unfuse, "
+                      "--dump-after: no pass named '%s' (passes: control, recurrent, verify, fold, shapes, unfuse, "
                       "check)",
                       dump_after);
   }

@@ -391,41 +391,6 @@ static bool is_recurrent(const ap_node *n) {
           strcmp(n->op_type, "RNN") == 0);
 }
 
-/* X's dims when its shape is not declared: the graph up to the recurrent
- * nodes (without them and whatever reads their outputs) verified, folded and
- * shape-inferred on a copy. false when they stay unknown. */
-static bool infer_x_dims(ap_graph *g, int ni, int64_t *x_dims) {
-  ap_graph *c = ap_graph_clone(g);
-  if (!c)
-    return false;
-  bool *tainted = ap_arena_array(c->arena, (size_t)c->n_values + 1, sizeof *tainted);
-  bool ok = tainted != NULL;
-  for (int i = 0; ok && i < c->n_nodes; i++) {
-    ap_node *n = &c->nodes[i];
-    bool bad = n->op == AP_OP_UNKNOWN;
-    for (int k = 0; k < n->n_in && !bad; k++)
-      bad = n->in[k] >= 0 && tainted[n->in[k]];
-    if (bad) {
-      n->dead = true;
-      for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] >= 0)
-          tainted[n->out[k]] = true;
-    }
-  }
-  /* Nodes are in the file's order, which ONNX requires topological. */
-  int x = g->nodes[ni].in[0];
-  ok = ok && !tainted[x] && ap_graph_add_output(c, x);
-  ap_diag d = {0};
-  ok = ok && ap_graph_compact(c) && ap_verify(c, &d) == AP_OK &&
-       ap_fold_constants(c, &d) == AP_OK && ap_infer_shapes(c, &d) == AP_OK;
-  int cx = ok ? ap_graph_find(c, g->values[x].name) : -1;
-  ok = cx >= 0 && c->values[cx].rank == 3 && ap_value_shape_known(&c->values[cx]);
-  if (ok)
-    memcpy(x_dims, c->values[cx].dims, 3 * sizeof *x_dims);
-  ap_graph_free(c);
-  return ok;
-}
-
 ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
   int n = g->n_nodes, rewrites = 0;
   for (int i = 0; i < n; i++) {
@@ -436,9 +401,12 @@ ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
       return refuse(g, d, i, "%s", "input X is required");
     const ap_value *xv = &g->values[nd->in[0]];
     int64_t x_dims[3];
+    ap_prefix px;
     if (xv->rank == 3 && ap_value_shape_known(xv))
       memcpy(x_dims, xv->dims, sizeof x_dims);
-    else if (!infer_x_dims(g, i, x_dims))
+    else if (ap_infer_prefix(g, nd->in[0], &px) && px.rank == 3)
+      memcpy(x_dims, px.dims, sizeof x_dims);
+    else
       return refuse(g, d, i, "%s",
                     "the shape of input X is not known (bind the inputs' dims: the sequence "
                     "is unrolled)");

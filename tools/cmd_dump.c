@@ -20,7 +20,7 @@ static const char usage_text[] =
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
     "  --inputs DIR     bind graph inputs to DIR/input_N.pb as constants\n"
     "  --format F       text (default) or json\n"
-    "  --dump-after P   also print the IR after pass P (recurrent, verify, fold, shapes, unfuse, check)\n";
+    "  --dump-after P   also print the IR after pass P (control, recurrent, verify, fold, shapes, unfuse, check)\n";
 
 typedef struct dump_job {
   ap_graph *g;

@@ -22,7 +22,7 @@ __attribute__((unused)) static bool node_v112_selected(const char *name) {
       "softsign", "thresholdedrelu", "mish", "sin", "cos", "floor", "ceil", "round", "sign",
       "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
       "constant_pad", "edge_pad", "reflect_pad", "tile", "depthtospace", "spacetodepth",
-      "resize", "upsample", "lstm", "gru", "rnn", "simple_rnn",
+      "resize", "upsample", "lstm", "gru", "rnn", "simple_rnn", "if", "loop11",
   };
   if (strncmp(name, "test_", 5) != 0)
     return false;

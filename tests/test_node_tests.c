@@ -35,7 +35,7 @@ static const char *const op_prefixes[] = {
     "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
     "edge_pad", "reflect_pad", /* test_constant_pad: "constant" */
     "tile", "depthtospace", "spacetodepth", "resize", "upsample",
-    "lstm", "gru", "rnn", "simple_rnn",
+    "lstm", "gru", "rnn", "simple_rnn", "if", "loop11",
 };
 
 /* Folders a prefix matches that test another operator. */
@@ -53,6 +53,8 @@ typedef struct exclusion {
 static const exclusion exclusions[] = {
     {"*", "test_identity_opt", "optional(sequence) types: accpar handles tensors only"},
     {"*", "test_identity_sequence", "sequence types: accpar handles tensors only"},
+    {"v1.12", "test_if_seq", "sequence types: accpar handles tensors only"},
+    {"v1.12", "test_if_opt", "optional(sequence) types: accpar handles tensors only"},
     /* ONNX <= 1.12 wrote bfloat16 test tensors with data_type UINT16; the
      * models declare bfloat16, so the data contradicts the model. */
     {"v1.12", "test_cast_BFLOAT16_to_FLOAT", "input data stored as uint16, model says bfloat16"},

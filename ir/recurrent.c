@@ -17,9 +17,12 @@
  * then skips the products it would multiply by zero, so no constant
  * carrying the batch size is made.
  *
- * sequence_lens must be a constant (bind it with --inputs) whose entries all
- * equal the sequence length; activations other than the defaults, clip,
- * and LSTM's input_forget are refused in one line naming the node. */
+ * sequence_lens must be a constant (bind it with --inputs); where an entry is
+ * shorter than the sequence, a [B, 1] mask of the steps past it keeps that
+ * entry's state and zeroes its output, as ONNX specifies (a reverse
+ * direction then starts at the entry's last step). Activations other than
+ * the defaults, clip, and LSTM's input_forget are refused in one line
+ * naming the node. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,6 +160,28 @@ static int initial_state(cell *c, int s, int64_t d, int64_t h) {
   return reshape(c, slice1(c, s, c->layout1 ? 1 : 0, d, d + 1), (int64_t[]){-1, h}, 2, -1);
 }
 
+/* 1 for the batch entries whose sequence covers step ti, else 0, as a
+ * [B, 1] constant; -1 when every entry's does (no mask needed). */
+static int step_mask(cell *c, const int64_t *lens, int64_t n_batch, int64_t ti, ap_dtype dtype) {
+  bool all = true;
+  for (int64_t b = 0; b < n_batch; b++)
+    all &= ti < lens[b];
+  if (all)
+    return -1;
+  int v = fresh(c, "mask");
+  ap_tensor t = {.dtype = dtype, .rank = 2, .dims = {n_batch, 1}, .numel = n_batch};
+  if (v < 0 || !(t.data = ap_arena_array(c->g->arena, (size_t)n_batch, ap_dtype_size(dtype)))) {
+    c->failed = true;
+    return -1;
+  }
+  for (int64_t b = 0; b < n_batch; b++)
+    ap_tensor_set_f64(&t, b, ti < lens[b] ? 1.0 : 0.0);
+  c->g->values[v].kind = AP_VAL_CONST;
+  if (!ap_value_set_constant(c->g, v, &t))
+    c->failed = true;
+  return v;
+}
+
 static bool ieq(const char *a, const char *b) {
   for (; *a && *b; a++, b++)
     if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
@@ -245,16 +270,31 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
   }
   if (t <= 0)
     return refuse(g, d, ni, "%s", "the sequence length must be positive");
+  ap_dtype dtype = w->dtype; /* w and r point into values, which grow below */
   int seq = nd.n_in > 4 ? nd.in[4] : -1;
+  int64_t n_batch = x_dims[layout ? 0 : 1], *lens = NULL;
   if (seq >= 0) {
     const ap_value *sv = &g->values[seq];
     if (!sv->data)
       return refuse(g, d, ni, "%s", "sequence_lens must be a constant (bind it with --inputs)");
     ap_tensor st = ap_value_tensor(sv);
-    for (int64_t i = 0; i < st.numel; i++)
-      if (ap_tensor_get_i64(&st, i) != t)
-        return refuse(g, d, ni, "%s",
-                      "sequence_lens other than the sequence length are not supported");
+    if (st.numel != n_batch)
+      return refuse(g, d, ni, "sequence_lens has %lld entries for a batch of %lld",
+                    (long long)st.numel, (long long)n_batch);
+    bool varying = false;
+    for (int64_t i = 0; i < st.numel; i++) {
+      int64_t len = ap_tensor_get_i64(&st, i);
+      if (len < 1 || len > t)
+        return refuse(g, d, ni, "sequence_lens[%lld] is %lld, not in [1, %lld]", (long long)i,
+                      (long long)len, (long long)t);
+      varying |= len != t;
+    }
+    if (varying) {
+      if (!(lens = ap_arena_array(g->arena, (size_t)n_batch, sizeof *lens)))
+        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+      for (int64_t i = 0; i < n_batch; i++)
+        lens[i] = ap_tensor_get_i64(&st, i);
+    }
   }
   int x = nd.in[0], wv = nd.in[1], rv = nd.in[2];
   int bias = nd.n_in > 3 ? nd.in[3] : -1, h0 = nd.n_in > 5 ? nd.in[5] : -1;
@@ -295,7 +335,7 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
     for (int64_t step = 0; step < t && !c.failed; step++) {
       int64_t ti = back ? t - 1 - step : step;
       int xt = reshape(&c, slice1(&c, xp, time_axis, ti, ti + 1), (int64_t[]){-1, gh}, 2, -1);
-      int hn;
+      int hn, cn = -1;
       if (kind == KIND_LSTM) {
         int a = hs >= 0 ? binary(&c, "Add", xt, binary(&c, "MatMul", hs, rt)) : xt;
         int ai = gate(&c, a, 0, h), ao = gate(&c, a, 1, h), af = gate(&c, a, 2, h);
@@ -305,12 +345,11 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
           af = binary(&c, "Add", af, binary(&c, "Mul", cs, p[2]));
         }
         int ig = binary(&c, "Mul", unary(&c, "Sigmoid", ai), unary(&c, "Tanh", ac));
-        int cn = cs >= 0 ? binary(&c, "Add", binary(&c, "Mul", unary(&c, "Sigmoid", af), cs), ig)
+        cn = cs >= 0 ? binary(&c, "Add", binary(&c, "Mul", unary(&c, "Sigmoid", af), cs), ig)
                          : ig;
         if (peep >= 0)
           ao = binary(&c, "Add", ao, binary(&c, "Mul", cn, p[1]));
         hn = binary(&c, "Mul", unary(&c, "Sigmoid", ao), unary(&c, "Tanh", cn));
-        cs = cn;
       } else if (kind == KIND_GRU) {
         int xz = gate(&c, xt, 0, h), xr = gate(&c, xt, 1, h), xh = gate(&c, xt, 2, h);
         int rec_zr = -1, rec_h = -1; /* H_{t-1} R^T (+ Rb), when not zero */
@@ -340,9 +379,20 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
       } else {
         hn = unary(&c, "Tanh", hs >= 0 ? binary(&c, "Add", xt, binary(&c, "MatMul", hs, rt)) : xt);
       }
+      /* Batch entries whose sequence has ended keep their state and output 0. */
+      int m = lens ? step_mask(&c, lens, n_batch, ti, dtype) : -1, yv = hn;
+      if (m >= 0) {
+        yv = binary(&c, "Mul", hn, m);
+        hn = hs >= 0 ? binary(&c, "Add", hs, binary(&c, "Mul", m, binary(&c, "Sub", hn, hs))) : yv;
+        if (kind == KIND_LSTM)
+          cn = cs >= 0 ? binary(&c, "Add", cs, binary(&c, "Mul", m, binary(&c, "Sub", cn, cs)))
+                       : binary(&c, "Mul", cn, m);
+      }
       hs = hn;
+      if (kind == KIND_LSTM)
+        cs = cn;
       if (y_out >= 0 && ys)
-        ys[ti * n_dir + dir] = reshape(&c, hn, c.layout1 ? (int64_t[]){-1, 1, 1, h}
+        ys[ti * n_dir + dir] = reshape(&c, yv, c.layout1 ? (int64_t[]){-1, 1, 1, h}
                                                         : (int64_t[]){1, 1, -1, h}, 4, -1);
     }
     last_h[dir] = hs;

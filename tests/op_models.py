@@ -223,7 +223,8 @@ def resize(outdir):
 def recurrent(outdir):
     """An LSTM and a bidirectional GRU between layers, as PyTorch exports
     them (layout 0, biases, GRU's linear_before_reset 1): the sequences Y,
-    the final states Y_h and Y_c all used; the batch of 4 splittable. An If
+    the final states Y_h and Y_c all used; the batch of 4 splittable, the
+    GRU's sequences of different lengths. An If
     on a shape-derived condition (as exporters write) picks the LSTM's
     input, and a Loop of 2 iterations applies a layer reading an outer
     weight to the GRU's final states."""
@@ -233,7 +234,8 @@ def recurrent(outdir):
              init("gb", [2, 36], 0.1), init("w1", [12, 3]), init("w2", [12, 3]),
              init("w3", [8, 3]), ints("ax1", [1]), ints("perm_shape", [4, 12]),
              ints("seq_shape", [5, 4, 12]), ints("c_shape", [4, 8]), init("wl", [12, 12]),
-             ints("zero", 0), ints("five", 5), ints("trips", 2)]
+             ints("zero", 0), ints("five", 5), ints("trips", 2),
+             numpy_helper.from_array(np.array([5, 3, 4, 5], dtype=np.int32), "lens")]
     then_branch = helper.make_graph(
         [n("Relu", ["p"], ["then_out"])], "then", [],
         [helper.make_tensor_value_info("then_out", F, None)])
@@ -258,7 +260,7 @@ def recurrent(outdir):
         n("LSTM", ["pi", "lw", "lr", "lb"], ["ly", "", "lc"], hidden_size=8),
         n("Squeeze", ["ly", "ax1"], ["ls"]),
         n("Relu", ["ls"], ["la"]),
-        n("GRU", ["la", "gw", "gr", "gb"], ["gy", "gh"], hidden_size=6,
+        n("GRU", ["la", "gw", "gr", "gb", "lens"], ["gy", "gh"], hidden_size=6,
           direction="bidirectional", linear_before_reset=1),
         n("Transpose", ["gy"], ["gt"], perm=[0, 2, 1, 3]),
         n("Reshape", ["gt", "seq_shape"], ["gs"]),

@@ -1,6 +1,6 @@
 /* Recurrent layers, unrolled: ONNX's LSTM, GRU and RNN become, for a
  * sequence length known once the inputs are bound, the MatMul, Add,
- * Sigmoid, Tanh, Mul, Sub, Slice, Reshape and Concat nodes of every time
+ * Sigmoid, Tanh, Mul, Sub, Slice, Reshape, Transpose and Concat nodes of every time
  * step, so shape inference, the partition pass, the kernels and their
  * backward (training through time) are those of the existing operators.
  *
@@ -14,7 +14,7 @@
  * whose gradient the distribution sums over its readers as it does for a
  * table tied to an embedding and an output layer (passes/distribute.h,
  * ap_dist_weight_box). An absent initial state is zero: the first step
- * then skips the products it would multiply by zero, so no constant
+ * then skips the products it would multiply by zero, so no zero constant
  * carrying the batch size is made.
  *
  * sequence_lens must be a constant (bind it with --inputs); where an entry is
@@ -34,7 +34,6 @@ enum { KIND_LSTM, KIND_GRU, KIND_RNN };
 
 typedef struct cell {
   ap_graph *g;
-  ap_diag *d;
   const char *base;    /* the node's name: every new name starts with it */
   int serial;          /* makes every new name unique */
   bool failed;         /* out of memory */
@@ -201,8 +200,8 @@ static ap_status refuse(ap_graph *g, ap_diag *d, int ni, const char *fmt, ...) {
                   msg);
 }
 
-/* The attributes this rewrite implements, checked; *bad names the first
- * one it does not. */
+/* Refuses any attribute, or attribute value, this rewrite does not
+ * implement. */
 static ap_status check_attrs(ap_graph *g, int ni, int kind, int n_dir, ap_diag *d) {
   const ap_node *n = &g->nodes[ni];
   static const char *const dflt[3][3] = {
@@ -304,7 +303,7 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
   int yc_out = nd.n_out > 2 ? nd.out[2] : -1;
   g->nodes[ni].dead = true;
 
-  cell c = {.g = g, .d = d, .base = nd.name, .layout1 = layout == 1};
+  cell c = {.g = g, .base = nd.name, .layout1 = layout == 1};
   int64_t time_axis = layout ? 1 : 0;
   int *ys = ap_arena_array(g->arena, (size_t)(t * n_dir), sizeof *ys);
   int last_h[2] = {-1, -1}, last_c[2] = {-1, -1};

@@ -23,7 +23,8 @@ ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d) {
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];
     for (int i = 0; i < n->n_in; i++)
-      if (n->in[i] >= 0 && cg_input_needs_constant(n->op, i))
+      if (n->in[i] >= 0 && (cg_input_needs_constant(n->op, i) || ap_recurrent_input_constant(n, i) ||
+                        ap_control_input_constant(n, i)))
         needed[n->in[i]] = true;
   }
   bool any = false;

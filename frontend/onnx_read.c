@@ -14,6 +14,7 @@ typedef struct reader {
   ap_diag *d;
   const char *file; /* for diagnostics */
   const char *dir;  /* where external data lives; NULL for a buffer */
+  int depth;        /* 0 for the model's graph, 1 + the enclosing one's in a subgraph */
 } reader;
 
 /* Counts in a protobuf are size_t; the IR counts in int. A file small enough
@@ -295,6 +296,9 @@ static ap_status read_tensor_attr(reader *r, const ap_node *n, const char *attr,
   return ap_tensor_from_pb(tp, r->g->arena, t, &w, r->d);
 }
 
+static ap_status read_subgraph(reader *r, const ap_node *n, const Onnx__AttributeProto *ap,
+                               ap_attr *out);
+
 static ap_status read_attr(reader *r, const ap_node *n, const Onnx__AttributeProto *ap,
                            ap_attr *out) {
   ap_arena *a = r->g->arena;
@@ -333,12 +337,13 @@ static ap_status read_attr(reader *r, const ap_node *n, const Onnx__AttributePro
   case AP_ATTR_STRINGS: count = ap->n_strings; break;
   case AP_ATTR_TENSORS: count = ap->n_tensors; break;
   case AP_ATTR_GRAPH:
+    return read_subgraph(r, n, ap, out);
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS:
-    /* Only control flow and training operators take these, and accpar does
+    /* Only Scan-like and training operators take these, and accpar does
      * not support them: the verifier names them, so the type is enough. */
     return AP_OK;
   default:
@@ -442,10 +447,17 @@ static ap_status read_nodes(reader *r, const Onnx__GraphProto *gp) {
       const char *name = np->input[k];
       if (!name || !*name)
         continue;
-      if ((n->in[k] = ap_graph_find(g, name)) < 0)
+      if ((n->in[k] = ap_graph_find(g, name)) >= 0)
+        continue;
+      if (r->depth > 0) { /* a name of an enclosing graph, resolved when inlined */
+        if ((n->in[k] = ap_graph_add_value(g, name, AP_VAL_INPUT)) < 0)
+          return nomem(r);
+        g->values[n->in[k]].outer = true;
+      } else {
         return ap_error(r->d, AP_ERR_INVALID, r->file, n->name, n->op_type,
                         "input '%s' is not produced by any node, initializer or graph input",
                         name);
+      }
     }
   }
   return AP_OK;
@@ -461,6 +473,11 @@ static ap_status read_outputs(reader *r, const Onnx__GraphProto *gp) {
       return ap_error(r->d, AP_ERR_INVALID, r->file, NULL, NULL, "graph output %zu has no name",
                       i);
     int v = ap_graph_find(g, vi->name);
+    if (v < 0 && r->depth > 0) { /* a subgraph returning a name of an enclosing graph */
+      if ((v = ap_graph_add_value(g, vi->name, AP_VAL_INPUT)) < 0)
+        return nomem(r);
+      g->values[v].outer = true;
+    }
     if (v < 0)
       return ap_error(r->d, AP_ERR_INVALID, r->file, NULL, NULL,
                       "graph output '%s' is not produced by any node, initializer or graph input",
@@ -487,6 +504,49 @@ static ap_status read_outputs(reader *r, const Onnx__GraphProto *gp) {
     if (s != AP_OK)
       return s;
   }
+  return AP_OK;
+}
+
+/* ---- subgraphs ------------------------------------------------------------ */
+
+enum { MAX_SUBGRAPH_DEPTH = 8 };
+
+/* A GRAPH attribute's graph, read like the model's (inputs, initializers,
+ * nodes, outputs) into a graph in the same arena. Names it reads that it
+ * does not define belong to an enclosing graph (ir/control.c resolves
+ * them when it inlines the subgraph). */
+static ap_status read_subgraph(reader *r, const ap_node *n, const Onnx__AttributeProto *ap,
+                               ap_attr *out) {
+  const Onnx__GraphProto *gp = ap->g;
+  if (!gp)
+    return attr_error(r, n, ap->name, "is of type GRAPH but holds no graph");
+  if (r->depth >= MAX_SUBGRAPH_DEPTH)
+    return attr_error(r, n, ap->name, "nests subgraphs too deeply");
+  if (gp->n_input > MAX_COUNT || gp->n_output > MAX_COUNT || gp->n_initializer > MAX_COUNT)
+    return attr_error(r, n, ap->name, "has too many graph entries");
+  const ap_graph *outer = r->g;
+  ap_graph *sub = ap_arena_alloc(outer->arena, sizeof *sub);
+  if (!sub)
+    return nomem(r);
+  sub->arena = outer->arena;
+  sub->path = outer->path;
+  sub->name = ap_arena_strdup(outer->arena, str_or_empty(gp->name));
+  sub->producer_name = outer->producer_name;
+  sub->producer_version = outer->producer_version;
+  sub->ir_version = outer->ir_version;
+  sub->opset = outer->opset;
+  sub->opsets = outer->opsets;
+  sub->n_opsets = outer->n_opsets;
+  if (!sub->name)
+    return nomem(r);
+  reader sr = *r;
+  sr.g = sub;
+  sr.depth = r->depth + 1;
+  ap_status s;
+  if ((s = read_inputs(&sr, gp)) != AP_OK || (s = read_initializers(&sr, gp)) != AP_OK ||
+      (s = read_nodes(&sr, gp)) != AP_OK || (s = read_outputs(&sr, gp)) != AP_OK)
+    return s;
+  out->g = sub;
   return AP_OK;
 }
 

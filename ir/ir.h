@@ -182,6 +182,7 @@ typedef struct ap_value {
   bool is_graph_input;          /* listed in graph.input */
   bool is_graph_output;         /* listed in graph.output */
   const char *non_tensor;       /* "sequence", "optional"...: a type accpar refuses */
+  bool outer;                   /* in a subgraph: a name of an enclosing graph it reads */
 } ap_value;
 
 typedef enum ap_attr_type { /* numbered as ONNX AttributeProto.AttributeType */
@@ -209,6 +210,9 @@ typedef struct ap_attr {
   float *floats;         /* FLOATS */
   const char **strings;  /* STRINGS */
   ap_tensor *t;          /* TENSOR, or the n tensors of TENSORS */
+  struct ap_graph *g;    /* GRAPH: the subgraph (If's branches, Loop's body), in the
+                            enclosing graph's arena; its reads of enclosing names are
+                            values marked outer */
 } ap_attr;
 
 typedef struct ap_node {
@@ -526,6 +530,36 @@ ap_status ap_unfuse_projections(ap_graph *g, ap_diag *d);
  * equation is refused in one line naming the node and the equation. The
  * pipeline's first pass, before the verifier sees the graph. */
 ap_status ap_rewrite_einsum(ap_graph *g, ap_diag *d);
+
+/* ---- control.c ---------------------------------------------------------- */
+
+/* If with a condition constant once the inputs are bound: the taken
+ * branch inlined; Loop with a constant trip count and a condition that
+ * stays true: unrolled. Any other If or Loop is refused in one line. Runs
+ * before the verifier, which would refuse them. */
+ap_status ap_lower_control_flow(ap_graph *g, ap_diag *d);
+/* Whether input slot of n must be a constant for that (If's condition,
+ * Loop's trip count and condition), so --inputs binds it. */
+bool ap_control_input_constant(const ap_node *n, int slot);
+/* What the graph computes for value v before any operator the verifier
+ * refuses (on a copy, verified, folded and shape-inferred; those operators
+ * and whatever reads their outputs left out). false when v is not known so. */
+typedef struct ap_prefix {
+  int rank;
+  int64_t dims[AP_MAX_RANK];
+  bool constant;   /* folded to a constant */
+  double first;    /* then its first element (0 for an empty tensor) */
+} ap_prefix;
+bool ap_infer_prefix(const ap_graph *g, int v, ap_prefix *out);
+
+/* ---- recurrent.c -------------------------------------------------------- */
+
+/* LSTM, GRU and RNN unrolled over their sequence length into the existing
+ * operators (before the verifier, which would refuse them). */
+ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d);
+/* Whether input slot of n must be a constant for the unrolling (an LSTM,
+ * GRU or RNN's sequence_lens), so --inputs binds it. */
+bool ap_recurrent_input_constant(const ap_node *n, int slot);
 
 /* ---- bind.c ------------------------------------------------------------- */
 /* ap_bind_batch and ap_bind_inputs_dir: see accpar.h. */

@@ -1,11 +1,12 @@
-/* The pass pipeline, visible in one place. einsum first rewrites Einsum
- * nodes into MatMul layers (ir/unfuse.c; the verifier would refuse them as
- * unknown operators). Folding runs shape inference node by node as it goes
- * (exporters compute Reshape targets with Shape/Gather/Concat chains, so
- * shapes and constants depend on each other); the shapes pass then
- * re-infers the folded graph from scratch; unfuse splits fused projections
- * into layers (ir/unfuse.c); the verifier runs between passes to catch a
- * pass that broke an invariant. */
+/* The pass pipeline, visible in one place. Control flow is folded or
+ * unrolled first (ir/control.c), then recurrent layers (ir/recurrent.c)
+ * and Einsum nodes (ir/unfuse.c) are rewritten into operators the
+ * verifier knows (MatMul layers among them). Folding runs shape inference
+ * node by node as it goes (exporters compute Reshape targets with Shape/
+ * Gather/Concat chains, so shapes and constants depend on each other); the
+ * shapes pass then re-infers the folded graph from scratch; unfuse splits
+ * fused projections into layers (ir/unfuse.c); the verifier runs between
+ * passes to catch a pass that broke an invariant. */
 #include <string.h>
 
 #include "ir/ir.h"
@@ -16,6 +17,8 @@ static const struct {
   const char *name;
   pass_fn run;
 } passes[] = {
+    {"control", ap_lower_control_flow},
+    {"recurrent", ap_unroll_recurrent},
     {"einsum", ap_rewrite_einsum},
     {"verify", ap_verify},
     {"fold", ap_fold_constants},
@@ -44,7 +47,7 @@ ap_status ap_run_pipeline(ap_graph *g, const ap_pipeline_opts *opts, ap_diag *d)
       known |= strcmp(passes[i].name, dump_after) == 0;
     if (!known)
       return ap_error(d, AP_ERR_USAGE, g->path, NULL, NULL,
-                      "--dump-after: no pass named '%s' (passes: einsum, verify, fold, shapes, unfuse, "
+                      "--dump-after: no pass named '%s' (passes: control, recurrent, einsum, verify, fold, shapes, unfuse, "
                       "check)",
                       dump_after);
   }

@@ -531,6 +531,17 @@ def sgd_gemm():
     return model([n], [("x", D, [3, 4])], ("y", D), inits)
 
 
+def recurrent(op, inputs, outputs, x_shape, w_shape, r_shape, extra, lens=None, **attrs):
+    """One LSTM/GRU/RNN node, every operand fed (float64) but the
+    sequence lengths (an initializer): training through the unrolled time
+    steps (ir/recurrent.c)."""
+    shapes = {"x": x_shape, "W": w_shape, "R": r_shape, **extra}
+    node = helper.make_node(op, inputs, outputs, **attrs)
+    ins = [(n, D, shapes[n]) for n in inputs if n and n != "lens"]
+    inits = [const("lens", lens, np.int32)] if lens else []
+    return model([node], ins, (next(o for o in outputs if o), D), inits, opset=14)
+
+
 CASES = {
     "cast_f32": cast_f32,
     "masked_softmax": masked_softmax,
@@ -539,6 +550,23 @@ CASES = {
     "attention": attention,
     "embedding_tied": embedding_tied,
     "ce_per_token": ce_per_token,
+    "lstm_through_time": lambda: recurrent(
+        "LSTM", ["x", "W", "R", "B", "", "h0", "c0", "P"], ["y"], [3, 2, 3], [1, 8, 3],
+        [1, 8, 2], {"B": [1, 16], "h0": [1, 2, 2], "c0": [1, 2, 2], "P": [1, 6]},
+        hidden_size=2),
+    "lstm_bidirectional_batchwise_yc": lambda: recurrent(
+        "LSTM", ["x", "W", "R"], ["", "", "yc"], [2, 3, 3], [2, 8, 3], [2, 8, 2], {},
+        hidden_size=2, direction="bidirectional", layout=1),
+    "gru_bidirectional": lambda: recurrent(
+        "GRU", ["x", "W", "R", "B", "lens", "h0"], ["y"], [3, 2, 2], [2, 6, 2], [2, 6, 2],
+        {"B": [2, 12], "h0": [2, 2, 2]}, lens=[2, 3], hidden_size=2,
+        direction="bidirectional"),
+    "gru_linear_before_reset_reverse_yh": lambda: recurrent(
+        "GRU", ["x", "W", "R", "B"], ["", "yh"], [2, 3, 2], [1, 9, 2], [1, 9, 3],
+        {"B": [1, 18]}, hidden_size=3, direction="reverse", layout=1, linear_before_reset=1),
+    "rnn_through_time": lambda: recurrent(
+        "RNN", ["x", "W", "R", "B", "", "h0"], ["y"], [3, 2, 2], [1, 3, 2], [1, 3, 3],
+        {"B": [1, 6], "h0": [1, 2, 3]}, hidden_size=3),
     "lrn": lambda: model([helper.make_node("LRN", ["x"], ["y"], size=3, alpha=0.5, beta=0.75,
                                            bias=1.5)],
                          [("x", D, [2, 5, 2, 2])], ("y", D)),

@@ -32,7 +32,8 @@ __attribute__((unused)) static bool node_v112_prefixed(const char *name, const c
 
 /* The activations, math, comparisons and logic, Pad, Tile, DepthToSpace,
  * SpaceToDepth, Resize, Upsample, GatherElements, GatherND, ScatterElements,
- * ScatterND, InstanceNormalization, MeanVarianceNormalization, Einsum. */
+ * ScatterND, InstanceNormalization, MeanVarianceNormalization, Einsum, LSTM,
+ * GRU, RNN, If, Loop. */
 __attribute__((unused)) static bool node_v112_first(const char *name) {
   static const char *const ops[] = {
       "leakyrelu", "prelu", "elu", "selu", "celu", "hardsigmoid", "hardswish", "softplus",
@@ -40,7 +41,7 @@ __attribute__((unused)) static bool node_v112_first(const char *name) {
       "isnan", "isinf", "mod", "greater_equal", "less_equal", "not", "and", "or", "xor",
       "constant_pad", "edge_pad", "reflect_pad", "tile", "depthtospace", "spacetodepth",
       "resize", "upsample", "gather_elements", "gathernd", "scatter_elements", "scatternd",
-      "instancenorm", "mvn", "einsum",
+      "instancenorm", "mvn", "einsum", "lstm", "gru", "rnn", "simple_rnn", "if", "loop11",
   };
   return node_v112_prefixed(name, ops, sizeof ops / sizeof *ops);
 }

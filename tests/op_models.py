@@ -396,6 +396,63 @@ def einsum(outdir):
     save(outdir, "ops_einsum", nodes, [4, 6, 8], [4, 30], inits, opset=21)
 
 
+def recurrent(outdir):
+    """An LSTM and a bidirectional GRU between layers, as PyTorch exports
+    them (layout 0, biases, GRU's linear_before_reset 1): the sequences Y,
+    the final states Y_h and Y_c all used; the batch of 4 splittable, the
+    GRU's sequences of different lengths. An If
+    on a shape-derived condition (as exporters write) picks the LSTM's
+    input, and a Loop of 2 iterations applies a layer reading an outer
+    weight to the GRU's final states."""
+    n = helper.make_node
+    inits = [init("w0", [6, 8]), init("lw", [1, 32, 8]), init("lr", [1, 32, 8]),
+             init("lb", [1, 64], 0.1), init("gw", [2, 18, 8]), init("gr", [2, 18, 6]),
+             init("gb", [2, 36], 0.1), init("w1", [12, 3]), init("w2", [12, 3]),
+             init("w3", [8, 3]), ints("ax1", [1]), ints("perm_shape", [4, 12]),
+             ints("seq_shape", [5, 4, 12]), ints("c_shape", [4, 8]), init("wl", [12, 12]),
+             ints("zero", 0), ints("five", 5), ints("trips", 2),
+             numpy_helper.from_array(np.array([5, 3, 4, 5], dtype=np.int32), "lens")]
+    then_branch = helper.make_graph(
+        [n("Relu", ["p"], ["then_out"])], "then", [],
+        [helper.make_tensor_value_info("then_out", F, None)])
+    else_branch = helper.make_graph(
+        [n("Neg", ["p"], ["else_out"])], "else", [],
+        [helper.make_tensor_value_info("else_out", F, None)])
+    body = helper.make_graph(
+        [n("Identity", ["cond_in"], ["cond_out"]),
+         n("MatMul", ["h_in", "wl"], ["hm"]),
+         n("Tanh", ["hm"], ["h_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", F, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", F, None)])
+    nodes = [
+        n("MatMul", ["x", "w0"], ["p"]),
+        n("Shape", ["p"], ["ps"]),
+        n("Gather", ["ps", "zero"], ["t"]),
+        n("Equal", ["t", "five"], ["is5"]),
+        n("If", ["is5"], ["pi"], then_branch=then_branch, else_branch=else_branch),
+        n("LSTM", ["pi", "lw", "lr", "lb"], ["ly", "", "lc"], hidden_size=8),
+        n("Squeeze", ["ly", "ax1"], ["ls"]),
+        n("Relu", ["ls"], ["la"]),
+        n("GRU", ["la", "gw", "gr", "gb", "lens"], ["gy", "gh"], hidden_size=6,
+          direction="bidirectional", linear_before_reset=1),
+        n("Transpose", ["gy"], ["gt"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["gt", "seq_shape"], ["gs"]),
+        n("MatMul", ["gs", "w1"], ["y1"]),
+        n("Transpose", ["gh"], ["ht"], perm=[1, 0, 2]),
+        n("Reshape", ["ht", "perm_shape"], ["hs"]),
+        n("Loop", ["trips", "", "hs"], ["hl"], body=body),
+        n("MatMul", ["hl", "w2"], ["y2"]),
+        n("Reshape", ["lc", "c_shape"], ["cs"]),
+        n("MatMul", ["cs", "w3"], ["y3"]),
+        n("Add", ["y1", "y2"], ["y12"]),
+        n("Add", ["y12", "y3"], ["y"]),
+    ]
+    save(outdir, "ops_recurrent", nodes, [5, 4, 6], [5, 4, 3], inits)
+
+
 def main():
     outdir = sys.argv[1]
     cnn(outdir)
@@ -410,6 +467,7 @@ def main():
     gather_scatter(outdir)
     norms(outdir)
     einsum(outdir)
+    recurrent(outdir)
 
 
 if __name__ == "__main__":

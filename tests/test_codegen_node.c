@@ -45,6 +45,8 @@ static const struct {
     {NODE_DIR, "test_training_dropout_default_mask",
      "training-mode Dropout draws its mask from numpy's RNG"},
     {NODE_DIR, "test_training_dropout_mask", "training-mode Dropout draws its mask from numpy's RNG"},
+    {NODE_V112_DIR, "test_if_seq", "sequence types: accpar handles tensors only"},
+    {NODE_V112_DIR, "test_if_opt", "optional(sequence) types: accpar handles tensors only"},
     {NODE_V112_DIR, "test_mod_mixed_sign_float16", "float16 is not supported by the code generator"},
     {NODE_V112_DIR, "test_einsum_batch_diagonal", "Einsum: a diagonal is not matmul-shaped (refused)"},
     {NODE_V112_DIR, "test_einsum_sum", "Einsum: a sum over an axis is not matmul-shaped (refused)"},

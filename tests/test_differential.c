@@ -327,7 +327,8 @@ static void node_sweep(const char *node_dir, bool (*pick)(const char *), const c
     /* Sequences, optionals and numpy's random training-mode Dropout fail on
      * one device too (test_codegen_node.c says why). */
     bool skip = strstr(t, "test_identity_opt") || strstr(t, "test_identity_sequence") ||
-                strstr(t, "test_training_dropout") ||
+                strstr(t, "test_training_dropout") || strstr(t, "test_if_seq") ||
+                strstr(t, "test_if_opt") ||
                 strstr(t, "test_averagepool_2d_ceil_last_window_starts_on_pad") ||
                 strstr(t, "test_mod_mixed_sign_float16") ||
                 strstr(t, "test_einsum_batch_diagonal") || strstr(t, "test_einsum_sum");
@@ -398,7 +399,8 @@ Test(differential, operators_between_layers, .timeout = 2400) {
   free(cmd);
   static const char *const names[] = {"ops_cnn", "ops_mlp", "ops_pad", "ops_depth_space",
                                       "ops_resize", "ops_reduce", "ops_scan_select",
-                                      "ops_gather_scatter", "ops_norm", "ops_einsum"};
+                                      "ops_gather_scatter", "ops_norm", "ops_einsum",
+                                      "ops_recurrent"};
   enum { N = sizeof names / sizeof names[0] };
   model m[N];
   for (int i = 0; i < N; i++)

@@ -332,6 +332,11 @@ GRAD_TEST(layer_norm_decomposed)
 GRAD_TEST(gelu_tanh_exported)
 GRAD_TEST(attention)
 GRAD_TEST(embedding_tied)
+GRAD_TEST(lstm_through_time)
+GRAD_TEST(lstm_bidirectional_batchwise_yc)
+GRAD_TEST(gru_bidirectional)
+GRAD_TEST(gru_linear_before_reset_reverse_yh)
+GRAD_TEST(rnn_through_time)
 
 /* ---- the loss and the update ---------------------------------------------- */
 

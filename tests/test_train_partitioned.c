@@ -362,3 +362,56 @@ Test(train_partitioned, accparc_run_trains_as_the_compiled_program, .init = make
     cr_expect_eq(system(cmd), 0, "output %d differs between run and the compiled program", n);
   }
 }
+
+/* LSTM, GRU, If and Loop, rewritten into existing operators (ir/control.c,
+ * ir/recurrent.c), train through time on a mixed array as on one device:
+ * tests/op_models.py's ops_recurrent (the R of every time step one weight,
+ * the batch split) under every strategy on tpuv3:1,tpuv2:2. */
+Test(train_partitioned, recurrent_layers_train_as_on_one_device, .timeout = 1200) {
+  mkdir(ACCPAR_BINARY_DIR "/tests", 0777);
+  mkdir(WORK, 0777);
+  mkdir(WORK "/op-models", 0777);
+  cr_assert_eq(system("/usr/bin/python3 '" ACCPAR_SOURCE_DIR "/tests/op_models.py' '" WORK
+                      "/op-models' >/dev/null"),
+               0, "op_models.py failed");
+  fast_builds();
+  enum { N = 1 + N_STRATEGIES };
+  const char *model = "op-models/ops_recurrent", *array = "tpuv3:1,tpuv2:2";
+  char *cmds[N], works[N][4096];
+  int status[N] = {0};
+  fmt(works[0], sizeof works[0], "%s/c-ops_recurrent-cpu1", WORK);
+  cmds[0] = job("c", model, "cpu:1", "dp", works[0]);
+  for (int st = 0; st < N_STRATEGIES; st++) {
+    fmt(works[1 + st], sizeof works[1 + st], "%s/c-ops_recurrent-%s-%s", WORK, strategies[st],
+        array);
+    cmds[1 + st] = job("c", model, array, strategies[st], works[1 + st]);
+  }
+  run_all(cmds, N, JOBS, status);
+  cr_assert(ran(status[0]), "ops_recurrent on cpu:1 failed (see %s.log)", works[0]);
+  char report[4200], out[4200], ref_out[4200], why[1024];
+  double want[STEPS + 1], got[STEPS + 1], sent[MAX_DEV], predicted[MAX_DEV];
+  fmt(report, sizeof report, "%s/report.json", works[0]);
+  cr_assert_eq(json_array(report, "losses", want, STEPS + 1), STEPS, "%s", report);
+  fmt(ref_out, sizeof ref_out, "%s/out", works[0]);
+  for (int j = 1; j < N; j++) {
+    const char *w = works[j];
+    cr_assert(ran(status[j]), "%s failed (see %s.log)", w, w);
+    fmt(report, sizeof report, "%s/report.json", w);
+    cr_assert_eq(json_array(report, "losses", got, STEPS + 1), STEPS, "%s", report);
+    for (int s = 0; s < STEPS; s++)
+      cr_expect(close_enough(got[s], want[s]), "%s: step %d loss %.9g, one device %.9g", w,
+                s + 1, got[s], want[s]);
+    int count;
+    fmt(out, sizeof out, "%s/out", w);
+    cr_expect(outputs_close(ref_out, out, &count, why, sizeof why), "%s: %s", w, why);
+    /* The output and the 11 trained weights (w0, LSTM's 3, GRU's 3, wl, w1-w3). */
+    cr_expect_eq(count, 12, "%s: %d outputs", w, count);
+    cr_assert_eq(json_array(report, "bytes_sent", sent, MAX_DEV), 3, "%s", report);
+    cr_assert_eq(json_array(report, "predicted_bytes", predicted, MAX_DEV), 3, "%s", report);
+    for (int dev = 0; dev < 3; dev++)
+      cr_expect_eq(sent[dev], predicted[dev], "%s: device %d sent %.0f bytes, predicted %.0f", w,
+                   dev, sent[dev], predicted[dev]);
+  }
+  for (int i = 0; i < N; i++)
+    free(cmds[i]);
+}

@@ -24,7 +24,7 @@ static const char usage_text[] =
     "                   as compile --inputs does (every fed input's dims, as constants\n"
     "                   only the inputs that fix shapes), so the plan is compile's\n"
     "  --format F       text (default) or json\n"
-    "  --dump-after P   also print the IR after pass P (verify, fold, shapes, check)\n";
+    "  --dump-after P   also print the IR after pass P (control, recurrent, verify, fold, shapes, unfuse, check)\n";
 
 typedef struct dump_job {
   ap_graph *g;

@@ -1,0 +1,1 @@
+dump @SOURCE@/tests/golden/models/gru_sequence_lens.onnx

@@ -1,0 +1,1 @@
+dump @SOURCE@/tests/golden/models/if_data_condition.onnx

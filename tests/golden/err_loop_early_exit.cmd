@@ -1,0 +1,1 @@
+dump @SOURCE@/tests/golden/models/loop_early_exit.onnx

@@ -57,8 +57,17 @@ __attribute__((unused)) static bool node_v112_reductions(const char *name) {
   return node_v112_prefixed(name, ops, sizeof ops / sizeof *ops);
 }
 
+/* The original operators the node-v1.22 folder has no test of. */
+__attribute__((unused)) static bool node_v112_originals(const char *name) {
+  static const char *const ops[] = {
+      "exp", "log", "sqrt", "neg", "abs", "reciprocal", "erf", "castlike", "pow", "max",
+      "min", "where", "less", "greater", "equal", "globalmaxpool", "expand", "size", "range",
+  };
+  return node_v112_prefixed(name, ops, sizeof ops / sizeof *ops);
+}
+
 __attribute__((unused)) static bool node_v112_selected(const char *name) {
-  return node_v112_first(name) || node_v112_reductions(name);
+  return node_v112_first(name) || node_v112_reductions(name) || node_v112_originals(name);
 }
 
 /* The differential sweep's share of the reductions' tests: their _example

@@ -356,9 +356,10 @@ static void node_sweep(const char *node_dir, bool (*pick)(const char *), const c
 
 static bool every_test(const char *name) { return strncmp(name, "test_", 5) == 0; }
 
-/* Node tests have no layers, so a strategy only decides how their operands
- * are split: three arrays cover 2, 3 and 4 devices, uneven splits and a
- * mixed array (the other two add time, not cases: CI's budget is tight). */
+/* A node test is one operator: most are computed whole on every device
+ * (only a Conv, Gemm or MatMul test is a layer that splits), so three
+ * arrays cover 2, 3 and 4 devices, uneven splits and a mixed array; the
+ * other two would add time rather than cases (CI's budget is tight). */
 static const int node_arrays[] = {0, 3, 4};
 enum { N_NODE_ARRAYS = sizeof node_arrays / sizeof node_arrays[0] };
 
@@ -381,9 +382,9 @@ Test(differential, debian_v1_12_tests_of_the_added_operators, .timeout = 2400) {
 }
 
 /* Debian's v1.12 tests of the original operators node-v1.22 has none of
- * (Exp, Less, Greater, Equal, Where, Expand...) on the mixed array: node
- * tests have no layers, so every device computes them whole; what the
- * sweep adds to the one-device suite is the replicated program. */
+ * (Exp, Less, Greater, Equal, Where, Expand...) on the mixed array: none is
+ * a layer, so every device computes them whole; what the sweep adds to the
+ * one-device suite is the replicated program. */
 Test(differential, debian_v1_12_tests_of_the_original_operators, .timeout = 2400) {
   if (!exists(NODE_V112_DIR))
     cr_skip_test("%s is not installed (apt-get install libonnx-testdata)", NODE_V112_DIR);

@@ -27,18 +27,6 @@ bool ap_control_input_constant(const ap_node *n, int slot) {
   return (is_op(n, "If") && slot == 0) || (is_op(n, "Loop") && (slot == 0 || slot == 1));
 }
 
-static ap_status refuse(ap_graph *g, ap_diag *d, int ni, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ap_status refuse(ap_graph *g, ap_diag *d, int ni, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ap_error(d, AP_ERR_UNSUPPORTED, g->path, g->nodes[ni].name, g->nodes[ni].op_type, "%s",
-                  msg);
-}
-
 static ap_status nomem(ap_graph *g, ap_diag *d) {
   return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
 }
@@ -105,14 +93,14 @@ static ap_status map_value(inliner *in, const ap_graph *sub, int sv, int *map) {
     return AP_OK;
   if (v->outer) {
     if ((map[sv] = ap_graph_find(g, v->name)) < 0)
-      return refuse(g, in->d, in->ni, "the subgraph reads '%s', which no enclosing graph defines",
+      return ap_refuse(g, in->d, in->ni, "the subgraph reads '%s', which no enclosing graph defines",
                     v->name);
     return AP_OK;
   }
   char name[512];
   snprintf(name, sizeof name, "%s%s", v->name, in->suffix);
   if (ap_graph_find(g, name) >= 0)
-    return refuse(g, in->d, in->ni, "the subgraph's name '%s' is already used in the graph",
+    return ap_refuse(g, in->d, in->ni, "the subgraph's name '%s' is already used in the graph",
                   name);
   int nv = ap_graph_add_value(g, name, v->data ? AP_VAL_CONST : AP_VAL_NODE);
   if (nv < 0)
@@ -142,7 +130,7 @@ static ap_status inline_graph(inliner *in, const ap_graph *sub, int *map) {
     const ap_node *sn = &sub->nodes[i];
     for (int k = 0; k < sn->n_in; k++)
       if (sn->in[k] >= 0 && map[sn->in[k]] < 0)
-        return refuse(g, in->d, in->ni, "the subgraph's input '%s' is not fed",
+        return ap_refuse(g, in->d, in->ni, "the subgraph's input '%s' is not fed",
                       sub->values[sn->in[k]].name);
     char name[512];
     snprintf(name, sizeof name, "%s%s", sn->name, in->suffix);
@@ -225,14 +213,14 @@ static bool constant_input(ap_graph *g, int ni, int slot, double *value) {
 static ap_status lower_if(ap_graph *g, int ni, ap_diag *d) {
   double cond;
   if (!constant_input(g, ni, 0, &cond))
-    return refuse(g, d, ni, "the condition is not a constant once the inputs are bound (only an "
+    return ap_refuse(g, d, ni, "the condition is not a constant once the inputs are bound (only an "
                   "If decided at compile time is supported)");
   const ap_graph *branch = graph_attr(&g->nodes[ni], cond != 0 ? "then_branch" : "else_branch");
   if (!branch)
-    return refuse(g, d, ni, "attribute '%s' (a graph) is missing",
+    return ap_refuse(g, d, ni, "attribute '%s' (a graph) is missing",
                   cond != 0 ? "then_branch" : "else_branch");
   if (branch->n_outputs != g->nodes[ni].n_out)
-    return refuse(g, d, ni, "the taken branch has %d outputs, the node %d", branch->n_outputs,
+    return ap_refuse(g, d, ni, "the taken branch has %d outputs, the node %d", branch->n_outputs,
                   g->nodes[ni].n_out);
   int *map = ap_arena_array(g->arena, (size_t)branch->n_values + 1, sizeof *map);
   if (!map)
@@ -294,34 +282,34 @@ static ap_status lower_loop(ap_graph *g, int ni, ap_diag *d) {
   const ap_node *n = &g->nodes[ni];
   const ap_graph *body = graph_attr(n, "body");
   if (!body)
-    return refuse(g, d, ni, "attribute 'body' (a graph) is missing");
+    return ap_refuse(g, d, ni, "attribute 'body' (a graph) is missing");
   int n_carried = n->n_in - 2;
   if (n_carried < 0 || body->n_inputs != n_carried + 2 || body->n_outputs < n_carried + 1 ||
       n->n_out != body->n_outputs - 1)
-    return refuse(g, d, ni, "the body's inputs and outputs do not match the node's (%d loop-"
+    return ap_refuse(g, d, ni, "the body's inputs and outputs do not match the node's (%d loop-"
                   "carried values)", n_carried < 0 ? 0 : n_carried);
   double trips = 0, cond = 1;
   if (n->in[0] < 0 || !constant_input(g, ni, 0, &trips))
-    return refuse(g, d, ni, "the trip count is not a constant once the inputs are bound (only "
+    return ap_refuse(g, d, ni, "the trip count is not a constant once the inputs are bound (only "
                   "a Loop unrolled at compile time is supported)");
   if (n->n_in > 1 && n->in[1] >= 0 && !constant_input(g, ni, 1, &cond))
-    return refuse(g, d, ni, "the condition is not a constant once the inputs are bound");
+    return ap_refuse(g, d, ni, "the condition is not a constant once the inputs are bound");
   if (cond == 0)
     trips = 0;
   if (trips > MAX_TRIPS)
-    return refuse(g, d, ni, "a trip count of %.0f is more than the %d iterations unrolled", trips,
+    return ap_refuse(g, d, ni, "a trip count of %.0f is more than the %d iterations unrolled", trips,
                   (int)MAX_TRIPS);
   if (!condition_stays_true(body))
-    return refuse(g, d, ni, "the body computes its condition (a loop that may exit early is "
+    return ap_refuse(g, d, ni, "the body computes its condition (a loop that may exit early is "
                   "not supported)");
   int n_scan = body->n_outputs - 1 - n_carried, n_trips = (int)(trips < 0 ? 0 : trips);
   if (n_scan > 0 && n_trips == 0)
-    return refuse(g, d, ni, "scan outputs of a loop that runs no iteration are empty tensors, "
+    return ap_refuse(g, d, ni, "scan outputs of a loop that runs no iteration are empty tensors, "
                   "which are not supported");
   for (int i = 0; i < body->n_nodes; i++)
     for (int k = 0; k < body->nodes[i].n_attr; k++)
       if (body->nodes[i].attr[k].type == AP_ATTR_GRAPH)
-        return refuse(g, d, ni, "the body's node '%s' has a subgraph (nested control flow in a "
+        return ap_refuse(g, d, ni, "the body's node '%s' has a subgraph (nested control flow in a "
                       "Loop is not supported)", body->nodes[i].name);
   char base[400];
   snprintf(base, sizeof base, "%s", n->name);
@@ -348,7 +336,7 @@ static ap_status lower_loop(ap_graph *g, int ni, ap_diag *d) {
     snprintf(name, sizeof name, "%s%s", body->values[body->inputs[1]].name, suffix);
     int cv = ap_graph_find(g, name) < 0 ? ap_graph_add_value(g, name, AP_VAL_CONST) : -1;
     if (iv < 0 || cv < 0)
-      return refuse(g, d, ni, "the body's input names collide with the graph's");
+      return ap_refuse(g, d, ni, "the body's input names collide with the graph's");
     if (!ap_value_set_constant(g, iv, &ti) || !ap_value_set_constant(g, cv, &tc))
       return nomem(g, d);
     map[body->inputs[0]] = iv;

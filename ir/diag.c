@@ -35,6 +35,16 @@ ap_status ap_error(ap_diag *d, ap_status s, const char *file, const char *node,
   return s;
 }
 
+ap_status ap_refuse(const ap_graph *g, ap_diag *d, int ni, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ap_error(d, AP_ERR_UNSUPPORTED, g->path, g->nodes[ni].name, g->nodes[ni].op_type, "%s",
+                  msg);
+}
+
 _Noreturn void ap_die_at(const char *file, int line, const char *fmt, ...) {
   fprintf(stderr, "accpar: internal error at %s:%d: ", file, line);
   va_list ap;

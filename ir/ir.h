@@ -41,6 +41,10 @@ bool ap_arena_grow(ap_arena *a, void **arr, int *cap, int need, size_t elem);
 ap_status ap_error(ap_diag *d, ap_status s, const char *file, const char *node,
                    const char *op, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+/* ap_error(AP_ERR_UNSUPPORTED) naming node ni of g: what a rewrite does not
+ * implement, refused in one line. */
+ap_status ap_refuse(const ap_graph *g, ap_diag *d, int ni, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* A broken invariant: prints file:line and aborts. Never for user input. */
 _Noreturn void ap_die_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -188,18 +188,6 @@ static bool ieq(const char *a, const char *b) {
   return *a == *b;
 }
 
-static ap_status refuse(ap_graph *g, ap_diag *d, int ni, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static ap_status refuse(ap_graph *g, ap_diag *d, int ni, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ap_error(d, AP_ERR_UNSUPPORTED, g->path, g->nodes[ni].name, g->nodes[ni].op_type, "%s",
-                  msg);
-}
-
 /* Refuses any attribute, or attribute value, this rewrite does not
  * implement. */
 static ap_status check_attrs(ap_graph *g, int ni, int kind, int n_dir, ap_diag *d) {
@@ -211,7 +199,7 @@ static ap_status check_attrs(ap_graph *g, int ni, int kind, int n_dir, ap_diag *
     const ap_attr *a = &n->attr[k];
     if (strcmp(a->name, "activations") == 0) {
       if (a->type != AP_ATTR_STRINGS || a->n != per_dir * n_dir)
-        return refuse(g, d, ni, "attribute 'activations' must list %s per direction",
+        return ap_refuse(g, d, ni, "attribute 'activations' must list %s per direction",
                       kind == KIND_LSTM ? "3" : kind == KIND_GRU ? "2" : "1");
       for (int i = 0; i < a->n; i++)
         if (!ieq(a->strings[i], dflt[kind][i % per_dir]))
@@ -220,14 +208,14 @@ static ap_status check_attrs(ap_graph *g, int ni, int kind, int n_dir, ap_diag *
                           a->strings[i]);
     } else if (strcmp(a->name, "activation_alpha") == 0 ||
                strcmp(a->name, "activation_beta") == 0 || strcmp(a->name, "clip") == 0) {
-      return refuse(g, d, ni, "attribute '%s' is not supported (only the default activations, "
+      return ap_refuse(g, d, ni, "attribute '%s' is not supported (only the default activations, "
                     "no clip)", a->name);
     } else if (strcmp(a->name, "input_forget") == 0 && a->i != 0) {
-      return refuse(g, d, ni, "attribute '%s' other than 0 is not supported", a->name);
+      return ap_refuse(g, d, ni, "attribute '%s' other than 0 is not supported", a->name);
     } else if (strcmp(a->name, "hidden_size") != 0 && strcmp(a->name, "direction") != 0 &&
                strcmp(a->name, "layout") != 0 && strcmp(a->name, "input_forget") != 0 &&
                !(kind == KIND_GRU && strcmp(a->name, "linear_before_reset") == 0)) {
-      return refuse(g, d, ni, "attribute '%s' is not supported", a->name);
+      return ap_refuse(g, d, ni, "attribute '%s' is not supported", a->name);
     }
   }
   return AP_OK;
@@ -244,7 +232,7 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
   int n_dir = strcmp(direction, "bidirectional") == 0 ? 2 : 1;
   bool reverse = strcmp(direction, "reverse") == 0;
   if (!reverse && n_dir == 1 && strcmp(direction, "forward") != 0)
-    return refuse(g, d, ni, "direction '%s' is not one of forward, reverse, bidirectional",
+    return ap_refuse(g, d, ni, "direction '%s' is not one of forward, reverse, bidirectional",
                   direction);
   ap_status s = check_attrs(g, ni, kind, n_dir, d);
   if (s != AP_OK)
@@ -252,39 +240,39 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
   int64_t h = ap_attr_int(&nd, "hidden_size", 0), layout = ap_attr_int(&nd, "layout", 0);
   bool lbr = kind == KIND_GRU && ap_attr_int(&nd, "linear_before_reset", 0) != 0;
   if (h <= 0)
-    return refuse(g, d, ni, "attribute '%s' must be given and positive", "hidden_size");
+    return ap_refuse(g, d, ni, "attribute '%s' must be given and positive", "hidden_size");
   if (layout != 0 && layout != 1)
-    return refuse(g, d, ni, "attribute '%s' must be 0 or 1", "layout");
+    return ap_refuse(g, d, ni, "attribute '%s' must be 0 or 1", "layout");
   if (nd.n_in < 3 || nd.in[0] < 0 || nd.in[1] < 0 || nd.in[2] < 0 || nd.n_out < 1 ||
       (kind != KIND_LSTM && (nd.n_in > 6 || nd.n_out > 2)) || nd.n_in > 8 || nd.n_out > 3)
-    return refuse(g, d, ni, "%s: X, W and R are required; at most 8 inputs (LSTM), 6 (GRU, "
+    return ap_refuse(g, d, ni, "%s: X, W and R are required; at most 8 inputs (LSTM), 6 (GRU, "
                   "RNN) and 3 outputs (LSTM), 2 (GRU, RNN)", "arity");
   int64_t t = x_dims[layout ? 1 : 0], in_size = x_dims[2];
   const ap_value *w = &g->values[nd.in[1]], *r = &g->values[nd.in[2]];
   int64_t gh = n_gates * h;
   if (w->rank != 3 || w->dims[0] != n_dir || w->dims[1] != gh || w->dims[2] != in_size ||
       r->rank != 3 || r->dims[0] != n_dir || r->dims[1] != gh || r->dims[2] != h) {
-    return refuse(g, d, ni, "W must be [%d, %lld, %lld] and R [%d, %lld, %lld]", n_dir,
+    return ap_refuse(g, d, ni, "W must be [%d, %lld, %lld] and R [%d, %lld, %lld]", n_dir,
                   (long long)gh, (long long)in_size, n_dir, (long long)gh, (long long)h);
   }
   if (t <= 0)
-    return refuse(g, d, ni, "%s", "the sequence length must be positive");
+    return ap_refuse(g, d, ni, "%s", "the sequence length must be positive");
   ap_dtype dtype = w->dtype; /* w and r point into values, which grow below */
   int seq = nd.n_in > 4 ? nd.in[4] : -1;
   int64_t n_batch = x_dims[layout ? 0 : 1], *lens = NULL;
   if (seq >= 0) {
     const ap_value *sv = &g->values[seq];
     if (!sv->data)
-      return refuse(g, d, ni, "%s", "sequence_lens must be a constant (bind it with --inputs)");
+      return ap_refuse(g, d, ni, "%s", "sequence_lens must be a constant (bind it with --inputs)");
     ap_tensor st = ap_value_tensor(sv);
     if (st.numel != n_batch)
-      return refuse(g, d, ni, "sequence_lens has %lld entries for a batch of %lld",
+      return ap_refuse(g, d, ni, "sequence_lens has %lld entries for a batch of %lld",
                     (long long)st.numel, (long long)n_batch);
     bool varying = false;
     for (int64_t i = 0; i < st.numel; i++) {
       int64_t len = ap_tensor_get_i64(&st, i);
       if (len < 1 || len > t)
-        return refuse(g, d, ni, "sequence_lens[%lld] is %lld, not in [1, %lld]", (long long)i,
+        return ap_refuse(g, d, ni, "sequence_lens[%lld] is %lld, not in [1, %lld]", (long long)i,
                       (long long)len, (long long)t);
       varying |= len != t;
     }
@@ -447,7 +435,7 @@ ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
       continue;
     const ap_node *nd = &g->nodes[i];
     if (nd->n_in < 1 || nd->in[0] < 0)
-      return refuse(g, d, i, "%s", "input X is required");
+      return ap_refuse(g, d, i, "%s", "input X is required");
     const ap_value *xv = &g->values[nd->in[0]];
     int64_t x_dims[3];
     ap_prefix px;
@@ -456,7 +444,7 @@ ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
     else if (ap_infer_prefix(g, nd->in[0], &px) && px.rank == 3)
       memcpy(x_dims, px.dims, sizeof x_dims);
     else
-      return refuse(g, d, i, "%s",
+      return ap_refuse(g, d, i, "%s",
                     "the shape of input X is not known (bind the inputs' dims: the sequence "
                     "is unrolled)");
     ap_status s = unroll(g, i, x_dims, d);

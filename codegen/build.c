@@ -13,6 +13,21 @@ bool cg_input_needs_constant(ap_op op, int slot) {
   return op < AP_OP_COUNT && slot >= 0 && slot < 32 && (ap_op_table[op].const_in >> slot & 1);
 }
 
+/* A fed input few enough elements to be a setting (a sample rate, a
+ * length), not data: its dims known and at most MAX_SETTING elements. */
+enum { MAX_SETTING = 16 };
+static bool small_input(const ap_value *v) {
+  if (v->rank < 0)
+    return false;
+  int64_t n = 1;
+  for (int i = 0; i < v->rank; i++) {
+    if (v->dims[i] < 0)
+      return false;
+    n *= v->dims[i];
+  }
+  return n <= MAX_SETTING;
+}
+
 ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d) {
   bool *fed = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *fed);
   bool *needed = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *needed);
@@ -26,6 +41,25 @@ ap_status cg_bind_shape_inputs(ap_graph *g, const char *dir, ap_diag *d) {
       if (n->in[i] >= 0 && (cg_input_needs_constant(n->op, i) || ap_recurrent_input_constant(n, i) ||
                         ap_control_input_constant(n, i)))
         needed[n->in[i]] = true;
+  }
+  /* What a needed value is computed from is needed too (an If on
+   * Equal(sr, 16000), a Reshape to Concat(Shape(x)[0], n)), up to the
+   * operators that read only their input's shape, and only through small
+   * values: a condition computed from a whole tensor of data is decided at
+   * run time, which the If refuses. Nodes are in topological order, so one
+   * pass from the last node back reaches every ancestor. */
+  for (int ni = g->n_nodes - 1; ni >= 0; ni--) {
+    const ap_node *n = &g->nodes[ni];
+    bool wanted = false;
+    for (int k = 0; k < n->n_out && !wanted; k++)
+      wanted = n->out[k] >= 0 && needed[n->out[k]];
+    if (!wanted || n->dead || n->op == AP_OP_SHAPE || n->op == AP_OP_SIZE)
+      continue;
+    for (int i = 0; i < n->n_in; i++) {
+      int v = n->in[i];
+      if (v >= 0 && !(fed[v] && !small_input(&g->values[v])))
+        needed[v] = true;
+    }
   }
   bool any = false;
   for (int v = 0; v < g->n_values; v++)

@@ -210,6 +210,17 @@ static bool constant_input(ap_graph *g, int ni, int slot, double *value) {
   return true;
 }
 
+/* Whether node ni's If condition, or Loop trip count and condition, are
+ * known now. */
+static bool decided(ap_graph *g, int ni) {
+  const ap_node *n = &g->nodes[ni];
+  double x;
+  if (is_op(n, "If"))
+    return constant_input(g, ni, 0, &x);
+  return n->n_in > 0 && n->in[0] >= 0 && constant_input(g, ni, 0, &x) &&
+         (n->n_in < 2 || n->in[1] < 0 || constant_input(g, ni, 1, &x));
+}
+
 static ap_status lower_if(ap_graph *g, int ni, ap_diag *d) {
   double cond;
   if (!constant_input(g, ni, 0, &cond))
@@ -383,21 +394,48 @@ static ap_status lower_loop(ap_graph *g, int ni, ap_diag *d) {
   return AP_OK;
 }
 
-ap_status ap_lower_control_flow(ap_graph *g, ap_diag *d) {
-  int rewrites = 0;
+/* One sweep over the nodes; with defer, an If or Loop not decided yet is
+ * left for a later sweep (counted in *pending) instead of refused. */
+static ap_status sweep(ap_graph *g, bool defer, int *rewrites, int *pending, ap_diag *d) {
   /* Inlined branches may hold If and Loop nodes in turn: the list grows. */
   for (int i = 0; i < g->n_nodes; i++) {
-    ap_status s = AP_OK;
-    if (is_op(&g->nodes[i], "If"))
-      s = lower_if(g, i, d);
-    else if (is_op(&g->nodes[i], "Loop"))
-      s = lower_loop(g, i, d);
-    else
+    bool is_if = is_op(&g->nodes[i], "If");
+    if (!is_if && !is_op(&g->nodes[i], "Loop"))
       continue;
+    if (defer && !decided(g, i)) {
+      ++*pending;
+      continue;
+    }
+    ap_status s = is_if ? lower_if(g, i, d) : lower_loop(g, i, d);
     if (s != AP_OK)
       return s;
-    rewrites++;
+    ++*rewrites;
   }
+  return AP_OK;
+}
+
+ap_status ap_lower_control_flow(ap_graph *g, ap_diag *d) {
+  int rewrites = 0;
+  /* A condition may be the shape of what a recurrent layer computes (an If
+   * on the length of an LSTM's output, inside another If's branch): while
+   * some If or Loop waits, unroll the recurrent layers whose input shapes
+   * are known, and sweep again, until neither makes progress. */
+  for (;;) {
+    int done = 0, pending = 0, unrolled = 0;
+    ap_status s = sweep(g, true, &done, &pending, d);
+    if (s == AP_OK && pending && !done)
+      s = ap_unroll_recurrent_known(g, &unrolled, d);
+    if (s != AP_OK)
+      return s;
+    rewrites += done + unrolled;
+    if (!pending || (!done && !unrolled))
+      break;
+  }
+  /* What still waits is refused, each in its own words. */
+  int pending = 0;
+  ap_status s = sweep(g, false, &rewrites, &pending, d);
+  if (s != AP_OK)
+    return s;
   if (rewrites && !ap_graph_compact(g))
     return nomem(g, d);
   return AP_OK;

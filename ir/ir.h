@@ -539,8 +539,9 @@ ap_status ap_rewrite_einsum(ap_graph *g, ap_diag *d);
 
 /* If with a condition constant once the inputs are bound: the taken
  * branch inlined; Loop with a constant trip count and a condition that
- * stays true: unrolled. Any other If or Loop is refused in one line. Runs
- * before the verifier, which would refuse them. */
+ * stays true: unrolled (recurrent layers unrolled first where a condition
+ * depends on their output). Any other If or Loop is refused in one line.
+ * Runs before the verifier, which would refuse them. */
 ap_status ap_lower_control_flow(ap_graph *g, ap_diag *d);
 /* Whether input slot of n must be a constant for that (If's condition,
  * Loop's trip count and condition), so --inputs binds it. */
@@ -561,6 +562,10 @@ bool ap_infer_prefix(const ap_graph *g, int v, ap_prefix *out);
 /* LSTM, GRU and RNN unrolled over their sequence length into the existing
  * operators (before the verifier, which would refuse them). */
 ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d);
+/* The same for the recurrent nodes whose input shape is known now, the
+ * others left; *unrolled counts (ap_lower_control_flow, for conditions
+ * that depend on a recurrent layer's output). */
+ap_status ap_unroll_recurrent_known(ap_graph *g, int *unrolled, ap_diag *d);
 /* Whether input slot of n must be a constant for the unrolling (an LSTM,
  * GRU or RNN's sequence_lens), so --inputs binds it. */
 bool ap_recurrent_input_constant(const ap_node *n, int slot);

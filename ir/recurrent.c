@@ -222,6 +222,22 @@ static ap_status check_attrs(ap_graph *g, int ni, int kind, int n_dir, ap_diag *
 }
 
 /* Unrolls node ni, X being x_dims ([T, B, I], or [B, T, I] in layout 1). */
+/* The dims of v when it has rank 3: its own, or what the graph computes
+ * for it (a weight exporters write as Unsqueeze(Concat(...)) of constants,
+ * folded only later). */
+static bool dims3(const ap_graph *g, int v, int64_t *dims) {
+  const ap_value *val = &g->values[v];
+  ap_prefix p;
+  if (val->rank == 3 && ap_value_shape_known(val)) {
+    memcpy(dims, val->dims, 3 * sizeof *dims);
+    return true;
+  }
+  if (!ap_infer_prefix(g, v, &p) || p.rank != 3)
+    return false;
+  memcpy(dims, p.dims, 3 * sizeof *dims);
+  return true;
+}
+
 static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) {
   ap_node nd = g->nodes[ni];
   int kind = strcmp(nd.op_type, "LSTM") == 0 ? KIND_LSTM
@@ -248,10 +264,10 @@ static ap_status unroll(ap_graph *g, int ni, const int64_t *x_dims, ap_diag *d) 
     return ap_refuse(g, d, ni, "%s: X, W and R are required; at most 8 inputs (LSTM), 6 (GRU, "
                   "RNN) and 3 outputs (LSTM), 2 (GRU, RNN)", "arity");
   int64_t t = x_dims[layout ? 1 : 0], in_size = x_dims[2];
-  const ap_value *w = &g->values[nd.in[1]], *r = &g->values[nd.in[2]];
-  int64_t gh = n_gates * h;
-  if (w->rank != 3 || w->dims[0] != n_dir || w->dims[1] != gh || w->dims[2] != in_size ||
-      r->rank != 3 || r->dims[0] != n_dir || r->dims[1] != gh || r->dims[2] != h) {
+  const ap_value *w = &g->values[nd.in[1]];
+  int64_t gh = n_gates * h, wd[3], rd[3];
+  if (!dims3(g, nd.in[1], wd) || wd[0] != n_dir || wd[1] != gh || wd[2] != in_size ||
+      !dims3(g, nd.in[2], rd) || rd[0] != n_dir || rd[1] != gh || rd[2] != h) {
     return ap_refuse(g, d, ni, "W must be [%d, %lld, %lld] and R [%d, %lld, %lld]", n_dir,
                   (long long)gh, (long long)in_size, n_dir, (long long)gh, (long long)h);
   }
@@ -428,7 +444,9 @@ static bool is_recurrent(const ap_node *n) {
           strcmp(n->op_type, "RNN") == 0);
 }
 
-ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
+/* Unrolls every recurrent node; one whose input shape is not known is
+ * refused, or with skip_unknown left as it is. *unrolled counts. */
+static ap_status unroll_all(ap_graph *g, bool skip_unknown, int *unrolled, ap_diag *d) {
   int n = g->n_nodes, rewrites = 0;
   for (int i = 0; i < n; i++) {
     if (!is_recurrent(&g->nodes[i]))
@@ -443,6 +461,8 @@ ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
       memcpy(x_dims, xv->dims, sizeof x_dims);
     else if (ap_infer_prefix(g, nd->in[0], &px) && px.rank == 3)
       memcpy(x_dims, px.dims, sizeof x_dims);
+    else if (skip_unknown)
+      continue;
     else
       return ap_refuse(g, d, i, "%s",
                     "the shape of input X is not known (bind the inputs' dims: the sequence "
@@ -454,7 +474,17 @@ ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
   }
   if (rewrites && !ap_graph_compact(g))
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  *unrolled = rewrites;
   return AP_OK;
+}
+
+ap_status ap_unroll_recurrent(ap_graph *g, ap_diag *d) {
+  int unrolled;
+  return unroll_all(g, false, &unrolled, d);
+}
+
+ap_status ap_unroll_recurrent_known(ap_graph *g, int *unrolled, ap_diag *d) {
+  return unroll_all(g, true, unrolled, d);
 }
 
 bool ap_recurrent_input_constant(const ap_node *n, int slot) {

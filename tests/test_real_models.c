@@ -13,6 +13,7 @@
  * the cases skip saying so; under CI (CI set) a missing model fails. */
 #define _GNU_SOURCE /* vasprintf */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ typedef struct real_model {
   const config *configs;
   double rtol, atol;
   unsigned seed; /* make_inputs.js's */
+  const char *work; /* the work folder's name when not the file's (a second case of it) */
 } real_model;
 
 static const char *cache_dir(void) {
@@ -104,6 +106,67 @@ static void write_text_image(const char *dir) {
   cr_assert_eq(ap_write_tensor_pb(path, &t, "x", &d), AP_OK, "%s", d.message);
 }
 
+/* Silero VAD's four inputs for one window at sample rate sr: the audio (a
+ * 440 Hz tone in a little deterministic noise: 512 samples at 16 kHz, 256
+ * at 8 kHz), sr as an int64 scalar, and its LSTM state h and c (2, 1, 64),
+ * small values so that the state path counts. */
+static void write_vad(const char *dir, int64_t sr) {
+  enum { MAX_SAMPLES = 512, STATE = 2 * 64 };
+  static float audio[MAX_SAMPLES], h[STATE], c[STATE];
+  int samples = sr == 16000 ? 512 : 256;
+  unsigned lcg = 12345;
+  for (int i = 0; i < samples; i++) {
+    lcg = lcg * 1103515245u + 12345u;
+    audio[i] = 0.3f * sinf(2 * 3.14159265f * 440.0f * (float)i / (float)sr) +
+               0.02f * ((float)(lcg >> 16 & 0x7fff) / 32768.0f - 0.5f);
+  }
+  for (int i = 0; i < STATE; i++) {
+    h[i] = 0.1f * sinf(0.37f * (float)i);
+    c[i] = 0.1f * cosf(0.23f * (float)i);
+  }
+  int64_t rate = sr;
+  const ap_tensor in[] = {
+      {.dtype = AP_DT_FLOAT, .rank = 2, .dims = {1, samples}, .numel = samples, .data = audio},
+      {.dtype = AP_DT_INT64, .rank = 0, .numel = 1, .data = &rate},
+      {.dtype = AP_DT_FLOAT, .rank = 3, .dims = {2, 1, 64}, .numel = STATE, .data = h},
+      {.dtype = AP_DT_FLOAT, .rank = 3, .dims = {2, 1, 64}, .numel = STATE, .data = c}};
+  static const char *const names[] = {"input", "sr", "h", "c"};
+  mkdir(dir, 0777);
+  for (int k = 0; k < 4; k++) {
+    char path[1200];
+    ap_diag d = {0};
+    fmt(path, sizeof path, "%s/input_%d.pb", dir, k);
+    cr_assert_eq(ap_write_tensor_pb(path, &in[k], names[k], &d), AP_OK, "%s", d.message);
+  }
+}
+static void write_vad_16k(const char *dir) { write_vad(dir, 16000); }
+static void write_vad_8k(const char *dir) { write_vad(dir, 8000); }
+
+/* Silero VAD v5's three inputs: 512 samples at 16 kHz as above, its LSTM
+ * state (2, 1, 128), sr. */
+static void write_vad_v5(const char *dir) {
+  enum { SAMPLES = 512, STATE = 2 * 128 };
+  static float audio[SAMPLES], state[STATE];
+  for (int i = 0; i < SAMPLES; i++)
+    audio[i] = 0.3f * sinf(2 * 3.14159265f * 300.0f * (float)i / 16000.0f) *
+               (1.0f + 0.5f * cosf((float)i / 40.0f));
+  for (int i = 0; i < STATE; i++)
+    state[i] = 0.1f * sinf(0.41f * (float)i);
+  int64_t rate = 16000;
+  const ap_tensor in[] = {
+      {.dtype = AP_DT_FLOAT, .rank = 2, .dims = {1, SAMPLES}, .numel = SAMPLES, .data = audio},
+      {.dtype = AP_DT_FLOAT, .rank = 3, .dims = {2, 1, 128}, .numel = STATE, .data = state},
+      {.dtype = AP_DT_INT64, .rank = 0, .numel = 1, .data = &rate}};
+  static const char *const names[] = {"input", "state", "sr"};
+  mkdir(dir, 0777);
+  for (int k = 0; k < 3; k++) {
+    char path[1200];
+    ap_diag d = {0};
+    fmt(path, sizeof path, "%s/input_%d.pb", dir, k);
+    cr_assert_eq(ap_write_tensor_pb(path, &in[k], names[k], &d), AP_OK, "%s", d.message);
+  }
+}
+
 static void check(const real_model *m) {
   char model[1024], work[1024], in[1100], want[1100], msg[2048], cmd[16384];
   model_path(m, model, sizeof model);
@@ -111,7 +174,7 @@ static void check(const real_model *m) {
   fast_builds();
   mkdir(ACCPAR_BINARY_DIR "/tests", 0777);
   mkdir(WORK_DIR, 0777);
-  fmt(work, sizeof work, "%s/%s", WORK_DIR, m->file);
+  fmt(work, sizeof work, "%s/%s", WORK_DIR, m->work ? m->work : m->file);
   fmt(in, sizeof in, "%s/in", work);
   fmt(want, sizeof want, "%s/want", work);
   if (m->write_input) {
@@ -186,14 +249,14 @@ Test(real_models, ppocr_cls_paddle2onnx) {
   check(&(real_model){"ch_ppocr_mobile_v2.0_cls_infer.onnx",
                       "--dim p2o.DynamicDimension.0=2 --dim p2o.DynamicDimension.1=48 "
                       "--dim p2o.DynamicDimension.2=96",
-                      NULL, NULL, EACH_STRATEGY_ONCE, ORT_RTOL, ORT_ATOL, 7});
+                      NULL, NULL, EACH_STRATEGY_ONCE, ORT_RTOL, ORT_ATOL, 7, NULL});
 }
 
 /* HardSigmoid, Resize (nearest, asymmetric, floor; by scales) and
  * ConvTranspose in a feature pyramid. */
 Test(real_models, ppocr_det_paddle2onnx) {
   check(&(real_model){"ch_PP-OCRv4_det_infer.onnx", NULL, write_text_image, NULL,
-                      EACH_STRATEGY_ONCE, ORT_RTOL, ORT_ATOL, 7});
+                      EACH_STRATEGY_ONCE, ORT_RTOL, ORT_ATOL, 7, NULL});
 }
 
 /* A convolutional trunk, then self-attention and LayerNorm written out as
@@ -202,7 +265,7 @@ Test(real_models, ppocr_det_paddle2onnx) {
 Test(real_models, ppocr_rec_paddle2onnx) {
   check(&(real_model){"ch_PP-OCRv4_rec_infer.onnx",
                       "--dim p2o.DynamicDimension.0=1 --dim p2o.DynamicDimension.1=64", NULL,
-                      NULL, EACH_STRATEGY_ONCE, ORT_RTOL, ORT_ATOL, 7});
+                      NULL, EACH_STRATEGY_ONCE, ORT_RTOL, ORT_ATOL, 7, NULL});
 }
 
 /* tf2onnx (Keras; its one-channel NHWC input reshaped to NCHW): 20
@@ -211,7 +274,7 @@ Test(real_models, ppocr_rec_paddle2onnx) {
  * ONNX Runtime's differ by up to 3e-5 near zero: atol 1e-4. */
 Test(real_models, oww_embedding_tf2onnx) {
   check(&(real_model){"embedding_model.onnx", "--dim unk__314=2", NULL, NULL, EVERY_STRATEGY,
-                      ORT_RTOL, 1e-4, 7});
+                      ORT_RTOL, 1e-4, 7, NULL});
 }
 
 /* PyTorch 1.11: an STFT as two Conv1d, a mel matrix, log and a ReduceMax;
@@ -219,17 +282,41 @@ Test(real_models, oww_embedding_tf2onnx) {
 Test(real_models, oww_melspectrogram_pytorch) {
   check(&(real_model){"melspectrogram.onnx", "--dim batch_size=2 --dim samples=1280", NULL,
                       "--dim batch_size=2 --dim samples=1280", EVERY_STRATEGY, ORT_RTOL,
-                      ORT_ATOL, 7});
+                      ORT_ATOL, 7, NULL});
 }
 
 /* PyTorch 1.12: Flatten, Gemm, Relu and a 7-way Softmax. */
 Test(real_models, oww_timer_pytorch) {
-  check(&(real_model){"timer_v0.1.onnx", "", NULL, NULL, EVERY_STRATEGY, ORT_RTOL, ORT_ATOL, 7});
+  check(&(real_model){"timer_v0.1.onnx", "", NULL, NULL, EVERY_STRATEGY, ORT_RTOL, ORT_ATOL, 7, NULL});
 }
 
 /* PyTorch 2.8: LayerNorm written out as ReduceMean, Sub, Pow, Sqrt, Div.
  * Seed 2: its one output is 0.68 there (0.998 with seed 7, where the
  * Sigmoid would hide a logit wrong by 0.05). */
 Test(real_models, oww_hello_deepa_pytorch) {
-  check(&(real_model){"hello_deepa.onnx", "", NULL, NULL, EVERY_STRATEGY, ORT_RTOL, ORT_ATOL, 2});
+  check(&(real_model){"hello_deepa.onnx", "", NULL, NULL, EVERY_STRATEGY, ORT_RTOL, ORT_ATOL, 2, NULL});
+}
+
+/* PyTorch (silero VAD v4, as openWakeWord ships it): If on Equal(sr, 16000)
+ * around each sample rate's network, with Ifs on shapes inside each branch,
+ * one of them on the length of what an LSTM computes; --inputs binds sr (a
+ * setting: a scalar reaching the condition through Equal) and the control
+ * pass unrolls the LSTM to decide it. Both branches, each from its own
+ * inputs. */
+Test(real_models, silero_vad_16k_pytorch) {
+  check(&(real_model){"silero_vad.onnx", NULL, write_vad_16k, NULL, EACH_STRATEGY_ONCE, ORT_RTOL,
+                      ORT_ATOL, 0, "silero_vad_16k"});
+}
+
+Test(real_models, silero_vad_8k_pytorch) {
+  check(&(real_model){"silero_vad.onnx", NULL, write_vad_8k, NULL, EACH_STRATEGY_ONCE, ORT_RTOL,
+                      ORT_ATOL, 0, "silero_vad_8k"});
+}
+
+/* spox (silero VAD v5 as @ricky0123/vad-web ships it): the same If on the
+ * sample rate, the LSTM's weights computed as Unsqueeze(Concat(...)) of
+ * constants, which the unrolling reads through the folded prefix. */
+Test(real_models, silero_vad_v5_spox) {
+  check(&(real_model){"silero_vad_v5.onnx", NULL, write_vad_v5, NULL, EACH_STRATEGY_ONCE, ORT_RTOL,
+                      ORT_ATOL, 0, NULL});
 }

@@ -305,11 +305,14 @@ static ap_status grad_pow(cg_grad_kernel *gk) {
   ap_status s = need_float(k, k->out[0].dtype);
   if (s == AP_OK && (k->in[1].dtype != AP_DT_FLOAT && k->in[1].dtype != AP_DT_DOUBLE))
     s = cg_error(k, AP_ERR_UNSUPPORTED, "training: an integer exponent has no gradient");
+  int n_power;
+  bool small = cg_small_power(k, 1, &n_power);
   if (s == AP_OK && wants(gk, 0)) {
     cg_grad_unbroadcast_begin(gk, 0);
     cg_x *b = cg_grad_bcast(gk, 1);
-    cg_x *p = cg_fn2(k, CG_FN_POW, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 0)),
-                     cg_sub(k, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 1)), cg_int(k, 1)));
+    cg_x *p = small ? cg_power(k, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 0)), n_power - 1)
+                    : cg_fn2(k, CG_FN_POW, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 0)),
+                             cg_sub(k, cg_cast(k, CG_T_F64, cg_grad_bcast(gk, 1)), cg_int(k, 1)));
     cg_grad_unbroadcast_end(gk, 0, cg_mul(k, cg_mul(k, dy_o(gk), b), p));
   }
   if (s == AP_OK && wants(gk, 1)) {

@@ -639,6 +639,11 @@ const char *cg_literal(char *buf, ap_dtype t, double v);
 /* Element i of a constant operand, or false when the operand has no data. */
 bool cg_const_i64(const cg_operand *o, int64_t i, int64_t *out);
 bool cg_const_f64(const cg_operand *o, int64_t i, double *out);
+/* Whether input slot of k is one constant element equal to an integer n of
+ * 1 to 4 (Pow's exponent: GELU's 3, a variance's 2), and n. */
+bool cg_small_power(const cg_kernel *k, int slot, int *n);
+/* x^n for n of 0 to 4 as products of x (x bound once). */
+cg_x *cg_power(cg_kernel *k, cg_x *x, int n);
 /* Row-major strides (in elements) of dims. */
 void cg_strides(int rank, const int64_t *dims, int64_t *strides);
 /* Strides of operand o broadcast (numpy rules) to an output of rank r and

@@ -374,6 +374,24 @@ bool cg_const_f64(const cg_operand *o, int64_t i, double *out) {
   return true;
 }
 
+bool cg_small_power(const cg_kernel *k, int slot, int *n) {
+  double v;
+  if (slot >= k->n_in || k->in[slot].numel != 1 || !cg_const_f64(&k->in[slot], 0, &v) ||
+      !(v == 1 || v == 2 || v == 3 || v == 4))
+    return false;
+  *n = (int)v;
+  return true;
+}
+
+cg_x *cg_power(cg_kernel *k, cg_x *x, int n) {
+  if (n == 0)
+    return cg_const(k, (cg_ty)x->ty, 1);
+  cg_x *base = cg_v(k, cg_let(k, "base", x)), *p = base;
+  for (int i = 1; i < n; i++)
+    p = cg_mul(k, p, base);
+  return p;
+}
+
 void cg_strides(int rank, const int64_t *dims, int64_t *strides) {
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; i--) {

@@ -394,8 +394,10 @@ const char *cg_fuse_describe(ap_graph *g, const cg_epi *e) {
     if (op->kind == CG_EPI_AFFINE && len < (int)sizeof buf)
       len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%s", op->scale ? "+s" : "",
                       op->shift ? "+t" : "");
-    if ((op->kind == CG_EPI_CLIP || op->kind == CG_EPI_LEAKY) && len < (int)sizeof buf)
+    if (op->kind == CG_EPI_CLIP && len < (int)sizeof buf)
       len += snprintf(buf + len, sizeof buf - (size_t)len, "(%.9g,%.9g)", op->lo, op->hi);
+    if (op->kind == CG_EPI_LEAKY && len < (int)sizeof buf)
+      len += snprintf(buf + len, sizeof buf - (size_t)len, "(%.9g)", op->lo);
   }
   return ap_arena_strdup(g->arena, buf);
 }

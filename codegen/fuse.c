@@ -326,6 +326,11 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
  * [N, C, H, W]: one pass applying e's operations in order. The scale,
  * shift and residual are the kernel's inputs CG_EPI_SLOT_*. */
 void cg_fuse_epilogue(cg_kernel *k, const cg_epi *e) {
+  bool work = false; /* a BatchNormalization folded whole leaves nothing to do */
+  for (int j = 0; j < e->n_ops; j++)
+    work |= e->ops[j].kind != CG_EPI_AFFINE || e->ops[j].scale || e->ops[j].shift;
+  if (!work)
+    return;
   const cg_operand *y = &k->out[0];
   int64_t nb = y->dims[0], ch = y->dims[1], sp = y->dims[2] * y->dims[3];
   cg_x *out = cg_out(k, 0);

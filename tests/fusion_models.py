@@ -98,9 +98,20 @@ def not_fused(outdir):
     save(outdir, "fuse_none", nodes, [("x", [n, c, h, h])], [n, 4, h, h], inits)
 
 
+def bn_only(outdir):
+    """Conv with a bias, then BatchNormalization: folded whole, the kernel
+    is the convolution alone."""
+    n, c, h = 1, 3, 6
+    inits = [conv_w("w", 5, c), arr("b", rng.standard_normal(5) * 0.1)]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c1"], name="conv", pads=[1, 1, 1, 1])]
+    nd, ii = bn("bn", 5, "c1", "y"); nodes.append(nd); inits += ii
+    save(outdir, "fuse_bn_only", nodes, [("x", [n, c, h, h])], [n, 5, h, h], inits)
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     residual_block(out)
     fed_weights(out)
     not_fused(out)
+    bn_only(out)

@@ -83,6 +83,7 @@ static const struct {
                    "fused sigmoid Conv 'conv4' */\n"},
     {"fuse_fed_weight", "fused bn+s+t leakyrelu(0.200000003) Conv 'conv' */\n"},
     {"fuse_none", ""},
+    {"fuse_bn_only", "fused bn Conv 'conv' */\n"},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -95,6 +96,12 @@ Test(fusion, c_backend_ort_and_unfused, .init = make_models) {
     fused_lines(tag, fused, sizeof fused);
     cr_assert_str_eq(fused, cases[i].fused, "%s: the fusions in dev0.c", cases[i].model);
     agrees_with_ort(cases[i].model, tag);
+    if (strcmp(cases[i].model, "fuse_bn_only") == 0) { /* no epilogue: the library call alone */
+      char kernels[1024], cmd[2048];
+      fmt(kernels, sizeof kernels, "%s/%s/kernels.c", WORK, tag);
+      fmt(cmd, sizeof cmd, "! grep -q 'for (' '%s'", kernels);
+      cr_assert_eq(system(cmd), 0, "%s has a loop: an empty epilogue", kernels);
+    }
     compile_run(cases[i].model, untag, "ACCPAR_NO_FUSION=1", "cpu:1", "");
     fused_lines(untag, fused, sizeof fused);
     cr_assert_str_eq(fused, "", "%s: ACCPAR_NO_FUSION=1 still fused", cases[i].model);

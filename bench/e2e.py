@@ -12,9 +12,13 @@ For each model of the zoo (seeded weights, a seeded input):
 Every figure is the median over all timed runs of all rounds; "noise" is the
 interquartile range over the median. Prints markdown for docs/.
 
-  bench/e2e.py [--build DIR] [--models resnet50,vgg11,lenet5,gpt2_small]
+  bench/e2e.py [--build DIR] [--models resnet50,vgg11,lenet5,gpt2] [--seq 128]
                [--rounds R] [--repeat N] [--steps S] [--scaling-batch B]
-               [--no-ort] [--no-scaling] [--no-one-thread] [--work DIR]
+               [--no-ort] [--no-scaling] [--no-one-thread] [--unfused] [--work DIR]
+
+--unfused also times, in the same rounds, the one-thread program compiled
+with ACCPAR_NO_FUSION=1 (codegen/fuse.c off): fusion's effect, measured
+under the same load.
 
 A benchmark, not a test: nothing here asserts a speed. Needs the build's
 accparc and accpar-zoo, and scripts/setup-ort.sh for the ONNX Runtime side.
@@ -116,13 +120,15 @@ class Bench:
         onnx = os.path.join(d, f"{name}.onnx")
         if not os.path.exists(onnx):
             os.makedirs(d, exist_ok=True)
-            run([self.zoo, "--seed", "1", "--batch", str(batch), "--inputs", "-o", d, name])
+            run([self.zoo, "--seed", "1", "--batch", str(batch), "--seq", str(self.a.seq), "--inputs",
+                 "-o", d, name])
         return onnx, os.path.join(d, f"{name}_data")
 
-    def compile(self, onnx, devices, mode, tag):
+    def compile(self, onnx, devices, mode, tag, env=None):
         out = os.path.join(self.work, tag)
         if not os.path.exists(os.path.join(out, "model")):
-            run([self.accparc, "compile", onnx, "--devices", devices, "--mode", mode, "-o", out])
+            run([self.accparc, "compile", onnx, "--devices", devices, "--mode", mode, "-o", out],
+                env=dict(os.environ, **(env or {})))
         return os.path.join(out, "model")
 
     def ours(self, prog, inputs, extra, report):
@@ -138,18 +144,29 @@ class Bench:
     def one_thread(self, name):
         onnx, data = self.model(name, 1)
         prog = self.compile(onnx, "cpu:1", "infer", f"{name}.infer1")
+        unfused_prog = self.compile(onnx, "cpu:1", "infer", f"{name}.infer1.unfused",
+                                    {"ACCPAR_NO_FUSION": "1"}) if self.a.unfused else None
         rep = os.path.join(self.work, "r.json")
-        ours, theirs = [], []
+        ours, theirs, unfused = [], [], []
+        cpu, unfused_cpu = [], []
         outs = os.path.join(self.work, f"{name}.out")
         orts = os.path.join(self.work, f"{name}.ortout")
         os.makedirs(outs, exist_ok=True)
         for _ in range(self.a.rounds):
-            ours += self.ours(prog, data, ["--repeat", str(self.a.repeat), "--outputs", outs],
-                              rep)["run_time_s"]
+            r = self.ours(prog, data, ["--repeat", str(self.a.repeat), "--outputs", outs], rep)
+            ours += r["run_time_s"]
+            cpu.append(r["cpu_time_s"][0] / self.a.repeat)
+            if unfused_prog:
+                r = self.ours(unfused_prog, data, ["--repeat", str(self.a.repeat)], rep)
+                unfused += r["run_time_s"]
+                unfused_cpu.append(r["cpu_time_s"][0] / self.a.repeat)
             if not self.a.no_ort:
                 o = run(["node", self.ort_js, onnx, data, str(self.a.repeat), orts])
                 theirs += json.loads(o)["run_time_s"]
-        row = {"model": name, "ours": summary(ours)}
+        row = {"model": name, "ours": summary(ours), "cpu": statistics.median(cpu)}
+        if unfused:
+            row["unfused"] = summary(unfused)
+            row["unfused_cpu"] = statistics.median(unfused_cpu)
         if theirs:
             row["ort"] = summary(theirs)
             row["diff"] = max_diff(os.path.join(outs, "output_0.pb"), os.path.join(orts, "output_0.pb"))
@@ -195,7 +212,8 @@ def pct(s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models", default="resnet50,vgg11,lenet5,gpt2_small")
+    ap.add_argument("--models", default="resnet50,vgg11,lenet5,gpt2")
+    ap.add_argument("--seq", type=int, default=128, help="tokens of the language models (gpt2)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--steps", type=int, default=4)
@@ -203,6 +221,7 @@ def main():
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument("--no-one-thread", action="store_true")
+    ap.add_argument("--unfused", action="store_true")
     ap.add_argument("--work")
     a = ap.parse_args()
     b = Bench(a)
@@ -239,6 +258,17 @@ def main():
                   f"{r['ours']['median'] / r['ort']['median']:.2f} | {d[0]:.1e} ({d[1]:.1e}) |")
         else:
             print(f"| {r['model']} | {ms(r['ours'])} | {pct(r['ours'])} | - | - | - | - |")
+    if any("unfused" in r for r in rows):
+        print("\nThe same rounds: fused (the default) against unfused (ACCPAR_NO_FUSION=1), "
+              "wall and the program thread's CPU time per run\n")
+        print("| model | fused ms | noise | unfused ms | noise | fused / unfused | fused CPU ms | "
+              "unfused CPU ms |")
+        print("|---|--:|--:|--:|--:|--:|--:|--:|")
+        for r in rows:
+            u = r["unfused"]
+            print(f"| {r['model']} | {ms(r['ours'])} | {pct(r['ours'])} | {ms(u)} | {pct(u)} | "
+                  f"{r['ours']['median'] / u['median']:.2f} | {r['cpu'] * 1e3:.3g} | "
+                  f"{r['unfused_cpu'] * 1e3:.3g} |")
     if scale:
         print(f"\nTwo devices (threads) over one, batch {a.scaling_batch}, default strategy (accpar): "
               f"inference median of {a.rounds} x {a.repeat} runs, training median of {a.rounds} x "

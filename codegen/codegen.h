@@ -377,6 +377,54 @@ typedef struct cg_program {
  * graph's, then what export_grads and export_weights add. */
 ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_diag *d);
 
+/* ---- fuse.c: fusion in inference programs ---------------------------------- */
+
+/* One operator a convolution's epilogue applies (fuse.c). */
+typedef enum cg_epi_kind {
+  CG_EPI_AFFINE,  /* BatchNormalization: y s + t per channel (what folding left) */
+  CG_EPI_ADD,     /* a residual Add */
+  CG_EPI_RELU,
+  CG_EPI_CLIP,    /* lo, hi */
+  CG_EPI_SIGMOID,
+  CG_EPI_LEAKY    /* alpha in lo */
+} cg_epi_kind;
+
+typedef struct cg_epi_op {
+  uint8_t kind;       /* cg_epi_kind */
+  int node;           /* the operator absorbed */
+  bool scale, shift;  /* CG_EPI_AFFINE: multiplies by the node's input 1, adds its input 2 */
+  int slot;           /* CG_EPI_ADD: the Add's input slot of the residual */
+  int value;          /* CG_EPI_ADD: the residual */
+  double lo, hi;      /* CG_EPI_CLIP, CG_EPI_LEAKY */
+} cg_epi_op;
+
+enum { CG_EPI_MAX = 4 };
+/* The extra inputs of a fused convolution kernel, after Conv's three. */
+enum { CG_EPI_SLOT_SCALE = 3, CG_EPI_SLOT_SHIFT = 4, CG_EPI_SLOT_RESIDUAL = 5 };
+
+typedef struct cg_epi {
+  cg_epi_op ops[CG_EPI_MAX];
+  int n_ops;
+} cg_epi;
+
+typedef struct cg_fusion {
+  int *head;          /* per node: the convolution whose kernel computes it, or -1 */
+  cg_epi **chain;     /* per node: a convolution's epilogue, or NULL */
+  int n_fused;        /* operators absorbed */
+} cg_fusion;
+
+/* Decides the fusion of an inference program (order: the nodes as every
+ * device runs them; dist: NULL or one device for no constraint), folding
+ * BatchNormalization constants into g's values. ACCPAR_NO_FUSION=1 in the
+ * environment turns it off (the comparisons of tests and benchmarks). */
+ap_status cg_fuse_plan(ap_graph *g, const struct ap_dist *dist, const int *order,
+                       int n_order, cg_fusion *f, ap_diag *d);
+struct cg_kernel;
+/* Appends e to the convolution kernel k built. */
+void cg_fuse_epilogue(struct cg_kernel *k, const cg_epi *e);
+/* "fused bn+t relu...": for the step's comment and the kernel's key. */
+const char *cg_fuse_describe(ap_graph *g, const cg_epi *e);
+
 /* What a backend is told besides the program. */
 typedef struct cg_emit_opts {
   bool emit_llvm;          /* llvm: also write OUTDIR/model.ll, the module as generated */

@@ -62,6 +62,7 @@ typedef struct lgen {
   int n_tags;              /* communication steps so far: the next one's tag */
   int *exports;            /* values whose gradient is an output */
   int n_exports;
+  cg_fusion fuse;          /* inference: which nodes a convolution's epilogue computes */
 } lgen;
 
 static ap_status oom(lgen *G) { return cg_oom(G->g, G->d); }
@@ -856,11 +857,65 @@ static ap_status lower_reduce(lgen *G, int ni) {
   return push_step(G, &sa);
 }
 
+/* A node a convolution's epilogue computes (fuse.c): its output is the
+ * storage of the chain's value it reads, which the convolution's kernel
+ * has already written. */
+static ap_status lower_absorbed(lgen *G, int ni) {
+  const ap_node *n = &G->g->nodes[ni];
+  const cg_epi *e = G->fuse.chain[G->fuse.head[ni]];
+  int slot = 0;
+  for (int j = 0; j < e->n_ops; j++)
+    if (e->ops[j].node == ni && e->ops[j].kind == CG_EPI_ADD)
+      slot = 1 - e->ops[j].slot;
+  int out = n->out[0], src = read_buf(G, ni, slot, CG_PH_FORWARD);
+  if (src < 0)
+    return oom(G);
+  G->D->bufs[out].st = CG_ALIAS;
+  G->D->bufs[out].alias_of = src;
+  G->D->bufs[out].dtype = G->g->values[out].dtype;
+  return AP_OK;
+}
+
+/* The epilogue's inputs of a fused convolution's step: BatchNormalization's
+ * scale and shift where folding left them, the residual; their operands in
+ * G->kernel, their parameters and arguments first. */
+static ap_status fused_inputs(lgen *G, const cg_epi *e, step_args *sa, cg_param *params,
+                              int *np) {
+  cg_kernel *k = G->kernel;
+  for (int j = 0; j < e->n_ops; j++) {
+    const cg_epi_op *op = &e->ops[j];
+    int reads[2][2] = {{-1, -1}, {-1, -1}}; /* {slot of the kernel, input of op's node} */
+    if (op->kind == CG_EPI_AFFINE) {
+      if (op->scale)
+        reads[0][0] = CG_EPI_SLOT_SCALE, reads[0][1] = 1;
+      if (op->shift)
+        reads[1][0] = CG_EPI_SLOT_SHIFT, reads[1][1] = 2;
+    } else if (op->kind == CG_EPI_ADD) {
+      reads[0][0] = CG_EPI_SLOT_RESIDUAL, reads[0][1] = op->slot;
+    }
+    for (int r = 0; r < 2; r++) {
+      if (reads[r][0] < 0)
+        continue;
+      int slot = reads[r][0], i = reads[r][1];
+      ap_dbox b = read_box(G, op->node, i);
+      cg_operand_of(&G->g->values[G->g->nodes[op->node].in[i]], &b, &k->in[slot]);
+      int rb = read_buf(G, op->node, i, CG_PH_FORWARD);
+      if (rb < 0)
+        return oom(G);
+      params[(*np)++] = ptr_param(CG_R_X, slot, k->in[slot].dtype, true, true);
+      add_arg(sa, rb, false);
+    }
+  }
+  return AP_OK;
+}
+
 static ap_status lower_forward(lgen *G, int ni) {
   ap_graph *g = G->g;
   const ap_node *n = &g->nodes[ni];
   if (node_folded(g, n))
     return AP_OK; /* its outputs are constants in the blob */
+  if (G->fuse.head && G->fuse.head[ni] >= 0)
+    return lower_absorbed(G, ni);
   ap_status s = setup_kernel(G, ni);
   if (s != AP_OK)
     return s;
@@ -903,9 +958,17 @@ static ap_status lower_forward(lgen *G, int ni) {
     return AP_OK;
   }
   step_args sa = new_step(CG_S_KERNEL, CG_PH_FORWARD, ni, -1, "forward");
-  sa.s.work = cg_kir_needs_work(k->ir);
-  cg_param params[2 * CG_MAX_OPERANDS + 1];
+  cg_param params[2 * CG_MAX_OPERANDS + 4];
   int np = 0;
+  const cg_epi *epi = G->fuse.chain ? G->fuse.chain[ni] : NULL;
+  const char *key_dir = "forward";
+  if (epi) {
+    if ((s = fused_inputs(G, epi, &sa, params, &np)) != AP_OK)
+      return s;
+    cg_fuse_epilogue(k, epi);
+    sa.s.what = key_dir = cg_fuse_describe(g, epi);
+  }
+  sa.s.work = cg_kir_needs_work(k->ir);
   for (int i = 0; i < n->n_in; i++) {
     if (n->in[i] < 0 || !k->in[i].v || (k->skip_in >> i & 1))
       continue;
@@ -924,7 +987,7 @@ static ap_status lower_forward(lgen *G, int ni) {
   }
   if (sa.s.work)
     params[np++] = work_param();
-  if ((s = finish_kernel(G, params, np, node_key(G, k, "forward"), &sa.s.kernel)) != AP_OK ||
+  if ((s = finish_kernel(G, params, np, node_key(G, k, key_dir), &sa.s.kernel)) != AP_OK ||
       (s = push_step(G, &sa)) != AP_OK)
     return s;
   return partial ? lower_reduce(G, ni) : AP_OK;
@@ -1550,6 +1613,8 @@ ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_dia
   }
   if (s == AP_OK)
     s = schedule(&G);
+  if (s == AP_OK && !o->train)
+    s = cg_fuse_plan(g, dist, G.order, G.n_order, &G.fuse, d);
   if (s == AP_OK)
     s = plan_specs(&G);
   if (s != AP_OK)

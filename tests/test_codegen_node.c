@@ -408,7 +408,9 @@ static int count_lines_starting(const char *path, const char *prefix) {
 }
 
 /* ResNet-50 repeats its blocks: far fewer kernels than calls, and an arena
- * much smaller than every activation side by side. */
+ * much smaller than every activation side by side. Its 53 convolutions
+ * compute their BatchNormalization, residual Add and Relu in their
+ * epilogues (codegen/fuse.c), so it makes 94 calls, not 180. */
 Test(codegen_node, identical_kernels_are_emitted_once_and_buffers_are_reused, .timeout = 300) {
   const char *work = WORK_DIR "/resnet50";
   mkdir(WORK_DIR, 0777);
@@ -423,7 +425,7 @@ Test(codegen_node, identical_kernels_are_emitted_once_and_buffers_are_reused, .t
   fmt(dev, sizeof dev, "%s/dev0.c", work);
   int defined = count_lines_starting(kernels, "void cgk_");
   int called = count_lines_starting(dev, "  cgk_");
-  cr_assert_gt(called, 150, "only %d kernel calls", called);
+  cr_assert_gt(called, 90, "only %d kernel calls", called);
   cr_assert_lt(2 * defined, called, "%d kernels for %d calls", defined, called);
   long long arena = number_after(dev, "arena of "), unshared = number_after(dev, " * (");
   cr_assert_gt(arena, 0);

@@ -87,7 +87,6 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
  * rather than on the devices' pieces.
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact[][3] = {
-    {"mlp", "cpu:4", "accpar"},
     {"mlp", "tpuv3:1,tpuv2:2", "owt"},
     {"mlp", "tpuv3:1,tpuv2:2", "hypar"},
     {"mlp", "tpuv3:1,tpuv2:2", "accpar"},
@@ -157,13 +156,74 @@ static void check(const char *const (*list)[3], int n_list, bool train, int n_ex
 }
 
 Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
-  check(known_inexact, N_KNOWN_INEXACT, false, 63);
+  check(known_inexact, N_KNOWN_INEXACT, false, 64);
 }
 
-/* A training step: the program runs every transfer's adjoint exactly
- * (passes/distribute.h, ap_distribute_train), which `accparc plan` reports as
- * device_step_bytes and test_train_partitioned checks against the bytes the
- * programs send. The cost model prices the backward with AccPar's per-level
- * formulas (A(dW), A(E) reductions) and leaves the bias and BatchNormalization
- * gradients out, so its step bytes are not compared device by device here;
- * docs/partition.md, "Approximations", says how far apart they are. */
+/* A training step: the program runs the forward transfers, the loss's
+ * transfer of whole rows, every transfer's adjoint and the sums of every
+ * trainable weight's gradient (ap_distribute_train); the cost model prices
+ * the same (docs/partition.md, "What a training step moves"): on one level
+ * every plan is exact device by device but lenet5 on cpu:3 with accpar
+ * (its total is exact, shared otherwise among the three devices). Over two
+ * levels the programs'
+ * all-reduces over all summands at once share their pieces otherwise than
+ * the levels' all-reduces spread over their groups (most of these: equal
+ * totals, some devices a few bytes off), and the causes of the forward
+ * list above also apply backward.
+ * Each entry must still differ, so fixing a cause shortens this list. */
+static const char *const known_inexact_step[][3] = {
+    {"mlp", "cpu:4", "dp"},
+    {"mlp", "cpu:4", "owt"},
+    {"mlp", "cpu:4", "hypar"},
+    {"mlp", "cpu:4", "accpar"},
+    {"mlp", "tpuv3:1,tpuv2:2", "dp"},
+    {"mlp", "tpuv3:1,tpuv2:2", "owt"},
+    {"mlp", "tpuv3:1,tpuv2:2", "hypar"},
+    {"mlp", "tpuv3:1,tpuv2:2", "accpar"},
+    {"mlp", "tpuv3:2,tpuv2:2", "dp"},
+    {"mlp", "tpuv3:2,tpuv2:2", "owt"},
+    {"mlp", "tpuv3:2,tpuv2:2", "hypar"},
+    {"mlp", "tpuv3:2,tpuv2:2", "accpar"},
+    {"lenet5", "cpu:3", "accpar"},
+    {"lenet5", "cpu:4", "dp"},
+    {"lenet5", "cpu:4", "owt"},
+    {"lenet5", "cpu:4", "hypar"},
+    {"lenet5", "cpu:4", "accpar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "dp"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "hypar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "accpar"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "dp"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "hypar"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "accpar"},
+    {"resnet_small", "cpu:4", "dp"},
+    {"resnet_small", "cpu:4", "owt"},
+    {"resnet_small", "cpu:4", "hypar"},
+    {"resnet_small", "cpu:4", "accpar"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "dp"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "accpar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "dp"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "accpar"},
+    {"inception_block", "cpu:4", "dp"},
+    {"inception_block", "cpu:4", "owt"},
+    {"inception_block", "cpu:4", "hypar"},
+    {"inception_block", "cpu:4", "accpar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "dp"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "accpar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "dp"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
+};
+enum { N_KNOWN_INEXACT_STEP = sizeof known_inexact_step / sizeof known_inexact_step[0] };
+
+Test(plan_bytes, step_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
+  check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 47);
+}

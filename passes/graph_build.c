@@ -279,20 +279,37 @@ static int feature_dim(const ap_value *w, int64_t n) {
 }
 
 /* What a training step adds to the forward pass (ap_train_roles): each
- * layer's other trainable weights, the node's bias and its chain ops'
+ * vertex's other trainable weights, a layer's bias and its chain ops'
  * weights (a normalization's scale and shift), whose gradients the step
  * sums over the devices holding copies; and where the loss reads. */
-static ap_status gradient_sums(ap_plan *p, ap_graph *g, ap_diag *d) {
+static ap_status gradient_sums(ap_plan *p, ap_graph *g, const bool *act, ap_diag *d) {
   uint64_t *want;
   bool *trainable;
   ap_status st = ap_train_roles(g, &want, &trainable, d);
   if (st != AP_OK)
     return st;
+  /* A value computed from one trainable weight by nodes reading no
+   * activation (a slice of a fused bias, a position table's rows) is summed
+   * as that weight's piece; so is the weight itself. */
+  bool *summed = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *summed);
+  if (!summed)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; v < g->n_values; v++)
+    summed[v] = trainable[v];
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || n->n_in < 1 || n->in[0] < 0 || !summed[n->in[0]])
+      continue;
+    bool reads_act = false;
+    for (int i = 0; i < n->n_in; i++)
+      reads_act |= n->in[i] >= 0 && act[n->in[i]];
+    for (int o = 0; o < n->n_out && !reads_act; o++)
+      if (n->out[o] >= 0 && ap_dtype_is_float(g->values[n->out[o]].dtype))
+        summed[n->out[o]] = true;
+  }
   for (int v = 0; v < p->n_vertices; v++) {
     ap_vertex *vx = &p->v[v];
     vx->n_wsum = 0;
-    if (vx->join)
-      continue;
     int cap = 0;
     bool gathered = false; /* a chain op before gathered the features */
     for (int k = -1; k < vx->n_chain; k++) {
@@ -303,7 +320,7 @@ static ap_status gradient_sums(ap_plan *p, ap_graph *g, ap_diag *d) {
       const ap_value *fv = &g->values[k < 0 ? vx->port[0].value : vx->chain[k].in_value];
       for (int i = 0; i < n->n_in; i++) {
         int w = n->in[i];
-        if (w < 0 || w == vx->weight || !trainable[w])
+        if (w < 0 || w == vx->weight || !summed[w])
           continue;
         const ap_value *wv = &g->values[w];
         ap_wsum ws = {.value = w, .dim = -1};
@@ -468,7 +485,7 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
                     "to partition (are the inputs bound as constants?)");
   }
   settle_units(p);
-  ap_status st = gradient_sums(p, g, d);
+  ap_status st = gradient_sums(p, g, act, d);
   if (st != AP_OK)
     return st;
   p->n_ports = 0;

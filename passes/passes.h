@@ -101,7 +101,8 @@ typedef struct ap_vertex {
   bool first;       /* its input is a graph input: no error to propagate back */
   ap_chain_op *chain;
   int n_chain;
-  ap_wsum *wsum;    /* layers: the other trainable weights of the node and its chain ops */
+  ap_wsum *wsum;    /* the trainable weights of the node (a layer's besides its own) and of
+                       its chain ops */
   int n_wsum;
 } ap_vertex;
 

@@ -954,9 +954,11 @@ static const char *types_of(const ap_graph *g, const char *name, char *buf, size
 }
 
 /* GPT-2 small at batch 1 over two TPU v3, where model parallelism wins by
- * 1.65x: every block splits Q, K, V and the first MLP layer by output
+ * 1.55x: every block splits Q, K, V and the first MLP layer by output
  * features, the second MLP layer by input features, attention by heads; the
- * embedding by vocabulary. The attention's output projection is Megatron's II
+ * embedding by vocabulary (II) or by hidden size (III, which splits the
+ * position table's rows added to it as well, so that their gradient is not
+ * all-reduced). The attention's output projection is Megatron's II
  * or, moving the same bytes in the same messages, III followed by the
  * residual's all-gather: either is accepted here (docs/transformers.md). */
 Test(plan, gpt2_small_plans_as_megatron_lm, .timeout = 300) {
@@ -974,7 +976,8 @@ Test(plan, gpt2_small_plans_as_megatron_lm, .timeout = 300) {
   cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
   ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR};
   cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
-  cr_expect_str_eq(types_of(g, "transformer/wte/Gather", buf, sizeof buf), "II");
+  types_of(g, "transformer/wte/Gather", buf, sizeof buf);
+  cr_expect(strcmp(buf, "II") == 0 || strcmp(buf, "III") == 0, "wte: %s", buf);
   cr_expect_str_eq(types_of(g, "lm_head/MatMul", buf, sizeof buf), "III");
   for (int l = 0; l < 12; l++) {
     for (int part = 0; part < 3; part++) {

@@ -12,13 +12,15 @@
 #include "passes/distribute.h"
 #include "passes/passes.h"
 
-static const char *const models[] = {"mlp", "lenet5", "resnet_small", "inception_block"};
+static const char *const models[] = {"mlp", "lenet5", "resnet_small", "inception_block",
+                                     "gpt2_tiny"};
 static const char *const strategies[] = {"dp", "owt", "hypar", "accpar"};
 static const char *const arrays[] = {"cpu:2",           "tpuv3:1,tpuv2:1", "cpu:3",
                                      "cpu:4",           "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:2"};
-enum { N_MODELS = 4, N_STRATEGIES = 4, N_ARRAYS = 6 };
+enum { N_MODELS = 5, N_STRATEGIES = 4, N_ARRAYS = 6 };
 
-/* Writes the zoo's four models at batch 8 into a fresh directory. */
+/* Writes the zoo's four CNNs and GPT-2 tiny (16 tokens) at batch 8 into a
+ * fresh directory. */
 static void zoo(char *dir) {
   const char *bin = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
   FILE *probe = fopen(bin, "rb");
@@ -28,7 +30,7 @@ static void zoo(char *dir) {
   cr_assert(mkdtemp(dir));
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "%s --no-weights --batch 8 -o %s mlp lenet5 resnet_small "
-                            "inception_block >/dev/null", bin, dir);
+                            "inception_block gpt2_tiny >/dev/null", bin, dir);
   cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
@@ -84,7 +86,9 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
  * several levels at once and reduces partial sums of several levels in one
  * all-reduce over all summands; on one level, a chain op that gathers a
  * dimension the layer splits is priced on the group's box of its input
- * rather than on the devices' pieces.
+ * rather than on the devices' pieces. GPT-2 tiny is exact forward on two
+ * devices but with accpar on cpu:2 and tpuv3:1,tpuv2:1 (totals exact,
+ * shared otherwise between the two devices).
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact[][3] = {
     {"mlp", "tpuv3:1,tpuv2:2", "owt"},
@@ -119,6 +123,15 @@ static const char *const known_inexact[][3] = {
     {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
     {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
     {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "cpu:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "accpar"},
+    {"gpt2_tiny", "cpu:3", "owt"},
+    {"gpt2_tiny", "cpu:4", "owt"},
+    {"gpt2_tiny", "cpu:4", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "accpar"},
 };
 enum { N_KNOWN_INEXACT = sizeof known_inexact / sizeof known_inexact[0] };
 
@@ -156,7 +169,7 @@ static void check(const char *const (*list)[3], int n_list, bool train, int n_ex
 }
 
 Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
-  check(known_inexact, N_KNOWN_INEXACT, false, 64);
+  check(known_inexact, N_KNOWN_INEXACT, false, 79);
 }
 
 /* A training step: the program runs the forward transfers, the loss's
@@ -169,7 +182,10 @@ Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 60
  * all-reduces over all summands at once share their pieces otherwise than
  * the levels' all-reduces spread over their groups (most of these: equal
  * totals, some devices a few bytes off), and the causes of the forward
- * list above also apply backward.
+ * list above also apply backward. GPT-2 tiny's step is exact on no array
+ * yet: with dp the cost model misses 0.8% of the program's bytes (weight
+ * gradients the program sums once over a weight's bounding box, priced per
+ * reader), with owt and accpar 10-14% (not yet traced to their causes).
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact_step[][3] = {
     {"mlp", "cpu:4", "dp"},
@@ -221,6 +237,30 @@ static const char *const known_inexact_step[][3] = {
     {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
     {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
     {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "cpu:2", "dp"},
+    {"gpt2_tiny", "cpu:2", "owt"},
+    {"gpt2_tiny", "cpu:2", "hypar"},
+    {"gpt2_tiny", "cpu:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "dp"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "owt"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "hypar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "accpar"},
+    {"gpt2_tiny", "cpu:3", "dp"},
+    {"gpt2_tiny", "cpu:3", "owt"},
+    {"gpt2_tiny", "cpu:3", "hypar"},
+    {"gpt2_tiny", "cpu:3", "accpar"},
+    {"gpt2_tiny", "cpu:4", "dp"},
+    {"gpt2_tiny", "cpu:4", "owt"},
+    {"gpt2_tiny", "cpu:4", "hypar"},
+    {"gpt2_tiny", "cpu:4", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "dp"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "hypar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "dp"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "hypar"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "accpar"},
 };
 enum { N_KNOWN_INEXACT_STEP = sizeof known_inexact_step / sizeof known_inexact_step[0] };
 

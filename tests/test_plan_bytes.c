@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/train.h"
 #include "passes/distribute.h"
 #include "passes/passes.h"
 
@@ -266,4 +267,48 @@ enum { N_KNOWN_INEXACT_STEP = sizeof known_inexact_step / sizeof known_inexact_s
 
 Test(plan_bytes, step_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
   check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 47);
+}
+
+/* The training program's schedule (codegen/train.c) and the plan's figures
+ * (ap_train_roles) train the same weights on models whose weights are
+ * initializers (docs/partition.md, "Approximations": fed weights differ). */
+Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
+  const char *bin = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  FILE *probe = fopen(bin, "rb");
+  if (!probe)
+    cr_skip_test("%s is not built", bin);
+  fclose(probe);
+  char dir[] = "/tmp/accpar_rolesXXXXXX", cmd[1024], path[600];
+  static const char *const names[] = {"mlp", "lenet5", "resnet_small", "inception_block",
+                                      "gpt2_tiny", "bert_tiny", "vit_tiny"};
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "%s --batch 2 -o %s mlp lenet5 resnet_small inception_block "
+                            "gpt2_tiny bert_tiny vit_tiny >/dev/null", bin, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  for (size_t m = 0; m < sizeof names / sizeof *names; m++) {
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, names[m]);
+    ap_graph *g = NULL;
+    ap_diag d = {0};
+    cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+    cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+    uint64_t *want;
+    bool *trainable;
+    cr_assert_eq(ap_train_roles(g, &want, &trainable, &d), AP_OK, "%s", d.message);
+    cg_train_schedule s;
+    cr_assert_eq(cg_train_schedule_build(g, false, &s, &d), AP_OK, "%s", d.message);
+    int n = 0, differ = 0;
+    for (int v = 0; v < g->n_values; v++) {
+      n += trainable[v];
+      if (trainable[v] != s.trainable[v]) {
+        differ++;
+        cr_log_error("%s: %s: the plan's %d, the schedule's %d", names[m], g->values[v].name,
+                     trainable[v], s.trainable[v]);
+      }
+    }
+    cr_expect_eq(differ, 0, "%s: %d of %d weights differ", names[m], differ, n);
+    cr_expect_gt(n, 0, "%s", names[m]);
+    ap_graph_free(g);
+    remove(path);
+  }
+  remove(dir);
 }

@@ -290,12 +290,17 @@ static ap_status gradient_sums(ap_plan *p, ap_graph *g, const bool *act, ap_diag
     return st;
   /* A value computed from one trainable weight by nodes reading no
    * activation (a slice of a fused bias, a position table's rows) is summed
-   * as that weight's piece; so is the weight itself. */
+   * as a piece of that weight: the slice a Slice reads, else the whole
+   * weight, which the program holds whole for such a reader (a Gather's
+   * table); priced[v] is the value whose box is summed for v. */
   bool *summed = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *summed);
-  if (!summed)
+  int *priced = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *priced);
+  if (!summed || !priced)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  for (int v = 0; v < g->n_values; v++)
+  for (int v = 0; v < g->n_values; v++) {
     summed[v] = trainable[v];
+    priced[v] = v;
+  }
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];
     if (n->dead || n->n_in < 1 || n->in[0] < 0 || !summed[n->in[0]])
@@ -304,8 +309,10 @@ static ap_status gradient_sums(ap_plan *p, ap_graph *g, const bool *act, ap_diag
     for (int i = 0; i < n->n_in; i++)
       reads_act |= n->in[i] >= 0 && act[n->in[i]];
     for (int o = 0; o < n->n_out && !reads_act; o++)
-      if (n->out[o] >= 0 && ap_dtype_is_float(g->values[n->out[o]].dtype))
+      if (n->out[o] >= 0 && ap_dtype_is_float(g->values[n->out[o]].dtype)) {
         summed[n->out[o]] = true;
+        priced[n->out[o]] = n->op == AP_OP_SLICE ? n->out[o] : priced[n->in[0]];
+      }
   }
   for (int v = 0; v < p->n_vertices; v++) {
     ap_vertex *vx = &p->v[v];
@@ -322,8 +329,8 @@ static ap_status gradient_sums(ap_plan *p, ap_graph *g, const bool *act, ap_diag
         int w = n->in[i];
         if (w < 0 || w == vx->weight || !summed[w])
           continue;
-        const ap_value *wv = &g->values[w];
-        ap_wsum ws = {.value = w, .dim = -1};
+        const ap_value *wv = &g->values[priced[w]];
+        ap_wsum ws = {.value = priced[w], .dim = -1};
         if (!gathered && fdim >= 0) {
           ws.dim = feature_dim(wv, fv->dims[fdim]);
           if (ws.dim >= 0)

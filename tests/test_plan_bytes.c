@@ -184,9 +184,11 @@ Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 60
  * the levels' all-reduces spread over their groups (most of these: equal
  * totals, some devices a few bytes off), and the causes of the forward
  * list above also apply backward. GPT-2 tiny's step is exact on no array
- * yet: with dp the cost model misses 0.8% of the program's bytes (weight
- * gradients the program sums once over a weight's bounding box, priced per
- * reader), with owt and accpar 10-14% (not yet traced to their causes).
+ * yet: with dp and hypar the cost model prices 0.1% more than the program
+ * sends (the embedding's own gradient sum, one row of the table tied to
+ * the LM head, whose sum already covers it: the program sums a weight once
+ * over the bounding box of what its readers read), with owt and accpar
+ * 10-34% less (not yet traced to their causes).
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact_step[][3] = {
     {"mlp", "cpu:4", "dp"},

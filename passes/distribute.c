@@ -853,17 +853,14 @@ static bool frozen_slot(const ap_node *n, int i) {
   return n->op == AP_OP_BATCH_NORM && (i == 3 || i == 4);
 }
 
-/* The schedule's want and trainable when the caller has none (the
- * planner's figures): see distribute.h. */
-static ap_status default_schedule(dctx *x, uint64_t **want, bool **trainable) {
-  ap_graph *g = x->g;
+ap_status ap_train_roles(ap_graph *g, uint64_t **want, bool **trainable, ap_diag *d) {
   ap_arena *a = g->arena;
   bool *from_w = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *from_w);
   bool *reach = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *reach);
   *want = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof **want);
   *trainable = ap_arena_array(a, (size_t)g->n_values + 1, sizeof **trainable);
   if (!from_w || !reach || !*want || !*trainable)
-    return oom(x);
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   /* Weights: float initializers, and the weights a model feeds (accpar-zoo
    * --no-weights). */
   for (int v = 0; v < g->n_values; v++) {
@@ -912,7 +909,7 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
   int n = x.n_dev;
   uint64_t *own_want = NULL;
   bool *own_trainable = NULL;
-  if ((!want || !trainable) && (s = default_schedule(&x, &own_want, &own_trainable)) != AP_OK)
+  if ((!want || !trainable) && (s = ap_train_roles(g, &own_want, &own_trainable, d)) != AP_OK)
     return s;
   if (!want)
     want = own_want;

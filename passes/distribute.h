@@ -93,14 +93,20 @@ typedef struct ap_dist {
  * value whole). Lives in g's arena. */
 ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d);
 
+/* The one definition of what a training step trains, which the cost model
+ * (graph_build.c: the gradient sums it prices), the distribution and the
+ * plan's figures share: trainable[v] is a float weight (a parameter,
+ * ap_value_is_parameter, or a fed weight, ap_value_is_fed_weight, computed
+ * by no node) from which graph output 0 is computed through inputs other
+ * than BatchNormalization's running statistics; want[n] (bit i) marks the
+ * inputs of node n that are computed from such a weight and reach the
+ * output, whose errors the backward produces. Both live in g's arena. */
+ap_status ap_train_roles(ap_graph *g, uint64_t **want, bool **trainable, ap_diag *d);
+
 /* ap_distribute, then the training step's transfers and step_bytes. want[n]
  * (bit i: the backward of node n produces the error of input i; 0: no
  * backward step) and trainable[v] (a weight the step updates) are the
- * training schedule's (codegen/train.h); NULL derives them: the weights are
- * the parameters (ap_value_is_parameter) and the fed weights
- * (ap_value_is_fed_weight), a float value needs an error when it is
- * computed from a weight and graph output 0 is computed from it, and such
- * weights train. */
+ * training schedule's (codegen/train.h); NULL takes ap_train_roles's. */
 ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
                               ap_dist **out, ap_diag *d);
 

@@ -5,6 +5,7 @@
  * distribution of boxes (distribute.c) follows too. */
 #include <string.h>
 
+#include "passes/distribute.h"
 #include "passes/passes.h"
 
 /* Layer roles: where the activation and the weight enter, and which
@@ -268,6 +269,95 @@ static void settle_units(ap_plan *p) {
   }
 }
 
+/* The dim of weight w that follows the feature dimension of size n (a
+ * bias or a normalization's scale broadcast along it), or -1. */
+static int feature_dim(const ap_value *w, int64_t n) {
+  for (int i = w->rank - 1; i >= 0; i--)
+    if (w->dims[i] == n && n > 1)
+      return i;
+  return -1;
+}
+
+/* What a training step adds to the forward pass (ap_train_roles): each
+ * vertex's other trainable weights, a layer's bias and its chain ops'
+ * weights (a normalization's scale and shift), whose gradients the step
+ * sums over the devices holding copies; and where the loss reads. */
+static ap_status gradient_sums(ap_plan *p, ap_graph *g, const bool *act, ap_diag *d) {
+  uint64_t *want;
+  bool *trainable;
+  ap_status st = ap_train_roles(g, &want, &trainable, d);
+  if (st != AP_OK)
+    return st;
+  /* A value computed from one trainable weight by nodes reading no
+   * activation (a slice of a fused bias, a position table's rows) is summed
+   * as a piece of that weight: the slice a Slice reads, else the whole
+   * weight, which the program holds whole for such a reader (a Gather's
+   * table); priced[v] is the value whose box is summed for v. */
+  bool *summed = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *summed);
+  int *priced = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *priced);
+  if (!summed || !priced)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; v < g->n_values; v++) {
+    summed[v] = trainable[v];
+    priced[v] = v;
+  }
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || n->n_in < 1 || n->in[0] < 0 || !summed[n->in[0]])
+      continue;
+    bool reads_act = false;
+    for (int i = 0; i < n->n_in; i++)
+      reads_act |= n->in[i] >= 0 && act[n->in[i]];
+    for (int o = 0; o < n->n_out && !reads_act; o++)
+      if (n->out[o] >= 0 && ap_dtype_is_float(g->values[n->out[o]].dtype)) {
+        summed[n->out[o]] = true;
+        priced[n->out[o]] = n->op == AP_OP_SLICE ? n->out[o] : priced[n->in[0]];
+      }
+  }
+  for (int v = 0; v < p->n_vertices; v++) {
+    ap_vertex *vx = &p->v[v];
+    vx->n_wsum = 0;
+    int cap = 0;
+    bool gathered = false; /* a chain op before gathered the features */
+    for (int k = -1; k < vx->n_chain; k++) {
+      const ap_node *n = &g->nodes[k < 0 ? vx->node : vx->chain[k].node];
+      if (k >= 0)
+        gathered |= vx->chain[k].gathers[1];
+      int fdim = k < 0 ? vx->port[0].dim[1] : vx->chain[k].in_map[1];
+      const ap_value *fv = &g->values[k < 0 ? vx->port[0].value : vx->chain[k].in_value];
+      for (int i = 0; i < n->n_in; i++) {
+        int w = n->in[i];
+        if (w < 0 || w == vx->weight || !summed[w])
+          continue;
+        const ap_value *wv = &g->values[priced[w]];
+        ap_wsum ws = {.value = priced[w], .dim = -1};
+        if (!gathered && fdim >= 0) {
+          ws.dim = feature_dim(wv, fv->dims[fdim]);
+          if (ws.dim >= 0)
+            ws.scale = (double)wv->dims[ws.dim] / (double)g->values[vx->port[0].value]
+                                                       .dims[vx->port[0].dim[1]];
+        }
+        if (!ap_arena_grow(g->arena, (void **)&vx->wsum, &cap, vx->n_wsum + 1, sizeof ws))
+          return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+        vx->wsum[vx->n_wsum++] = ws;
+      }
+    }
+  }
+  /* The vertex computing graph output 0, which the loss reads by rows. */
+  p->loss_vertex = -1;
+  int y = g->n_outputs > 0 ? g->outputs[0] : -1;
+  for (int v = 0; v < p->n_vertices && y >= 0; v++) {
+    const ap_vertex *vx = &p->v[v];
+    for (int k = -1; k < vx->n_chain; k++)
+      if ((k < 0 ? vx->port[0].value : vx->chain[k].out_value) == y) {
+        p->loss_vertex = v;
+        for (int c = 0; c < 2; c++)
+          p->loss_map[c] = k < 0 ? vx->port[0].dim[c] : vx->chain[k].out_map[c];
+      }
+  }
+  return AP_OK;
+}
+
 ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
   ap_arena *a = g->arena;
   int nv = g->n_values;
@@ -402,6 +492,9 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
                     "to partition (are the inputs bound as constants?)");
   }
   settle_units(p);
+  ap_status st = gradient_sums(p, g, act, d);
+  if (st != AP_OK)
+    return st;
   p->n_ports = 0;
   for (int v = 0; v < p->n_vertices; v++) {
     p->v[v].ext_base = p->n_ports;

@@ -320,12 +320,13 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
   return t;
 }
 
-/* Whether the level prices AccPar's published formulas (paper mode, and
- * HyPar, which is defined by them) rather than what the partitioned
- * program does (docs/partition.md, "What a training step moves"). */
-static bool published_model(const ap_plan *p) {
-  return p->opts.cost == AP_COST_PAPER || p->opts.strategy == AP_STRATEGY_HYPAR;
-}
+/* Whether the level prices AccPar's published formulas (paper mode) rather
+ * than what the partitioned program does (docs/partition.md, "What a
+ * training step moves"). HyPar under --cost time keeps its objective
+ * (communicated elements) but counts them as the program sends them, so
+ * that its plan's bytes, and the rollout's base plan made with it, are the
+ * program's. */
+static bool published_model(const ap_plan *p) { return p->opts.cost == AP_COST_PAPER; }
 
 /* Communication inside vertex v in state s at this level, independent of
  * the ratio: the all-reduce resolving its partial sums (type I: the weight
@@ -474,6 +475,45 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
   /* A chain op that needs whole the dimension this state splits gathers it. */
   ap_layout out = ap_plan_port_layout(p, v, 0, s, r);
   int c = split_slot(p, v, 0, &out);
+  /* The loss reads whole rows of graph output 0 (dim 0): a level that
+   * splits another of its dims sends each child an even share of the rows,
+   * and their errors back (ap_distribute_train's loss transfer). */
+  if (v == p->loss_vertex && c >= 0 && p->loss_map[c] > 0 && !published_model(p)) {
+    const ap_value *yv = &g->values[g->outputs[0]];
+    int64_t box[AP_MAX_RANK];
+    for (int i = 0; i < yv->rank; i++)
+      box[i] = yv->dims[i];
+    for (int c2 = 0; c2 < 2; c2++)
+      if (p->loss_map[c2] >= 0)
+        box[p->loss_map[c2]] = (int64_t)llround((double)yv->dims[p->loss_map[c2]] *
+                                                port_fraction(p, g, x->c->ext, v, 0, c2));
+    ap_layout from = out, to = {.kind = AP_LAYOUT_SPLIT, .dim = 0, .unit = 1};
+    from.dim = p->loss_map[c];
+    for (int i = 0; i < x->k; i++)
+      to.ratio[i] = 1.0 / x->k;
+    ap_layout_convert(yv->rank, box, elem_bytes(g, g->outputs[0]), x->k, &from, &to, &ex);
+    add_exchange(x, &ex, elem_bytes(g, g->outputs[0]), cc, elems, false);
+    ap_exchange back;
+    ap_exchange_reverse(&ex, &back);
+    add_exchange(x, &back, elem_bytes(g, g->outputs[0]), cc, elems, false);
+  }
+  /* The other trainable weights' gradients (a bias, a normalization's scale
+   * and shift), each summed by the program's all-reduce over the children
+   * where this level does not split them with the output features. */
+  for (int k = 0; k < vx->n_wsum && !published_model(p); k++) {
+    const ap_wsum *ws = &vx->wsum[k];
+    if (ws->dim >= 0 && c == 1)
+      continue;
+    const ap_value *wv = &g->values[ws->value];
+    int64_t box[AP_MAX_RANK];
+    for (int i = 0; i < wv->rank; i++)
+      box[i] = wv->dims[i];
+    if (ws->dim >= 0)
+      box[ws->dim] = (int64_t)llround((double)port_ext(p, x->c->ext, v, 0)[1] * ws->scale);
+    ap_layout partial = {.kind = AP_LAYOUT_PARTIAL}, repl = {.kind = AP_LAYOUT_REPLICATED};
+    ap_layout_convert(wv->rank, box, elem_bytes(g, ws->value), x->k, &partial, &repl, &ex);
+    add_exchange(x, &ex, elem_bytes(g, ws->value), cc, elems, false);
+  }
   if (c >= 0)
     for (int k = 0; k < vx->n_chain; k++) {
       const ap_chain_op *op = &vx->chain[k];

@@ -74,6 +74,16 @@ typedef struct ap_chain_op {
   bool gathers[2];           /* the op needs that dimension whole (Softmax axis, Reshape...) */
 } ap_chain_op;
 
+/* A trainable weight of a layer besides its own (a bias, a normalization's
+ * scale or shift) whose gradient a training step sums over the devices
+ * that hold copies of it. */
+typedef struct ap_wsum {
+  int value;
+  int dim;      /* the weight's dim along the layer's output features (split with
+                   them), or -1: held whole wherever the layer runs */
+  double scale; /* dim's size over the output features' size */
+} ap_wsum;
+
 /* A decision point: a layer (states: types I, II, III) or a weightless node
  * joining several activations (states: split dim[0], split dim[1], replicated). */
 typedef struct ap_vertex {
@@ -91,6 +101,9 @@ typedef struct ap_vertex {
   bool first;       /* its input is a graph input: no error to propagate back */
   ap_chain_op *chain;
   int n_chain;
+  ap_wsum *wsum;    /* the trainable weights of the node (a layer's besides its own) and of
+                       its chain ops */
+  int n_wsum;
 } ap_vertex;
 
 /* An activation from vertex `from` reaching port `port` of vertex `to`. */
@@ -132,6 +145,9 @@ typedef struct ap_plan {
   const char *optimality;
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
   bool level_only;              /* price each level by itself (a base plan of accpar's rollout) */
+  int loss_vertex;              /* the vertex computing graph output 0 (itself or by a chain
+                                   op), or -1 */
+  int loss_map[2];              /* where its output dims are in graph output 0; -1: gathered */
   const uint8_t *fixed;         /* [n_levels][n_vertices]: the one state (type + 3 * ratio rule)
                                    a plan read back allows each vertex; or NULL */
 } ap_plan;

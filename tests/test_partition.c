@@ -479,8 +479,11 @@ Test(cost, one_layer_heterogeneous_ratios) {
    * type I costs 5.12e-7 + 2.256e-6. Type II (split the 16 input columns
    * 12/4, all-reduce the 8x4 output: 128 bytes) costs 5.12e-7 + 1.28e-7 +
    * 2e-6, which is less; type III (split the 4 output columns 3/1, no
-   * input error to reduce) costs 3 columns: 1536/3e9 = 5.12e-7 and no
-   * communication. AccPar must find type III at 5.12e-7 s. */
+   * input error to reduce) costs 3 columns: 1536/3e9 = 5.12e-7, and the
+   * loss, which reads whole rows (4 each), brings the fast device rows 0-3
+   * of column 3 (16 bytes) and the slow one rows 4-7 of columns 0-2 (48
+   * bytes), their errors going back: 64 bytes in 2 messages each, 6.4e-8 +
+   * 2e-6 s. AccPar must find type III at 5.12e-7 + 2.064e-6 s. */
   new_graph();
   int64_t d[2] = {8, 16};
   finish_graph(gemm(input(2, d), 4));
@@ -489,7 +492,7 @@ Test(cost, one_layer_heterogeneous_ratios) {
   ap_plan_summary dp = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
   cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g", dp.step_time_s);
   ap_plan_summary ap = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
-  cr_expect_float_eq(ap.step_time_s, 5.12e-7, 1e-15, "%.9g", ap.step_time_s);
+  cr_expect_float_eq(ap.step_time_s, 5.12e-7 + 2.064e-6, 1e-15, "%.9g", ap.step_time_s);
   cr_expect_eq(G->nodes[0].types[0], 3);
   drop_graph();
 }
@@ -951,9 +954,11 @@ static const char *types_of(const ap_graph *g, const char *name, char *buf, size
 }
 
 /* GPT-2 small at batch 1 over two TPU v3, where model parallelism wins by
- * 1.65x: every block splits Q, K, V and the first MLP layer by output
+ * 1.55x: every block splits Q, K, V and the first MLP layer by output
  * features, the second MLP layer by input features, attention by heads; the
- * embedding by vocabulary. The attention's output projection is Megatron's II
+ * embedding by vocabulary (II) or by hidden size (III, which splits the
+ * position table's rows added to it as well, so that their gradient is not
+ * all-reduced). The attention's output projection is Megatron's II
  * or, moving the same bytes in the same messages, III followed by the
  * residual's all-gather: either is accepted here (docs/transformers.md). */
 Test(plan, gpt2_small_plans_as_megatron_lm, .timeout = 300) {
@@ -971,7 +976,8 @@ Test(plan, gpt2_small_plans_as_megatron_lm, .timeout = 300) {
   cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
   ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR};
   cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
-  cr_expect_str_eq(types_of(g, "transformer/wte/Gather", buf, sizeof buf), "II");
+  types_of(g, "transformer/wte/Gather", buf, sizeof buf);
+  cr_expect(strcmp(buf, "II") == 0 || strcmp(buf, "III") == 0, "wte: %s", buf);
   cr_expect_str_eq(types_of(g, "lm_head/MatMul", buf, sizeof buf), "III");
   for (int l = 0; l < 12; l++) {
     for (int part = 0; part < 3; part++) {

@@ -9,16 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/train.h"
 #include "passes/distribute.h"
 #include "passes/passes.h"
 
-static const char *const models[] = {"mlp", "lenet5", "resnet_small", "inception_block"};
+static const char *const models[] = {"mlp", "lenet5", "resnet_small", "inception_block",
+                                     "gpt2_tiny"};
 static const char *const strategies[] = {"dp", "owt", "hypar", "accpar"};
 static const char *const arrays[] = {"cpu:2",           "tpuv3:1,tpuv2:1", "cpu:3",
                                      "cpu:4",           "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:2"};
-enum { N_MODELS = 4, N_STRATEGIES = 4, N_ARRAYS = 6 };
+enum { N_MODELS = 5, N_STRATEGIES = 4, N_ARRAYS = 6 };
 
-/* Writes the zoo's four models at batch 8 into a fresh directory. */
+/* Writes the zoo's four CNNs and GPT-2 tiny (16 tokens) at batch 8 into a
+ * fresh directory. */
 static void zoo(char *dir) {
   const char *bin = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
   FILE *probe = fopen(bin, "rb");
@@ -28,7 +31,7 @@ static void zoo(char *dir) {
   cr_assert(mkdtemp(dir));
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "%s --no-weights --batch 8 -o %s mlp lenet5 resnet_small "
-                            "inception_block >/dev/null", bin, dir);
+                            "inception_block gpt2_tiny >/dev/null", bin, dir);
   cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
@@ -84,10 +87,11 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
  * several levels at once and reduces partial sums of several levels in one
  * all-reduce over all summands; on one level, a chain op that gathers a
  * dimension the layer splits is priced on the group's box of its input
- * rather than on the devices' pieces.
+ * rather than on the devices' pieces. GPT-2 tiny is exact forward on one
+ * level but with accpar on cpu:2 and tpuv3:1,tpuv2:1 (totals exact, shared
+ * otherwise between the two devices) and with owt on cpu:3.
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact[][3] = {
-    {"mlp", "cpu:4", "accpar"},
     {"mlp", "tpuv3:1,tpuv2:2", "owt"},
     {"mlp", "tpuv3:1,tpuv2:2", "hypar"},
     {"mlp", "tpuv3:1,tpuv2:2", "accpar"},
@@ -120,6 +124,15 @@ static const char *const known_inexact[][3] = {
     {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
     {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
     {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "cpu:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "accpar"},
+    {"gpt2_tiny", "cpu:3", "owt"},
+    {"gpt2_tiny", "cpu:4", "owt"},
+    {"gpt2_tiny", "cpu:4", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "accpar"},
 };
 enum { N_KNOWN_INEXACT = sizeof known_inexact / sizeof known_inexact[0] };
 
@@ -157,13 +170,147 @@ static void check(const char *const (*list)[3], int n_list, bool train, int n_ex
 }
 
 Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
-  check(known_inexact, N_KNOWN_INEXACT, false, 63);
+  check(known_inexact, N_KNOWN_INEXACT, false, 79);
 }
 
-/* A training step: the program runs every transfer's adjoint exactly
- * (passes/distribute.h, ap_distribute_train), which `accparc plan` reports as
- * device_step_bytes and test_train_partitioned checks against the bytes the
- * programs send. The cost model prices the backward with AccPar's per-level
- * formulas (A(dW), A(E) reductions) and leaves the bias and BatchNormalization
- * gradients out, so its step bytes are not compared device by device here;
- * docs/partition.md, "Approximations", says how far apart they are. */
+/* A training step: the program runs the forward transfers, the loss's
+ * transfer of whole rows, every transfer's adjoint and the sums of every
+ * trainable weight's gradient (ap_distribute_train); the cost model prices
+ * the same (docs/partition.md, "What a training step moves"): on one level
+ * every plan is exact device by device but lenet5 on cpu:3 with accpar
+ * (its total is exact, shared otherwise among the three devices). Over two
+ * levels the programs'
+ * all-reduces over all summands at once share their pieces otherwise than
+ * the levels' all-reduces spread over their groups (most of these: equal
+ * totals, some devices a few bytes off), and the causes of the forward
+ * list above also apply backward. GPT-2 tiny's step is exact on no array
+ * yet: with dp and hypar the cost model prices 0.1% more than the program
+ * sends (the embedding's own gradient sum, one row of the table tied to
+ * the LM head, whose sum already covers it: the program sums a weight once
+ * over the bounding box of what its readers read), with owt and accpar
+ * 10-34% less (not yet traced to their causes).
+ * Each entry must still differ, so fixing a cause shortens this list. */
+static const char *const known_inexact_step[][3] = {
+    {"mlp", "cpu:4", "dp"},
+    {"mlp", "cpu:4", "owt"},
+    {"mlp", "cpu:4", "hypar"},
+    {"mlp", "cpu:4", "accpar"},
+    {"mlp", "tpuv3:1,tpuv2:2", "dp"},
+    {"mlp", "tpuv3:1,tpuv2:2", "owt"},
+    {"mlp", "tpuv3:1,tpuv2:2", "hypar"},
+    {"mlp", "tpuv3:1,tpuv2:2", "accpar"},
+    {"mlp", "tpuv3:2,tpuv2:2", "dp"},
+    {"mlp", "tpuv3:2,tpuv2:2", "owt"},
+    {"mlp", "tpuv3:2,tpuv2:2", "hypar"},
+    {"mlp", "tpuv3:2,tpuv2:2", "accpar"},
+    {"lenet5", "cpu:3", "accpar"},
+    {"lenet5", "cpu:4", "dp"},
+    {"lenet5", "cpu:4", "owt"},
+    {"lenet5", "cpu:4", "hypar"},
+    {"lenet5", "cpu:4", "accpar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "dp"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "hypar"},
+    {"lenet5", "tpuv3:1,tpuv2:2", "accpar"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "dp"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "owt"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "hypar"},
+    {"lenet5", "tpuv3:2,tpuv2:2", "accpar"},
+    {"resnet_small", "cpu:4", "dp"},
+    {"resnet_small", "cpu:4", "owt"},
+    {"resnet_small", "cpu:4", "hypar"},
+    {"resnet_small", "cpu:4", "accpar"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "dp"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:1,tpuv2:2", "accpar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "dp"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "owt"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "hypar"},
+    {"resnet_small", "tpuv3:2,tpuv2:2", "accpar"},
+    {"inception_block", "cpu:4", "dp"},
+    {"inception_block", "cpu:4", "owt"},
+    {"inception_block", "cpu:4", "hypar"},
+    {"inception_block", "cpu:4", "accpar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "dp"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:1,tpuv2:2", "accpar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "dp"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
+    {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "cpu:2", "dp"},
+    {"gpt2_tiny", "cpu:2", "owt"},
+    {"gpt2_tiny", "cpu:2", "hypar"},
+    {"gpt2_tiny", "cpu:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "dp"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "owt"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "hypar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:1", "accpar"},
+    {"gpt2_tiny", "cpu:3", "dp"},
+    {"gpt2_tiny", "cpu:3", "owt"},
+    {"gpt2_tiny", "cpu:3", "hypar"},
+    {"gpt2_tiny", "cpu:3", "accpar"},
+    {"gpt2_tiny", "cpu:4", "dp"},
+    {"gpt2_tiny", "cpu:4", "owt"},
+    {"gpt2_tiny", "cpu:4", "hypar"},
+    {"gpt2_tiny", "cpu:4", "accpar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "dp"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "hypar"},
+    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "accpar"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "dp"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "owt"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "hypar"},
+    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "accpar"},
+};
+enum { N_KNOWN_INEXACT_STEP = sizeof known_inexact_step / sizeof known_inexact_step[0] };
+
+Test(plan_bytes, step_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
+  check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 47);
+}
+
+/* The training program's schedule (codegen/train.c) and the plan's figures
+ * (ap_train_roles) train the same weights on models whose weights are
+ * initializers (docs/partition.md, "Approximations": fed weights differ). */
+Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
+  const char *bin = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  FILE *probe = fopen(bin, "rb");
+  if (!probe)
+    cr_skip_test("%s is not built", bin);
+  fclose(probe);
+  char dir[] = "/tmp/accpar_rolesXXXXXX", cmd[1024], path[600];
+  static const char *const names[] = {"mlp", "lenet5", "resnet_small", "inception_block",
+                                      "gpt2_tiny", "bert_tiny", "vit_tiny"};
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "%s --batch 2 -o %s mlp lenet5 resnet_small inception_block "
+                            "gpt2_tiny bert_tiny vit_tiny >/dev/null", bin, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  for (size_t m = 0; m < sizeof names / sizeof *names; m++) {
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, names[m]);
+    ap_graph *g = NULL;
+    ap_diag d = {0};
+    cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+    cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+    uint64_t *want;
+    bool *trainable;
+    cr_assert_eq(ap_train_roles(g, &want, &trainable, &d), AP_OK, "%s", d.message);
+    cg_train_schedule s;
+    cr_assert_eq(cg_train_schedule_build(g, false, &s, &d), AP_OK, "%s", d.message);
+    int n = 0, differ = 0;
+    for (int v = 0; v < g->n_values; v++) {
+      n += trainable[v];
+      if (trainable[v] != s.trainable[v]) {
+        differ++;
+        cr_log_error("%s: %s: the plan's %d, the schedule's %d", names[m], g->values[v].name,
+                     trainable[v], s.trainable[v]);
+      }
+    }
+    cr_expect_eq(differ, 0, "%s: %d of %d weights differ", names[m], differ, n);
+    cr_expect_gt(n, 0, "%s", names[m]);
+    ap_graph_free(g);
+    remove(path);
+  }
+  remove(dir);
+}

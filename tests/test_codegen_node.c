@@ -86,10 +86,6 @@ static const struct {
      "float16 is not supported by the code generator"},
     {NODE_V112_DIR, "test_min_float16",
      "float16 is not supported by the code generator"},
-    {NODE_V112_DIR, "test_range_float_type_positive_delta_expanded",
-     "the function's Loop takes its trip count from an input fed at run time"},
-    {NODE_V112_DIR, "test_range_int32_type_negative_delta_expanded",
-     "the function's Loop takes its trip count from an input fed at run time"},
 };
 enum { N_EXCLUDED = sizeof excluded / sizeof excluded[0] };
 

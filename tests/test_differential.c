@@ -334,7 +334,6 @@ static void node_sweep(const char *node_dir, bool (*pick)(const char *), const c
                 (strstr(t, "test_castlike") &&
                  (strstr(t, "FLOAT16") || strstr(t, "STRING"))) ||
                 strstr(t, "test_max_float16") || strstr(t, "test_min_float16") ||
-                (strstr(t, "test_range") && strstr(t, "_expanded")) ||
                 strstr(t, "test_einsum_batch_diagonal") || strstr(t, "test_einsum_sum");
     if (t[0] != '.' && pick(t) && !skip && exists(model_path) && exists(in1) == several &&
         (!SANITIZED || seen++ % 8 == 0))

@@ -349,7 +349,9 @@ const aprt_tensor *aprt_input(const aprt_comm *c, int index);
 aprt_status aprt_output_box(aprt_comm *c, int index, const aprt_box *box, const void *local);
 /* Adds this rank's part of the loss of the current step; every rank calls it
  * once per step (0 when it holds no part). Rank 0 sums in rank order, records
- * the loss for the report and prints "step S loss L". Not counted. */
+ * the loss for the report and prints "step S loss L", one step late (the last
+ * when the rank's function returns): it never waits for the other ranks'
+ * parts of the step it is in. Not counted. */
 aprt_status aprt_step_loss(aprt_comm *c, int step, double partial_loss);
 
 /* ---- byte formulas ---------------------------------------------------------

@@ -331,9 +331,26 @@ int aprt_have_mpi(void) {
 #endif
 }
 
-aprt_status aprt_run_ctx_run(const aprt_run_opts *opts, int size, aprt_rank_fn fn,
-                             void *arg, aprt_run_ctx *ctx, aprt_rank_stats *stats,
+typedef struct flushed_fn {
+  aprt_rank_fn fn;
+  void *arg;
+} flushed_fn;
+
+/* The rank's function, then the loss rank 0 still holds (aprt_step_loss). */
+static int run_and_flush(aprt_comm *c, void *p) {
+  const flushed_fn *f = p;
+  int s = f->fn(c, f->arg);
+  if (s == APRT_OK && c->status == APRT_OK)
+    s = aprt_loss_flush(c);
+  return s;
+}
+
+aprt_status aprt_run_ctx_run(const aprt_run_opts *opts, int size, aprt_rank_fn user_fn,
+                             void *user_arg, aprt_run_ctx *ctx, aprt_rank_stats *stats,
                              aprt_error *err) {
+  flushed_fn f = {user_fn, user_arg};
+  aprt_rank_fn fn = run_and_flush;
+  void *arg = &f;
   if (size < 1) {
     aprt_errorf(err, "run: %d ranks; need at least 1", size);
     return APRT_ERR_USAGE;

@@ -90,13 +90,15 @@ aprt_status aprt_output_box(aprt_comm *c, int index, const aprt_box *box, const 
   return APRT_OK;
 }
 
-aprt_status aprt_step_loss(aprt_comm *c, int step, double partial_loss) {
+/* Rank 0 sums the parts of the step it holds back (its own first, then
+ * the other ranks' in rank order), records and prints the loss. */
+static aprt_status loss_finish(aprt_comm *c) {
   aprt_run_ctx *ctx = c->ctx;
-  if (c->status)
-    return c->status;
-  if (c->rank != 0)
-    return aprt_send_ctl(c, 0, APRT_TAG_LOSS, &partial_loss, sizeof partial_loss);
-  double total = partial_loss;
+  if (!c->loss_held)
+    return APRT_OK;
+  c->loss_held = false;
+  int step = c->loss_step;
+  double total = c->loss_part;
   for (int r = 1; r < c->size; r++) {
     double part;
     aprt_status s = aprt_recv_ctl(c, r, APRT_TAG_LOSS, &part, sizeof part);
@@ -106,7 +108,7 @@ aprt_status aprt_step_loss(aprt_comm *c, int step, double partial_loss) {
   }
   if (ctx->losses && step >= 0 && step < ctx->args.steps) {
     ctx->losses[step] = total;
-    ctx->loss_at_s[step] = aprt_now_s();
+    ctx->loss_at_s[step] = c->loss_at_s;
     if (step + 1 > ctx->nlosses)
       ctx->nlosses = step + 1;
   }
@@ -115,6 +117,32 @@ aprt_status aprt_step_loss(aprt_comm *c, int step, double partial_loss) {
     fflush(stdout);
   }
   return APRT_OK;
+}
+
+/* Rank 0 takes the other ranks' parts of a step's loss one step late (at
+ * the next step's call, the last at aprt_loss_flush): waiting for them at
+ * once would hold rank 0 until the slowest rank finished its forward phase,
+ * a synchronisation in the middle of every step that the plan does not
+ * have. The other ranks' sends never wait. */
+aprt_status aprt_step_loss(aprt_comm *c, int step, double partial_loss) {
+  if (c->status)
+    return c->status;
+  if (c->rank != 0)
+    return aprt_send_ctl(c, 0, APRT_TAG_LOSS, &partial_loss, sizeof partial_loss);
+  aprt_status s = loss_finish(c);
+  if (s)
+    return s;
+  c->loss_held = true;
+  c->loss_step = step;
+  c->loss_part = partial_loss;
+  c->loss_at_s = aprt_now_s();
+  return APRT_OK;
+}
+
+aprt_status aprt_loss_flush(aprt_comm *c) {
+  if (c->status)
+    return c->status;
+  return c->rank == 0 ? loss_finish(c) : APRT_OK;
 }
 
 /* Under MPI, sends this rank's output boxes to rank 0 (which receives every

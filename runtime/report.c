@@ -54,9 +54,12 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
     fputs(i ? ", " : "", f);
     json_number(f, ctx->losses[i], 9);
   }
-  /* Rank 0 has every step's loss only once all ranks sent theirs: from one
-   * loss to the next is one whole step (its backward, update, and the next
-   * forward), as the slowest rank ran it. */
+  /* From rank 0's part of one step's loss to its part of the next: one
+   * whole step (its backward, update, and the next forward) as rank 0 ran
+   * it. Rank 0 waits for the others' parts of step s at step s + 1 and for
+   * whatever the plan makes it receive, so it runs at most one step ahead
+   * of the slowest rank and a step's time is, over steps, the slowest
+   * rank's. */
   fputs("],\n  \"step_time_s\": [", f);
   for (int i = 1; i < ctx->nlosses; i++) {
     fputs(i > 1 ? ", " : "", f);

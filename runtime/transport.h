@@ -72,7 +72,8 @@ typedef struct aprt_run_ctx {
   double *run_time_s;         /* max(args.repeat, 1) wall times, written by rank 0 */
   int nruns;                  /* timed runs done */
   double warmup_s;            /* the warm-up run's wall time; < 0 without --repeat */
-  double *loss_at_s;          /* args.steps: when rank 0 had step s's loss (aprt_now_s) */
+  double *loss_at_s;          /* args.steps: when rank 0 added its own part of step s's
+                                 loss (aprt_now_s) */
   int quiet;                  /* do not print "step S loss L" (tests) */
 } aprt_run_ctx;
 
@@ -102,6 +103,10 @@ struct aprt_comm {
   char errmsg[APRT_ERR_MAX];
   aprt_rank_buffer bufs[APRT_MAX_BUFFERS]; /* aprt_buffer's memory, freed when the rank ends */
   void *scratch;                    /* the collectives' sums and packing, grown as needed */
+  bool loss_held;                   /* rank 0: a step's loss waits for the others' parts */
+  int loss_step;                    /* ... that step */
+  double loss_part;                 /* ... rank 0's own part of it */
+  double loss_at_s;                 /* ... when rank 0 added it (aprt_now_s) */
   size_t scratch_bytes;
 };
 
@@ -151,6 +156,9 @@ aprt_status aprt_run_mpi(const aprt_run_opts *opts, int size, aprt_rank_fn fn, v
 
 /* ---- main.c ------------------------------------------------------------------ */
 
+/* Rank 0 takes the loss parts of the last step aprt_step_loss held back;
+ * called on every rank when its function returned successfully. */
+aprt_status aprt_loss_flush(aprt_comm *c);
 /* Runs under either transport with ctx attached to every rank. */
 aprt_status aprt_run_ctx_run(const aprt_run_opts *opts, int size, aprt_rank_fn fn,
                              void *arg, aprt_run_ctx *ctx, aprt_rank_stats *stats,

@@ -766,6 +766,39 @@ Test(p2p, order_counters_and_exclusive_phase_times) {
   cr_assert_str_eq(aprt_phase_name(APRT_PHASE_GRADIENT), "gradient");
 }
 
+/* Rank 0 sends to rank 1 after its own part of step 0's loss, and rank 1
+ * adds its part only once it has that message: were the loss a
+ * synchronisation (rank 0 waiting there for rank 1's part), this would
+ * deadlock. Rank 0 takes the parts one step late and the last when its
+ * function returns, so no message is left unreceived. */
+static int loss_after_peer(aprt_comm *c, void *unused) {
+  (void)unused;
+  int r = aprt_rank(c);
+  for (int step = 0; step < 3; step++) {
+    int token = step;
+    aprt_status s = APRT_OK;
+    if (r == 0) {
+      s = aprt_step_loss(c, step, 1.0);
+      if (!s)
+        s = aprt_send(c, 1, 7, &token, sizeof token);
+    } else {
+      s = aprt_recv(c, 0, 7, &token, sizeof token);
+      if (!s && token != step)
+        return aprt_fail(c, APRT_ERR_MISMATCH, "token %d at step %d", token, step);
+      if (!s)
+        s = aprt_step_loss(c, step, 2.0);
+    }
+    if (s)
+      return s;
+  }
+  return APRT_OK;
+}
+
+Test(p2p, the_loss_is_not_a_synchronisation_point) {
+  aprt_error err = {{0}};
+  cr_assert_eq(run_threads(2, loss_after_peer, NULL, 5.0, NULL, &err), APRT_OK, "%s", err.msg);
+}
+
 Test(p2p, mpi_transport_absent_from_accpar_rt_is_a_clear_error) {
   aprt_run_opts opts = {APRT_MPI, 1.0, NULL};
   aprt_error err = {{0}};

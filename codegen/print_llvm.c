@@ -18,6 +18,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Linker.h>
@@ -527,6 +528,31 @@ static LLVMValueRef arg_or_null(kb *K, const cg_x *x) {
   return x ? ex(K, x) : LLVMConstNull(K->L->ptr);
 }
 
+/* Loops unrolled as GCC -O3 (the C backend's) unrolls them: completely,
+ * when they run at most 16 times (its max-completely-peel-times) and the
+ * optimiser finds the body small; a longer loop is not unrolled (it may
+ * be vectorised and interleaved). LLVM's default<O3> also unrolls long
+ * loops whose bodies it prices cheap: GPT-2 small's head transpose, 128
+ * row copies a loop (each a memcpy of 256 bytes once the loop idiom
+ * replaced the inner loop), became 52 kB of vector moves, and its module
+ * 157 kB of code (18 kB without unrolling), most of the compile's time
+ * in instruction selection (docs/codegen.md). */
+static bool short_loop(const cg_s *s) {
+  const cg_x *lo = s->a[0], *hi = s->a[1];
+  return lo->op == CG_X_CONST && hi->op == CG_X_CONST && hi->i - lo->i <= 16;
+}
+
+/* A new loop ID (self-referential, one per loop) asking not to unroll. */
+static LLVMMetadataRef no_unroll_id(lb *L) {
+  LLVMMetadataRef what[2] = {LLVMTemporaryMDNode(L->cx, NULL, 0),
+                             LLVMMDStringInContext2(L->cx, "llvm.loop.unroll.disable", 24)};
+  LLVMMetadataRef disable = LLVMMDNodeInContext2(L->cx, &what[1], 1);
+  LLVMMetadataRef ops[2] = {what[0], disable};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(L->cx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(what[0], id);
+  return id;
+}
+
 static void stmts(kb *K, const cg_s *s) {
   lb *L = K->L;
   LLVMBuilderRef b = L->b;
@@ -560,7 +586,10 @@ static void stmts(kb *K, const cg_s *s) {
       stmts(K, s->body);
       LLVMValueRef j = LLVMBuildLoad2(b, L->i64, var, "");
       LLVMBuildStore(b, LLVMBuildNSWAdd(b, j, c_i64(L, 1), ""), var);
-      LLVMBuildBr(b, head);
+      LLVMValueRef latch = LLVMBuildBr(b, head);
+      if (!short_loop(s))
+        LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(L->cx, "llvm.loop", 9),
+                        LLVMMetadataAsValue(L->cx, no_unroll_id(L)));
       LLVMBasicBlockRef end = new_block(K, "for.end");
       LLVMPositionBuilderAtEnd(b, test);
       LLVMBuildCondBr(b, more, body, end);

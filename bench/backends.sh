@@ -13,7 +13,9 @@
 # times: over all runs of all rounds), with the spread (max/min - 1, in %)
 # of the CPU figures, which is the noise the ratios carry. Figures are
 # measurements of this machine, not assertions; nothing here runs in ctest.
-# Usage: bench/backends.sh [BUILD_DIR] [REPEAT] [STEPS] [SEQ] [ROUNDS]
+# MODELS (default: all three) picks some, e.g. "lenet5" for more rounds of
+# one model in the time the three take.
+# Usage: bench/backends.sh [BUILD_DIR] [REPEAT] [STEPS] [SEQ] [ROUNDS] [MODELS]
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -21,6 +23,7 @@ repeat=${2:-5}
 steps=${3:-20}
 seq=${4:-128}
 rounds=${5:-3}
+models=${6:-resnet50 gpt2 lenet5}
 accparc=$build/tools/accparc
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -76,6 +79,7 @@ printf "%-13s %7s %10s %9s %9s %9s %9s %9s\n" model backend "compile s" "cpu s" 
 for spec in "resnet50 infer" "gpt2 infer" "lenet5 train"; do
   set -- $spec
   m=$1 mode=$2
+  case " $models " in *" $m "*) ;; *) continue ;; esac
   for r in $(seq "$rounds"); do
     for b in c llvm; do
       compile "$m" "$b" "$mode"

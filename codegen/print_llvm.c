@@ -12,11 +12,13 @@
  * the runtime into OUTDIR/model; or it is run in memory through ORC LLJIT
  * (cg_llvm_run). */
 #define _XOPEN_SOURCE 700
+#include <elf.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Linker.h>
@@ -526,6 +528,31 @@ static LLVMValueRef arg_or_null(kb *K, const cg_x *x) {
   return x ? ex(K, x) : LLVMConstNull(K->L->ptr);
 }
 
+/* Loops unrolled as GCC -O3 (the C backend's) unrolls them: completely,
+ * when they run at most 16 times (its max-completely-peel-times) and the
+ * optimiser finds the body small; a longer loop is not unrolled (it may
+ * be vectorised and interleaved). LLVM's default<O3> also unrolls long
+ * loops whose bodies it prices cheap: GPT-2 small's head transpose, 128
+ * row copies a loop (each a memcpy of 256 bytes once the loop idiom
+ * replaced the inner loop), became 52 kB of vector moves, and its module
+ * 157 kB of code (18 kB without unrolling), most of the compile's time
+ * in instruction selection (docs/codegen.md). */
+static bool short_loop(const cg_s *s) {
+  const cg_x *lo = s->a[0], *hi = s->a[1];
+  return lo->op == CG_X_CONST && hi->op == CG_X_CONST && hi->i - lo->i <= 16;
+}
+
+/* A new loop ID (self-referential, one per loop) asking not to unroll. */
+static LLVMMetadataRef no_unroll_id(lb *L) {
+  LLVMMetadataRef what[2] = {LLVMTemporaryMDNode(L->cx, NULL, 0),
+                             LLVMMDStringInContext2(L->cx, "llvm.loop.unroll.disable", 24)};
+  LLVMMetadataRef disable = LLVMMDNodeInContext2(L->cx, &what[1], 1);
+  LLVMMetadataRef ops[2] = {what[0], disable};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(L->cx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(what[0], id);
+  return id;
+}
+
 static void stmts(kb *K, const cg_s *s) {
   lb *L = K->L;
   LLVMBuilderRef b = L->b;
@@ -559,7 +586,10 @@ static void stmts(kb *K, const cg_s *s) {
       stmts(K, s->body);
       LLVMValueRef j = LLVMBuildLoad2(b, L->i64, var, "");
       LLVMBuildStore(b, LLVMBuildNSWAdd(b, j, c_i64(L, 1), ""), var);
-      LLVMBuildBr(b, head);
+      LLVMValueRef latch = LLVMBuildBr(b, head);
+      if (!short_loop(s))
+        LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(L->cx, "llvm.loop", 9),
+                        LLVMMetadataAsValue(L->cx, no_unroll_id(L)));
       LLVMBasicBlockRef end = new_block(K, "for.end");
       LLVMPositionBuilderAtEnd(b, test);
       LLVMBuildCondBr(b, more, body, end);
@@ -1266,25 +1296,90 @@ static ap_status target_machine(const ap_graph *g, LLVMTargetMachineRef *tm, ap_
   return AP_OK;
 }
 
-/* Opens t with the assembly that defines ap_blob as the contents of
- * blob_path, as main.c's (cg_put_blob_asm): the constants assembled into
- * the executable as they are. */
-static bool blob_asm(const char *blob_path, cg_text *t) {
-  if (!cg_text_open(t))
-    return false;
-  fprintf(t->f, ".section .rodata\n.balign %d\n.globl ap_blob\n.type ap_blob, @object\n"
-                "ap_blob:\n.incbin \"", CG_ALIGN);
-  for (const char *q = blob_path; *q; q++) {
-    if (*q == '"' || *q == '\\')
-      fputc('\\', t->f);
-    fputc(*q, t->f);
+/* The blob's bytes into blob (p->blob_bytes + 1 bytes, zeros): every
+ * constant at its offset; the last byte stays 0 (ap_blob is never empty). */
+static void blob_fill(const cg_program *p, unsigned char *blob) {
+  for (int i = 0; i < p->n_blob; i++) {
+    const ap_value *v = p->blob[i].view;
+    int64_t bytes = ap_numel(v->rank, v->dims) * (int64_t)ap_dtype_size(v->dtype);
+    if (bytes)
+      memcpy(blob + p->blob[i].offset, v->data, (size_t)bytes);
   }
-  fputs("\"\n.byte 0\n.previous\n", t->f);
-  return true;
+}
+
+/* Writes OUTDIR/blob.o: an ELF relocatable object defining ap_blob, the
+ * blob's bytes (blob_fill), in .rodata aligned to CG_ALIGN, as main.c's
+ * `.incbin` of weights.bin does for a C program. Written here, the blob is
+ * written once; through an assembly file, `as` read weights.bin and wrote
+ * it again (GPT-2 small: 497 MB, about a tenth of the compile's CPU time),
+ * and through the module LLVM copied it in memory. The class, byte order,
+ * machine and flags are those of the kernel library's object, which clang
+ * made for this host: the object links wherever kernels.o does. */
+static ap_status blob_object(const cg_program *p, const char *outdir, ap_diag *d) {
+  ap_graph *g = p->g;
+  const Elf64_Ehdr *k = (const Elf64_Ehdr *)(const void *)cg_kernels_obj;
+  const unsigned char host_data =
+      __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB;
+  if (cg_kernels_obj_size < sizeof *k || memcmp(k->e_ident, ELFMAG, SELFMAG) != 0 ||
+      k->e_ident[EI_CLASS] != ELFCLASS64 || k->e_ident[EI_DATA] != host_data)
+    return ap_error(d, CG_ERR_INTERNAL, g->path, NULL, NULL,
+                    "internal error: the kernel library's object is not ELF64 of this host's "
+                    "byte order: cannot write blob.o");
+  static const char strtab[] = "\0ap_blob";
+  static const char shstrtab[] = "\0.rodata\0.symtab\0.strtab\0.shstrtab\0.note.GNU-stack";
+  enum { S_RODATA = 1, S_SYMTAB, S_STRTAB, S_SHSTRTAB, S_NOTE, N_SECTIONS };
+  size_t data_size = (size_t)p->blob_bytes + 1;
+  size_t data_at = (size_t)cg_align_up((int64_t)sizeof(Elf64_Ehdr));
+  size_t sym_at = (size_t)cg_align_up((int64_t)(data_at + data_size));
+  size_t str_at = sym_at + 2 * sizeof(Elf64_Sym);
+  size_t shstr_at = str_at + sizeof strtab;
+  size_t sh_at = (size_t)cg_align_up((int64_t)(shstr_at + sizeof shstrtab));
+  size_t size = sh_at + N_SECTIONS * sizeof(Elf64_Shdr);
+  unsigned char *o = calloc(1, size);
+  if (!o)
+    return cg_oom(g, d);
+  Elf64_Ehdr eh = {.e_type = ET_REL,
+                   .e_machine = k->e_machine,
+                   .e_version = EV_CURRENT,
+                   .e_flags = k->e_flags,
+                   .e_ehsize = sizeof(Elf64_Ehdr),
+                   .e_shoff = sh_at,
+                   .e_shentsize = sizeof(Elf64_Shdr),
+                   .e_shnum = N_SECTIONS,
+                   .e_shstrndx = S_SHSTRTAB};
+  memcpy(eh.e_ident, k->e_ident, EI_NIDENT);
+  memcpy(o, &eh, sizeof eh);
+  blob_fill(p, o + data_at);
+  Elf64_Sym sym[2] = {{0},
+                      {.st_name = 1,
+                       .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT),
+                       .st_shndx = S_RODATA,
+                       .st_size = data_size}};
+  memcpy(o + sym_at, sym, sizeof sym);
+  memcpy(o + str_at, strtab, sizeof strtab);
+  memcpy(o + shstr_at, shstrtab, sizeof shstrtab);
+  Elf64_Shdr sh[N_SECTIONS] = {
+      {0},
+      [S_RODATA] = {.sh_name = 1, .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC,
+                    .sh_offset = data_at, .sh_size = data_size, .sh_addralign = CG_ALIGN},
+      [S_SYMTAB] = {.sh_name = 9, .sh_type = SHT_SYMTAB, .sh_offset = sym_at,
+                    .sh_size = sizeof sym, .sh_link = S_STRTAB, .sh_info = 1,
+                    .sh_addralign = 8, .sh_entsize = sizeof(Elf64_Sym)},
+      [S_STRTAB] = {.sh_name = 17, .sh_type = SHT_STRTAB, .sh_offset = str_at,
+                    .sh_size = sizeof strtab, .sh_addralign = 1},
+      [S_SHSTRTAB] = {.sh_name = 25, .sh_type = SHT_STRTAB, .sh_offset = shstr_at,
+                      .sh_size = sizeof shstrtab, .sh_addralign = 1},
+      /* An empty .note.GNU-stack: the program's stack is not executable. */
+      [S_NOTE] = {.sh_name = 35, .sh_type = SHT_PROGBITS, .sh_offset = sh_at, .sh_addralign = 1},
+  };
+  memcpy(o + sh_at, sh, sizeof sh);
+  ap_status s = cg_write_file(g, d, outdir, "blob.o", o, size);
+  free(o);
+  return s;
 }
 
 /* Builds p's module in cx: kernels, device programs, the description; the
- * blob is @ap_blob, declared (blob.s defines it for the executable, the JIT
+ * blob is @ap_blob, declared (blob.o defines it for the executable, the JIT
  * in memory: jit true). */
 static ap_status build_module(const cg_program *p, LLVMContextRef cx, LLVMTargetMachineRef tm,
                               bool jit, LLVMModuleRef *out, ap_diag *d) {
@@ -1386,10 +1481,10 @@ static ap_status optimise(const cg_program *p, LLVMModuleRef m, LLVMTargetMachin
 ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_opts *o,
                         ap_diag *d) {
   ap_graph *g = p->g;
-  char *blob_path = NULL;
+  char *blob_path = NULL; /* weights.bin: a C program's, not written here */
   ap_status s = cg_prepare_outdir(g, d, outdir, &blob_path);
   if (s == AP_OK)
-    s = cg_write_blob(p, outdir, d);
+    s = blob_object(p, outdir, d);
   LLVMTargetMachineRef tm = NULL;
   if (s == AP_OK)
     s = target_machine(g, &tm, d);
@@ -1423,13 +1518,6 @@ ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_o
   if (s == AP_OK)
     s = cg_write_file(g, d, outdir, "kernels.o", (const char *)cg_kernels_obj,
                       (size_t)cg_kernels_obj_size);
-  /* The blob is assembled by the build (blob.s), not into model.o: through
-   * the module it was copied in memory, written and read again by the
-   * link, most of a compile of a model with large weights. */
-  if (s == AP_OK) {
-    cg_text t;
-    s = blob_asm(blob_path, &t) ? cg_write_text(g, d, outdir, "blob.s", &t) : cg_oom(g, d);
-  }
   if (m)
     LLVMDisposeModule(m);
   LLVMContextDispose(cx);
@@ -1445,17 +1533,17 @@ ap_status cg_llvm_build(const ap_build_opts *b, ap_diag *d) {
   if (!cg_text_open(&t))
     return ap_error(d, AP_ERR_NOMEM, b->outdir, NULL, NULL, "out of memory");
   fprintf(t.f, "#!/bin/sh\n# Generated by accparc: links ./model from the LLVM backend's "
-               "model.o, the kernel library's kernels.o\n# and the constants' blob.s.\nset -e\n"
-               "cd \"$(dirname \"$0\")\"\n%s -c blob.s -o blob.o\n"
+               "model.o, the kernel library's kernels.o\n# and the constants' blob.o.\nset -e\n"
+               "cd \"$(dirname \"$0\")\"\n"
                "%s -o model.tmp model.o kernels.o blob.o '",
-          cc, cc);
+          cc);
   for (const char *q = b->rt_lib; *q; q++) {
     if (*q == '\'')
       fputs("'\\''", t.f);
     else
       fputc(*q, t.f);
   }
-  fprintf(t.f, "' %s\nrm -f blob.o\nmv model.tmp model\n", b->extra_libs ? b->extra_libs : "");
+  fprintf(t.f, "' %s\nmv model.tmp model\n", b->extra_libs ? b->extra_libs : "");
   if (!cg_text_close(&t)) {
     free(t.s);
     return ap_error(d, AP_ERR_NOMEM, b->outdir, NULL, NULL, "out of memory");
@@ -1486,12 +1574,8 @@ ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
   unsigned char *blob = aligned_alloc(CG_ALIGN, (size_t)cg_align_up(p->blob_bytes + 1));
   if (!blob)
     return cg_oom(g, d);
-  for (int i = 0; i < p->n_blob; i++) {
-    const ap_value *v = p->blob[i].view;
-    int64_t bytes = ap_numel(v->rank, v->dims) * (int64_t)ap_dtype_size(v->dtype);
-    if (bytes)
-      memcpy(blob + p->blob[i].offset, v->data, (size_t)bytes);
-  }
+  memset(blob, 0, (size_t)cg_align_up(p->blob_bytes + 1));
+  blob_fill(p, blob);
   LLVMTargetMachineRef tm = NULL;
   ap_status s = target_machine(g, &tm, d);
   if (s != AP_OK) {

@@ -23,16 +23,23 @@
 
 #include "apk_tile.h"
 
+/* a / b (b >= 1), without the divide when b is 1. The column matrix's
+ * block copies compute their tap rows' bounds on every call, with strides
+ * that are mostly 1: a compiler that sees the convolution's constants (GCC
+ * on a C program's kernels.c) folds the divide, the prebuilt library the
+ * LLVM backend links does not. */
+static inline int apk_div(int a, int b) { return b == 1 ? a : a / b; }
+
 APK_API int apk_conv2d_out_h(const apk_conv2d *p)
 {
   int span = p->dilation_h * (p->kernel_h - 1) + 1;
-  return (p->in_h + p->pad_top + p->pad_bottom - span) / p->stride_h + 1;
+  return apk_div(p->in_h + p->pad_top + p->pad_bottom - span, p->stride_h) + 1;
 }
 
 APK_API int apk_conv2d_out_w(const apk_conv2d *p)
 {
   int span = p->dilation_w * (p->kernel_w - 1) + 1;
-  return (p->in_w + p->pad_left + p->pad_right - span) / p->stride_w + 1;
+  return apk_div(p->in_w + p->pad_left + p->pad_right - span, p->stride_w) + 1;
 }
 
 static int apk_conv2d_is_pointwise(const apk_conv2d *p)
@@ -58,9 +65,9 @@ static float *apk_valign(float *p)
  * bounds tests. */
 static void apk_valid_range(int offset, int stride, int width, int out, int *lo, int *hi)
 {
-  int l = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int l = offset >= 0 ? 0 : apk_div(-offset + stride - 1, stride);
   int last = width - 1 - offset; /* ow * stride <= last */
-  int h = last < 0 ? 0 : last / stride + 1;
+  int h = last < 0 ? 0 : apk_div(last, stride) + 1;
   if (h > out) h = out;
   if (l > h) l = h;
   *lo = l;

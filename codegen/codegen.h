@@ -407,9 +407,45 @@ typedef struct cg_epi {
   int n_ops;
 } cg_epi;
 
+/* An element-wise expression one kernel computes element by element
+ * (fuse.c): the epilogue of a MatMul or Gemm (register 0 is the product's
+ * element), or one loop in place of a chain of element-wise operators (its
+ * first node is ops[0], reading its own inputs). */
+enum { CG_EW_MAX = 16 };
+typedef enum cg_ew_arg_kind {
+  CG_EWA_REG,    /* register reg: 0 the head's product, i + 1 ops[i]'s result */
+  CG_EWA_CONST,  /* a constant scalar, as a literal */
+  CG_EWA_SLOT    /* the kernel's input slot, indexed as bcast says */
+} cg_ew_arg_kind;
+typedef enum cg_ew_bcast {
+  CG_EWB_SAME,   /* the output's shape: element o */
+  CG_EWB_LAST,   /* a vector along the output's last axis: element j */
+  CG_EWB_ROW,    /* the output's shape with last dim 1: element r (row) */
+  CG_EWB_SCALAR  /* one element */
+} cg_ew_bcast;
+typedef struct cg_ew_arg {
+  uint8_t kind, bcast;  /* cg_ew_arg_kind, cg_ew_bcast */
+  int reg, slot;
+  int in;               /* CG_EWA_SLOT: the input of the op's node it reads */
+  double c;             /* CG_EWA_CONST */
+} cg_ew_arg;
+typedef struct cg_ew_op {
+  int node, op;         /* the operator absorbed, its ap_op */
+  int n_args;
+  cg_ew_arg a[2];
+  double alpha;         /* LeakyRelu */
+} cg_ew_op;
+typedef struct cg_ew {
+  cg_ew_op ops[CG_EW_MAX];
+  int n_ops;
+  bool layer;           /* a MatMul/Gemm's epilogue; else ops[0] is the head itself */
+} cg_ew;
+
 typedef struct cg_fusion {
-  int *head;          /* per node: the convolution whose kernel computes it, or -1 */
+  int *head;          /* per node: the convolution, MatMul, Gemm or first element-wise
+                         node whose kernel computes it, or -1 */
   cg_epi **chain;     /* per node: a convolution's epilogue, or NULL */
+  cg_ew **expr;       /* per node: the element-wise expression its kernel computes, or NULL */
   int n_fused;        /* operators absorbed */
 } cg_fusion;
 
@@ -424,6 +460,10 @@ struct cg_kernel;
 void cg_fuse_epilogue(struct cg_kernel *k, const cg_epi *e);
 /* "fused bn+t relu...": for the step's comment and the kernel's key. */
 const char *cg_fuse_describe(ap_graph *g, const cg_epi *e);
+/* Emits e: after the MatMul/Gemm k built (e->layer), or as k's whole body. */
+void cg_fuse_expr(struct cg_kernel *k, const cg_ew *e);
+/* "fused add(x,v) tanh(r1)...": for the step's comment and the kernel's key. */
+const char *cg_fuse_expr_describe(ap_graph *g, const cg_ew *e);
 
 /* What a backend is told besides the program. */
 typedef struct cg_emit_opts {

@@ -244,6 +244,9 @@ static bool epilogue_op(const ap_graph *g, const ap_dist *dist, const int *pos, 
   return same_boxes(g, dist, ni, 0);
 }
 
+static ap_status ew_plan(ap_graph *g, const ap_dist *dist, const int *order, int n_order,
+                         const int *pos, cg_fusion *f, ap_diag *d);
+
 static bool fusion_disabled(void) {
   const char *e = getenv("ACCPAR_NO_FUSION");
   return e && *e && strcmp(e, "0") != 0;
@@ -254,8 +257,9 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
   memset(f, 0, sizeof *f);
   f->head = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->head);
   f->chain = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->chain);
+  f->expr = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->expr);
   int *pos = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *pos);
-  if (!f->head || !f->chain || !pos)
+  if (!f->head || !f->chain || !f->expr || !pos)
     return cg_oom(g, d);
   for (int i = 0; i < g->n_nodes; i++) {
     f->head[i] = -1;
@@ -319,7 +323,7 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
     f->chain[ci] = e;
     f->n_fused += chain.n_ops;
   }
-  return AP_OK;
+  return ew_plan(g, dist, order, n_order, pos, f, d);
 }
 
 /* The epilogue of a convolution kernel whose output box k->out[0] is
@@ -403,6 +407,349 @@ const char *cg_fuse_describe(ap_graph *g, const cg_epi *e) {
       len += snprintf(buf + len, sizeof buf - (size_t)len, "(%.9g,%.9g)", op->lo, op->hi);
     if (op->kind == CG_EPI_LEAKY && len < (int)sizeof buf)
       len += snprintf(buf + len, sizeof buf - (size_t)len, "(%.9g)", op->lo);
+  }
+  return ap_arena_strdup(g->arena, buf);
+}
+
+/* ---- Element-wise expressions: MatMul/Gemm epilogues, element-wise chains --
+ *
+ * After a float32 MatMul or Gemm, or from a first element-wise node on, the
+ * element-wise operators that follow (Add, Sub, Mul, Div, Pow, Relu,
+ * Sigmoid, Tanh, Exp, Log, Sqrt, Erf, Neg, Reciprocal, LeakyRelu) are
+ * computed by one kernel in one pass, when each value they produce but the
+ * last is read only by them and is no graph output. Their operands are
+ * values of the chain, constant scalars (literals), or values of the
+ * output's shape, of its last axis (a bias) or of its shape with the last
+ * dim 1 (LayerNormalization's row statistics) computed before the head
+ * runs. GPT-2's Linear + GELU (MatMul, Add bias, Pow, Mul, Add, Mul, Tanh,
+ * Add, Mul, Mul) becomes the library GEMM and one pass. The partition
+ * conditions are the convolution epilogue's: no absorbed node reads through
+ * a transfer or sums partials, every value of the chain has the output's
+ * box on each device, and each operand is read in the box the unfused node
+ * reads, which must be the part of it that box covers. */
+
+static bool ew_supported(int op) {
+  switch (op) {
+  case AP_OP_ADD: case AP_OP_SUB: case AP_OP_MUL: case AP_OP_DIV: case AP_OP_POW:
+  case AP_OP_RELU: case AP_OP_SIGMOID: case AP_OP_TANH: case AP_OP_EXP: case AP_OP_LOG:
+  case AP_OP_SQRT: case AP_OP_ERF: case AP_OP_NEG: case AP_OP_RECIPROCAL:
+  case AP_OP_LEAKY_RELU:
+    return true;
+  default: return false;
+  }
+}
+
+/* How value v broadcasts to an output of dims od[orank], or -1. */
+static int ew_bcast_of(const ap_value *v, int orank, const int64_t *od) {
+  if (ap_numel(v->rank, v->dims) == 1)
+    return CG_EWB_SCALAR;
+  if (v->rank > orank || orank < 1)
+    return -1;
+  bool same = v->rank == orank, last = true, row = v->rank == orank;
+  for (int i = 0; i < v->rank; i++) {
+    int oi = orank - v->rank + i;
+    same &= v->dims[i] == od[oi];
+    if (i == v->rank - 1) {
+      last &= v->dims[i] == od[oi];
+      row &= v->dims[i] == 1;
+    } else {
+      last &= v->dims[i] == 1;
+      row &= v->dims[i] == od[oi];
+    }
+  }
+  return same ? CG_EWB_SAME : last ? CG_EWB_LAST : row ? CG_EWB_ROW : -1;
+}
+
+/* Whether node ni, on every device, reads input slot (broadcast as bcast)
+ * in the box that covers what its output box ob needs, with no transfer. */
+static bool ew_box_ok(const ap_graph *g, const ap_dist *dist, int ni, int slot, int bcast,
+                      int y) {
+  if (!dist || dist->n_dev <= 1)
+    return true;
+  const ap_node *n = &g->nodes[ni];
+  const ap_dnode *dn = &dist->node[ni];
+  if (dn->xfer_in && dn->xfer_in[slot])
+    return false;
+  if (bcast == CG_EWB_SCALAR)
+    return true;
+  if (!dn->in)
+    return false;
+  int nd = dist->n_dev, orank = g->values[y].rank, r = g->values[n->in[slot]].rank;
+  for (int d = 0; d < nd; d++) {
+    const ap_dbox *ob = &dist->held[(size_t)y * (size_t)nd + (size_t)d];
+    const ap_dbox *ib = &dn->in[(size_t)slot * (size_t)nd + (size_t)d];
+    if (ob->hi[orank - 1] <= ob->lo[orank - 1])
+      continue; /* nothing to compute on this device */
+    for (int i = 0; i < r; i++) {
+      int oi = orank - r + i;
+      bool whole = (bcast == CG_EWB_LAST && i < r - 1) || (bcast == CG_EWB_ROW && i == r - 1);
+      int64_t lo = whole ? 0 : ob->lo[oi], hi = whole ? 1 : ob->hi[oi];
+      if (ib->lo[i] != lo || ib->hi[i] != hi)
+        return false;
+    }
+  }
+  return true;
+}
+
+/* Fills op for node ni if it can join an expression whose output has value
+ * y0's dims; in_expr[v] >= 0 gives the register of a value the expression
+ * holds. next_slot: the kernel's next free input slot. */
+static bool ew_op_of(const ap_graph *g, const ap_dist *dist, const int *pos, int head_pos,
+                     const int *in_expr, int y0, int ni, bool first, int *next_slot,
+                     cg_ew_op *op) {
+  const ap_node *n = &g->nodes[ni];
+  const ap_value *yv = &g->values[y0];
+  if (!ew_supported(n->op) || n->n_out < 1 || !is_f32(g, n->out[0]) ||
+      g->values[n->out[0]].data || !same_dims(&g->values[n->out[0]], yv))
+    return false;
+  for (int o = 1; o < n->n_out; o++)
+    if (n->out[o] >= 0)
+      return false;
+  if (dist && dist->n_dev > 1) {
+    if (dist->node[ni].reduce)
+      return false;
+    int nd = dist->n_dev;
+    for (int d = 0; d < nd; d++)
+      if (!ap_dbox_equal(yv->rank, &dist->held[(size_t)n->out[0] * (size_t)nd + (size_t)d],
+                         &dist->held[(size_t)y0 * (size_t)nd + (size_t)d]))
+        return false;
+  }
+  memset(op, 0, sizeof *op);
+  op->node = ni;
+  op->op = n->op;
+  op->n_args = n->n_in;
+  if (n->n_in < 1 || n->n_in > 2)
+    return false;
+  if (n->op == AP_OP_LEAKY_RELU)
+    op->alpha = ap_attr_float(n, "alpha", 0.01f);
+  bool reads_expr = false;
+  for (int i = 0; i < n->n_in; i++) {
+    int v = n->in[i];
+    cg_ew_arg *a = &op->a[i];
+    if (v < 0 || !is_f32(g, v))
+      return false;
+    const ap_value *val = &g->values[v];
+    if (!first && in_expr[v] >= 0) {
+      if (!same_boxes(g, dist, ni, i))
+        return false;
+      a->kind = CG_EWA_REG;
+      a->reg = in_expr[v];
+      reads_expr = true;
+      continue;
+    }
+    int bc = ew_bcast_of(val, yv->rank, yv->dims);
+    if (bc < 0)
+      return false;
+    if (!first && val->data && bc == CG_EWB_SCALAR) {
+      a->kind = CG_EWA_CONST;
+      a->c = ((const float *)val->data)[0];
+      continue;
+    }
+    /* Read by the fused kernel, which runs where the head does. */
+    if (!val->data && val->producer >= 0 && pos[val->producer] >= head_pos)
+      return false;
+    if (!ew_box_ok(g, dist, ni, i, bc, n->out[0]))
+      return false;
+    a->kind = CG_EWA_SLOT;
+    a->bcast = (uint8_t)bc;
+    a->in = i;
+    a->slot = first ? i : (*next_slot)++;
+    if (a->slot >= CG_MAX_OPERANDS)
+      return false;
+  }
+  return first || reads_expr;
+}
+
+/* Grows the expression of head (at order position oi); true if it absorbs
+ * at least one node. */
+static bool ew_grow(const ap_graph *g, const ap_dist *dist, const int *order, int n_order,
+                    const int *pos, const int *nread, int *in_expr, const cg_fusion *f, int oi,
+                    cg_ew *e) {
+  int hi = order[oi];
+  const ap_node *h = &g->nodes[hi];
+  int y0 = h->out[0];
+  memset(e, 0, sizeof *e);
+  e->layer = h->op == AP_OP_MATMUL || h->op == AP_OP_GEMM;
+  int next_slot = h->n_in, produced[CG_EW_MAX + 1], n_prod = 0;
+  if (e->layer) {
+    in_expr[y0] = 0;
+    produced[n_prod++] = y0;
+  } else {
+    if (!ew_op_of(g, dist, pos, oi, in_expr, y0, hi, true, &next_slot, &e->ops[0]))
+      return false;
+    e->n_ops = 1;
+    in_expr[y0] = 1;
+    produced[n_prod++] = y0;
+  }
+  int first_absorbed = e->n_ops;
+  for (int p = oi + 1; p < n_order && e->n_ops < CG_EW_MAX; p++) {
+    int ni = order[p];
+    const ap_node *n = &g->nodes[ni];
+    if (n->dead || f->head[ni] >= 0 || f->chain[ni] || f->expr[ni])
+      continue;
+    int save = next_slot;
+    cg_ew_op op;
+    if (!ew_op_of(g, dist, pos, oi, in_expr, y0, ni, false, &next_slot, &op)) {
+      next_slot = save;
+      continue;
+    }
+    e->ops[e->n_ops++] = op;
+    in_expr[n->out[0]] = e->n_ops;
+    produced[n_prod++] = n->out[0];
+  }
+  /* The longest prefix whose values, but its last, only it reads. */
+  int best = 0;
+  for (int L = e->n_ops; L > first_absorbed && !best; L--) {
+    bool ok = true;
+    for (int q = 0; ok && q < n_prod; q++) {
+      int v = produced[q], reg = in_expr[v];
+      if (reg >= L)
+        continue; /* the last value, or produced after the prefix */
+      int reads = 0;
+      for (int j = 0; j < L; j++)
+        for (int i = 0; i < e->ops[j].n_args; i++)
+          reads += e->ops[j].a[i].kind == CG_EWA_REG && e->ops[j].a[i].reg == reg;
+      ok = !g->values[v].is_graph_output && reads == nread[v];
+    }
+    if (ok)
+      best = L;
+  }
+  for (int q = 0; q < n_prod; q++)
+    in_expr[produced[q]] = -1;
+  e->n_ops = best;
+  return best > first_absorbed;
+}
+
+static ap_status ew_plan(ap_graph *g, const ap_dist *dist, const int *order, int n_order,
+                         const int *pos, cg_fusion *f, ap_diag *d) {
+  int *nread = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *nread);
+  int *in_expr = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *in_expr);
+  if (!nread || !in_expr)
+    return cg_oom(g, d);
+  for (int v = 0; v < g->n_values; v++)
+    in_expr[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i].dead)
+      for (int j = 0; j < g->nodes[i].n_in; j++)
+        if (g->nodes[i].in[j] >= 0)
+          nread[g->nodes[i].in[j]]++;
+  for (int oi = 0; oi < n_order; oi++) {
+    int hi = order[oi];
+    const ap_node *h = &g->nodes[hi];
+    if (f->head[hi] >= 0 || f->chain[hi] || h->n_out < 1 || !is_f32(g, h->out[0]) ||
+        g->values[h->out[0]].data || g->values[h->out[0]].rank < 1)
+      continue;
+    bool layer = h->op == AP_OP_MATMUL || h->op == AP_OP_GEMM;
+    if (!layer && !ew_supported(h->op))
+      continue;
+    if (layer && (dist && dist->n_dev > 1 && dist->node[hi].reduce))
+      continue;
+    cg_ew e;
+    if (!ew_grow(g, dist, order, n_order, pos, nread, in_expr, f, oi, &e))
+      continue;
+    cg_ew *keep = ap_arena_alloc(g->arena, sizeof *keep);
+    if (!keep)
+      return cg_oom(g, d);
+    *keep = e;
+    f->expr[hi] = keep;
+    for (int j = e.layer ? 0 : 1; j < e.n_ops; j++) {
+      f->head[e.ops[j].node] = hi;
+      f->n_fused++;
+    }
+  }
+  return AP_OK;
+}
+
+static cg_x *ew_arg(cg_kernel *k, const cg_ew_arg *a, const int *regs, int o, int j, int r) {
+  switch (a->kind) {
+  case CG_EWA_REG: return cg_v(k, regs[a->reg]);
+  case CG_EWA_CONST: return cg_f32(k, a->c);
+  default: break;
+  }
+  cg_x *p = cg_in(k, a->slot);
+  switch (a->bcast) {
+  case CG_EWB_SAME: return cg_ld(k, p, cg_v(k, o));
+  case CG_EWB_LAST: return cg_ld(k, p, cg_v(k, j));
+  case CG_EWB_ROW: return cg_ld(k, p, cg_v(k, r));
+  default: return cg_ldi(k, p, 0);
+  }
+}
+
+void cg_fuse_expr(cg_kernel *k, const cg_ew *e) {
+  const cg_operand *y = &k->out[0];
+  int64_t last = y->rank ? y->dims[y->rank - 1] : 1;
+  int64_t rows = last ? ap_numel(y->rank, y->dims) / last : 0;
+  cg_x *out = cg_out(k, 0);
+  int r = cg_for_n(k, "r", rows);
+  int j = cg_for_n(k, "j", last);
+  int o = cg_let(k, "o", cg_add(k, cg_mul(k, cg_v(k, r), cg_i64(k, last)), cg_v(k, j)));
+  int regs[CG_EW_MAX + 1];
+  regs[0] = e->layer ? cg_let(k, "e", cg_ld(k, out, cg_v(k, o))) : -1;
+  for (int q = 0; q < e->n_ops; q++) {
+    const cg_ew_op *op = &e->ops[q];
+    cg_x *a = ew_arg(k, &op->a[0], regs, o, j, r);
+    cg_x *b = op->n_args > 1 ? ew_arg(k, &op->a[1], regs, o, j, r) : NULL;
+    cg_x *x, *zero = cg_f32(k, 0), *one = cg_f32(k, 1);
+    switch (op->op) {
+    case AP_OP_ADD: x = cg_add(k, a, b); break;
+    case AP_OP_SUB: x = cg_sub(k, a, b); break;
+    case AP_OP_MUL: x = cg_mul(k, a, b); break;
+    case AP_OP_DIV: x = cg_div(k, a, b); break;
+    case AP_OP_POW: {
+      /* As c_ewise.c's Pow: a small constant integer power is products. */
+      const cg_ew_arg *eb = &op->a[1];
+      if (eb->kind == CG_EWA_CONST && (eb->c == 1 || eb->c == 2 || eb->c == 3 || eb->c == 4))
+        x = cg_power(k, a, (int)eb->c);
+      else
+        x = cg_fn2(k, CG_FN_POW, a, b);
+      break;
+    }
+    case AP_OP_RELU: x = cg_sel(k, cg_gt(k, a, cg_int(k, 0)), a, cg_int(k, 0)); break;
+    case AP_OP_SIGMOID:
+      x = cg_div(k, one, cg_add(k, one, cg_fn1(k, CG_FN_EXP, cg_neg(k, a))));
+      break;
+    case AP_OP_TANH: x = cg_fn1(k, CG_FN_TANH, a); break;
+    case AP_OP_EXP: x = cg_fn1(k, CG_FN_EXP, a); break;
+    case AP_OP_LOG: x = cg_fn1(k, CG_FN_LOG, a); break;
+    case AP_OP_SQRT: x = cg_fn1(k, CG_FN_SQRT, a); break;
+    case AP_OP_ERF: x = cg_fn1(k, CG_FN_ERF, a); break;
+    case AP_OP_NEG: x = cg_neg(k, a); break;
+    case AP_OP_RECIPROCAL: x = cg_div(k, one, a); break;
+    default: /* AP_OP_LEAKY_RELU */
+      x = cg_sel(k, cg_lt(k, a, zero), cg_mul(k, a, cg_f32(k, op->alpha)), a);
+      break;
+    }
+    regs[q + 1] = cg_let(k, "e", x);
+  }
+  cg_st(k, out, cg_v(k, o), cg_v(k, regs[e->n_ops]));
+  cg_end(k);
+  cg_end(k);
+}
+
+const char *cg_fuse_expr_describe(ap_graph *g, const cg_ew *e) {
+  static const char bc[] = "svwk";
+  char buf[1024];
+  int len = snprintf(buf, sizeof buf, "fused");
+  for (int q = 0; q < e->n_ops && len < (int)sizeof buf - 64; q++) {
+    const cg_ew_op *op = &e->ops[q];
+    char name[32];
+    snprintf(name, sizeof name, "%s", ap_op_table[op->op].name);
+    for (char *c = name; *c; c++)
+      *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    len += snprintf(buf + len, sizeof buf - (size_t)len, " %s(", name);
+    for (int i = 0; i < op->n_args; i++) {
+      const cg_ew_arg *a = &op->a[i];
+      const char *sep = i ? "," : "";
+      if (a->kind == CG_EWA_REG)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%se%d", sep, a->reg);
+      else if (a->kind == CG_EWA_CONST)
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%.9g", sep, a->c);
+      else
+        len += snprintf(buf + len, sizeof buf - (size_t)len, "%s%c%d", sep, bc[a->bcast], a->slot);
+    }
+    if (op->op == AP_OP_LEAKY_RELU)
+      len += snprintf(buf + len, sizeof buf - (size_t)len, ";%.9g", op->alpha);
+    len += snprintf(buf + len, sizeof buf - (size_t)len, ")");
   }
   return ap_arena_strdup(g->arena, buf);
 }

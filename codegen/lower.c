@@ -862,7 +862,15 @@ static ap_status lower_reduce(lgen *G, int ni) {
  * has already written. */
 static ap_status lower_absorbed(lgen *G, int ni) {
   const ap_node *n = &G->g->nodes[ni];
-  const cg_epi *e = G->fuse.chain[G->fuse.head[ni]];
+  int head = G->fuse.head[ni];
+  if (G->fuse.expr[head]) { /* an element-wise expression: the head's output */
+    int out = n->out[0], src = G->g->nodes[head].out[0];
+    G->D->bufs[out].st = CG_ALIAS;
+    G->D->bufs[out].alias_of = src;
+    G->D->bufs[out].dtype = G->g->values[out].dtype;
+    return AP_OK;
+  }
+  const cg_epi *e = G->fuse.chain[head];
   int slot = 0;
   for (int j = 0; j < e->n_ops; j++)
     if (e->ops[j].node == ni && e->ops[j].kind == CG_EPI_ADD)
@@ -909,6 +917,30 @@ static ap_status fused_inputs(lgen *G, const cg_epi *e, step_args *sa, cg_param 
   return AP_OK;
 }
 
+/* The operands an element-wise expression reads besides its head's
+ * inputs: their operands in G->kernel, and unless sa is NULL their
+ * parameters and arguments first. */
+static ap_status expr_inputs(lgen *G, const cg_ew *e, step_args *sa, cg_param *params, int *np) {
+  cg_kernel *k = G->kernel;
+  for (int q = e->layer ? 0 : 1; q < e->n_ops; q++)
+    for (int i = 0; i < e->ops[q].n_args; i++) {
+      const cg_ew_arg *a = &e->ops[q].a[i];
+      if (a->kind != CG_EWA_SLOT)
+        continue;
+      int node = e->ops[q].node;
+      ap_dbox b = read_box(G, node, a->in);
+      cg_operand_of(&G->g->values[G->g->nodes[node].in[a->in]], &b, &k->in[a->slot]);
+      if (!sa)
+        continue;
+      int rb = read_buf(G, node, a->in, CG_PH_FORWARD);
+      if (rb < 0)
+        return oom(G);
+      params[(*np)++] = ptr_param(CG_R_X, a->slot, k->in[a->slot].dtype, true, true);
+      add_arg(sa, rb, false);
+    }
+  return AP_OK;
+}
+
 static ap_status lower_forward(lgen *G, int ni) {
   ap_graph *g = G->g;
   const ap_node *n = &g->nodes[ni];
@@ -946,7 +978,12 @@ static ap_status lower_forward(lgen *G, int ni) {
   }
   if (!begin_node_kernel(G, false))
     return oom(G);
-  if ((s = forward_emitters[n->op](k)) != AP_OK)
+  const cg_ew *ew = G->fuse.expr ? G->fuse.expr[ni] : NULL;
+  if (ew && !ew->layer) { /* the element-wise chain from this node on, one loop */
+    if ((s = expr_inputs(G, ew, NULL, NULL, NULL)) != AP_OK)
+      return s;
+    cg_fuse_expr(k, ew);
+  } else if ((s = forward_emitters[n->op](k)) != AP_OK)
     return s;
   if (k->alias_in >= 0) {
     int out = n->out[0], src = read_buf(G, ni, k->alias_in, CG_PH_FORWARD);
@@ -958,7 +995,7 @@ static ap_status lower_forward(lgen *G, int ni) {
     return AP_OK;
   }
   step_args sa = new_step(CG_S_KERNEL, CG_PH_FORWARD, ni, -1, "forward");
-  cg_param params[2 * CG_MAX_OPERANDS + 4];
+  cg_param params[3 * CG_MAX_OPERANDS + 4];
   int np = 0;
   const cg_epi *epi = G->fuse.chain ? G->fuse.chain[ni] : NULL;
   const char *key_dir = "forward";
@@ -967,6 +1004,13 @@ static ap_status lower_forward(lgen *G, int ni) {
       return s;
     cg_fuse_epilogue(k, epi);
     sa.s.what = key_dir = cg_fuse_describe(g, epi);
+  }
+  if (ew) {
+    if ((s = expr_inputs(G, ew, &sa, params, &np)) != AP_OK)
+      return s;
+    if (ew->layer)
+      cg_fuse_expr(k, ew);
+    sa.s.what = key_dir = cg_fuse_expr_describe(g, ew);
   }
   sa.s.work = cg_kir_needs_work(k->ir);
   for (int i = 0; i < n->n_in; i++) {

@@ -85,8 +85,10 @@ def fed_weights(outdir):
 
 
 def not_fused(outdir):
-    """What fusion must leave alone: a convolution output read twice, and a
-    BatchNormalization whose statistics another node reads too."""
+    """What convolution fusion must leave alone: a convolution output read
+    twice, and a BatchNormalization whose statistics another node reads too
+    (the Relu and the Add reading c1 twice still become one element-wise
+    loop)."""
     n, c, h = 1, 4, 4
     inits = [conv_w("w1", 4, c), conv_w("w2", 4, 4)]
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
@@ -108,6 +110,76 @@ def bn_only(outdir):
     save(outdir, "fuse_bn_only", nodes, [("x", [n, c, h, h])], [n, 5, h, h], inits)
 
 
+def gelu_tanh(nodes, inits, p, x, y):
+    """GPT-2's GELU as its exporter writes it: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    inits += [arr(f"{p}.three", 3.0), arr(f"{p}.c1", 0.044715), arr(f"{p}.c2", 0.7978845608),
+              arr(f"{p}.one", 1.0), arr(f"{p}.half", 0.5)]
+    nodes += [helper.make_node("Pow", [x, f"{p}.three"], [f"{p}.p"], name=f"{p}/Pow"),
+              helper.make_node("Mul", [f"{p}.c1", f"{p}.p"], [f"{p}.a"], name=f"{p}/Mul"),
+              helper.make_node("Add", [x, f"{p}.a"], [f"{p}.b"], name=f"{p}/Add"),
+              helper.make_node("Mul", [f"{p}.c2", f"{p}.b"], [f"{p}.c"], name=f"{p}/Mul_1"),
+              helper.make_node("Tanh", [f"{p}.c"], [f"{p}.t"], name=f"{p}/Tanh"),
+              helper.make_node("Add", [f"{p}.one", f"{p}.t"], [f"{p}.u"], name=f"{p}/Add_1"),
+              helper.make_node("Mul", [f"{p}.half", x], [f"{p}.h"], name=f"{p}/Mul_2"),
+              helper.make_node("Mul", [f"{p}.h", f"{p}.u"], [y], name=f"{p}/Mul_3")]
+
+
+def mlp_gelu(outdir):
+    """A transformer MLP as GPT-2's exporter writes it: MatMul + Add(bias)
+    + GELU (tanh form, Pow/Mul/Add/Mul/Tanh/Add/Mul/Mul), then MatMul +
+    Add(bias first) + the residual Add: two MatMul epilogues."""
+    n, s, d, h = 2, 6, 16, 32
+    inits = [arr("w1", rng.standard_normal((d, h)) / np.sqrt(d)), arr("b1", rng.standard_normal(h) * 0.1),
+             arr("w2", rng.standard_normal((h, d)) / np.sqrt(h)), arr("b2", rng.standard_normal(d) * 0.1)]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m1"], name="fc/MatMul"),
+             helper.make_node("Add", ["m1", "b1"], ["a1"], name="fc/Add")]
+    gelu_tanh(nodes, inits, "act", "a1", "g")
+    nodes += [helper.make_node("MatMul", ["g", "w2"], ["m2"], name="proj/MatMul"),
+              helper.make_node("Add", ["b2", "m2"], ["a2"], name="proj/Add"),
+              helper.make_node("Add", ["a2", "x"], ["y"], name="residual")]
+    save(outdir, "fuse_mlp", nodes, [("x", [n, s, d])], [n, s, d], inits)
+
+
+def gemm_act(outdir):
+    """Gemm (bias C, transB) + Relu, then Gemm without C + Sigmoid."""
+    n, d, h = 4, 12, 20
+    inits = [arr("w1", rng.standard_normal((h, d)) / np.sqrt(d)), arr("c1", rng.standard_normal(h) * 0.1),
+             arr("w2", rng.standard_normal((h, 6)) / np.sqrt(h))]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "c1"], ["z1"], name="gemm1", transB=1),
+             helper.make_node("Relu", ["z1"], ["r1"], name="relu"),
+             helper.make_node("Gemm", ["r1", "w2"], ["z2"], name="gemm2", alpha=0.5),
+             helper.make_node("Sigmoid", ["z2"], ["y"], name="sigmoid")]
+    save(outdir, "fuse_gemm", nodes, [("x", [n, d])], [n, 6], inits)
+
+
+def ewise_chain(outdir):
+    """LayerNormalization written out (opset < 17 exporters), then BERT's
+    GELU in its erf form and a Sub of a same-shape input: the chains
+    Add(eps)+Sqrt on the row statistics, and Div(x - mean, sd) + Mul(gamma)
+    + Add(beta) + Div/Erf/Add/Mul/Mul + Sub(c) as one loop each; x - mean,
+    read by Pow and Div, stays a value of its own."""
+    n, s, d = 3, 4, 10
+    inits = [arr("two", 2.0), arr("eps", 1e-5), arr("gamma", rng.uniform(0.5, 1.5, d)),
+             arr("beta", rng.standard_normal(d) * 0.1), arr("sqrt2", 1.4142135), arr("one", 1.0),
+             arr("half", 0.5)]
+    nodes = [helper.make_node("ReduceMean", ["x"], ["mu"], name="mean", axes=[-1]),
+             helper.make_node("Sub", ["x", "mu"], ["dev"], name="sub"),
+             helper.make_node("Pow", ["dev", "two"], ["sq"], name="pow"),
+             helper.make_node("ReduceMean", ["sq"], ["var"], name="mean2", axes=[-1]),
+             helper.make_node("Add", ["var", "eps"], ["ve"], name="add_eps"),
+             helper.make_node("Sqrt", ["ve"], ["sd"], name="sqrt"),
+             helper.make_node("Div", ["dev", "sd"], ["nrm"], name="div"),
+             helper.make_node("Mul", ["nrm", "gamma"], ["sc"], name="scale"),
+             helper.make_node("Add", ["sc", "beta"], ["ln"], name="shift"),
+             helper.make_node("Div", ["ln", "sqrt2"], ["gd"], name="gelu/Div"),
+             helper.make_node("Erf", ["gd"], ["ge"], name="gelu/Erf"),
+             helper.make_node("Add", ["ge", "one"], ["ga"], name="gelu/Add"),
+             helper.make_node("Mul", ["ln", "ga"], ["gm"], name="gelu/Mul"),
+             helper.make_node("Mul", ["gm", "half"], ["g"], name="gelu/Mul_1"),
+             helper.make_node("Sub", ["g", "c"], ["y"], name="sub_c")]
+    save(outdir, "fuse_ewise", nodes, [("x", [n, s, d]), ("c", [n, s, d])], [n, s, d], inits)
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -115,3 +187,6 @@ if __name__ == "__main__":
     fed_weights(out)
     not_fused(out)
     bn_only(out)
+    mlp_gelu(out)
+    gemm_act(out)
+    ewise_chain(out)

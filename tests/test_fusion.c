@@ -82,8 +82,20 @@ static const struct {
                    "fused bn clip(0,6) Conv 'conv3' */\n"
                    "fused sigmoid Conv 'conv4' */\n"},
     {"fuse_fed_weight", "fused bn+s+t leakyrelu(0.200000003) Conv 'conv' */\n"},
-    {"fuse_none", ""},
+    /* The convolutions stay unfused; Relu and the Add reading c1 twice are one loop. */
+    {"fuse_none", "fused relu(s0) add(s1,e1) Relu 'relu1' */\n"},
     {"fuse_bn_only", "fused bn Conv 'conv' */\n"},
+    /* MatMul + bias + GPT-2's GELU, then MatMul + bias + residual. */
+    {"fuse_mlp", "fused add(e0,v2) pow(e1,3) mul(0.0447149985,e2) add(e1,e3) "
+                 "mul(0.797884583,e4) tanh(e5) add(1,e6) mul(0.5,e1) mul(e8,e7) "
+                 "MatMul 'fc/MatMul' */\n"
+                 "fused add(v2,e0) add(e1,s3) MatMul 'proj/MatMul' */\n"},
+    {"fuse_gemm", "fused relu(e0) Gemm 'gemm1' */\n"
+                  "fused sigmoid(e0) Gemm 'gemm2' */\n"},
+    /* Element-wise chains as one loop; x - mean, read twice, is not. */
+    {"fuse_ewise", "fused add(s0,k1) sqrt(e1) Add 'add_eps' */\n"
+                   "fused div(s0,w1) mul(e1,v2) add(e2,v3) div(e3,1.41421354) erf(e4) "
+                   "add(e5,1) mul(e3,e6) mul(e7,0.5) sub(e8,s4) Div 'div' */\n"},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -125,31 +137,46 @@ Test(fusion, llvm_backend_ort, .init = make_models) {
 
 /* Two devices, each strategy: the one-device outputs, the bytes predicted,
  * and the same bytes unfused; dp splits the batch, so each device's
- * program fuses as the one-device program does. */
-Test(fusion, partitioned, .init = make_models) {
+ * program fuses as the one-device program does. Case c of cases[]. */
+static void partitioned(int c) {
   static const char *const strategies[] = {"dp", "owt", "hypar", "accpar"};
+  const char *model = cases[c].model;
+  char one_tag[256];
+  fmt(one_tag, sizeof one_tag, "%s.1", model);
+  compile_run(model, one_tag, "", "cpu:1", "");
   for (int s = 0; s < 4; s++) {
     char tag[256], untag[256], one[1024], got[1024], rep[1024], why[1024], fused[4096];
     char opt[64];
     fmt(opt, sizeof opt, "--strategy %s ", strategies[s]);
-    fmt(tag, sizeof tag, "fuse_block.2.%s", strategies[s]);
-    fmt(untag, sizeof untag, "fuse_block.2.%s.unfused", strategies[s]);
-    compile_run("fuse_block", "fuse_block.1", "", "cpu:1", "");
-    compile_run("fuse_block", tag, "", "cpu:2", opt);
-    compile_run("fuse_block", untag, "ACCPAR_NO_FUSION=1", "cpu:2", opt);
-    fmt(one, sizeof one, "%s/fuse_block.1/got", WORK);
+    fmt(tag, sizeof tag, "%s.2.%s", model, strategies[s]);
+    fmt(untag, sizeof untag, "%s.2.%s.unfused", model, strategies[s]);
+    compile_run(model, tag, "", "cpu:2", opt);
+    compile_run(model, untag, "ACCPAR_NO_FUSION=1", "cpu:2", opt);
+    fmt(one, sizeof one, "%s/%s/got", WORK, one_tag);
     fmt(got, sizeof got, "%s/%s/got", WORK, tag);
-    cr_assert(outputs_match(one, got, 1e-5, 1e-6, why, sizeof why), "%s: %s", strategies[s], why);
+    cr_assert(outputs_match(one, got, 1e-5, 1e-6, why, sizeof why), "%s %s: %s", model,
+              strategies[s], why);
     double moved, moved_unfused;
     fmt(rep, sizeof rep, "%s/%s/report.json", WORK, tag);
-    cr_assert(bytes_as_predicted(rep, 2, &moved, why, sizeof why), "%s: %s", strategies[s], why);
-    fmt(rep, sizeof rep, "%s/%s/report.json", WORK, untag);
-    cr_assert(bytes_as_predicted(rep, 2, &moved_unfused, why, sizeof why), "%s: %s",
+    cr_assert(bytes_as_predicted(rep, 2, &moved, why, sizeof why), "%s %s: %s", model,
               strategies[s], why);
-    cr_assert_eq(moved, moved_unfused, "%s: fused sends %g bytes, unfused %g", strategies[s],
-                 moved, moved_unfused);
+    fmt(rep, sizeof rep, "%s/%s/report.json", WORK, untag);
+    cr_assert(bytes_as_predicted(rep, 2, &moved_unfused, why, sizeof why), "%s %s: %s", model,
+              strategies[s], why);
+    cr_assert_eq(moved, moved_unfused, "%s %s: fused sends %g bytes, unfused %g", model,
+                 strategies[s], moved, moved_unfused);
     fused_lines(tag, fused, sizeof fused);
     if (strcmp(strategies[s], "dp") == 0)
-      cr_assert_str_eq(fused, cases[0].fused, "dp: the fusions in dev0.c");
+      cr_assert_str_eq(fused, cases[c].fused, "%s dp: the fusions in dev0.c", model);
   }
+}
+
+Test(fusion, partitioned, .init = make_models) { partitioned(0); }
+
+/* The MatMul epilogues and the element-wise chains, on every strategy. */
+Test(fusion, partitioned_expr, .init = make_models) {
+  for (int c = 0; c < N_CASES; c++)
+    if (strncmp(cases[c].model, "fuse_mlp", 8) == 0 || strncmp(cases[c].model, "fuse_ewise", 10) == 0 ||
+        strncmp(cases[c].model, "fuse_gemm", 9) == 0)
+      partitioned(c);
 }

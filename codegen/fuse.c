@@ -24,7 +24,11 @@
  * held by each device in exactly that box. Folding changes constants only,
  * which no device sends (each reads its boxes from the blob). Training
  * programs are left alone: the backward of every absorbed operator reads
- * the values fusion would not materialise. */
+ * the values fusion would not materialise.
+ *
+ * Then, below, the element-wise expressions: the epilogues of MatMul and
+ * Gemm and chains of element-wise operators as one loop, under the same
+ * conditions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

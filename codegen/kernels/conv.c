@@ -73,7 +73,8 @@ static float *apk_valign(float *p)
 /* The output columns ow whose input column ow * stride + offset lies in
  * [0, width): [*lo, *hi). Computing the range once keeps the copy loops free of
  * bounds tests. */
-static APK_SPEC_INLINE void apk_valid_range(int offset, int stride, int width, int out, int *lo, int *hi)
+static APK_SPEC_INLINE void apk_valid_range(int offset, int stride, int width, int out, int *lo,
+                                            int *hi)
 {
   int l = offset >= 0 ? 0 : apk_div(-offset + stride - 1, stride);
   int last = width - 1 - offset; /* ow * stride <= last */
@@ -90,8 +91,8 @@ static APK_SPEC_INLINE void apk_valid_range(int offset, int stride, int width, i
  * channels x points at: element (t0+t, j0+q) to dst[t * ld + q]. Each tap
  * row walks the pixel range one output row at a time, and inside a row
  * copies the valid input columns (memcpy at stride 1) between runs of zeros. */
-static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x, int t0, int nt, int j0,
-                             int nj, float *dst, ptrdiff_t ld)
+static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x, int t0, int nt,
+                                             int j0, int nj, float *dst, ptrdiff_t ld)
 {
   int ow_n = apk_conv2d_out_w(p), khw = p->kernel_h * p->kernel_w;
   int c = t0 / khw, kh = t0 % khw / p->kernel_w, kw = t0 % p->kernel_w;
@@ -135,8 +136,8 @@ static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x
 
 /* The adjoint of apk_im2col_block: adds src[t * ld + q], element
  * (t0+t, j0+q) of a column matrix, into the input pixel it came from. */
-static APK_SPEC_INLINE void apk_col2im_block(const apk_conv2d *p, const float *src, int t0, int nt, int j0,
-                             int nj, ptrdiff_t ld, float *x)
+static APK_SPEC_INLINE void apk_col2im_block(const apk_conv2d *p, const float *src, int t0,
+                                             int nt, int j0, int nj, ptrdiff_t ld, float *x)
 {
   int ow_n = apk_conv2d_out_w(p), khw = p->kernel_h * p->kernel_w;
   int c = t0 / khw, kh = t0 % khw / p->kernel_w, kw = t0 % p->kernel_w;
@@ -626,8 +627,9 @@ APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p)
 
 /* ---- the three kernels ---- */
 
-static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops, apk_conv_algo algo, const float *x,
-                                     const float *w, const float *bias, float *y, float *work)
+static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
+                                   apk_conv_algo algo, const float *x, const float *w,
+                                   const float *bias, float *y, float *work)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   if (algo == APK_CONV_WINOGRAD) {
@@ -674,9 +676,9 @@ static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
   }
 }
 
-static void apk_conv2d_backward_data_run(const apk_conv2d *p, const apk_conv_ops *ops, apk_conv_algo algo,
-                                           const float *dy, const float *w, float *dx,
-                                           float *work)
+static void apk_conv2d_backward_data_run(const apk_conv2d *p, const apk_conv_ops *ops,
+                                         apk_conv_algo algo, const float *dy, const float *w,
+                                         float *dx, float *work)
 {
   if (algo == APK_CONV_WINOGRAD) {
     apk_wino g = apk_wino_of(p, APK_CONV_BACKWARD_DATA);
@@ -708,15 +710,15 @@ static void apk_conv2d_backward_data_run(const apk_conv2d *p, const apk_conv_ops
       }
       apk_matrix_b src = {0, dyg, ohw};
       apk_col_sink sink = {p, dxg};
-      apk_sgemm_ex(1, kg, ohw, mg, wg, kg, apk_pack_b_matrix, &src, 0.0f, NULL, 0, APK_OP(ops, store_col),
-                   &sink, gemm_work);
+      apk_sgemm_ex(1, kg, ohw, mg, wg, kg, apk_pack_b_matrix, &src, 0.0f, NULL, 0,
+                   APK_OP(ops, store_col), &sink, gemm_work);
     }
   }
 }
 
-static void apk_conv2d_backward_weights_run(const apk_conv2d *p, const apk_conv_ops *ops, apk_conv_algo algo,
-                                              const float *x, const float *dy, float *dw,
-                                              float *dbias, float *work)
+static void apk_conv2d_backward_weights_run(const apk_conv2d *p, const apk_conv_ops *ops,
+                                            apk_conv_algo algo, const float *x, const float *dy,
+                                            float *dw, float *dbias, float *work)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
@@ -747,8 +749,8 @@ static void apk_conv2d_backward_weights_run(const apk_conv2d *p, const apk_conv_
         continue;
       }
       apk_col_src src = {p, xg, strip};
-      apk_sgemm_ex(0, mg, kg, ohw, dyg, ohw, APK_OP(ops, pack_col_t), &src, beta, dwg, kg, NULL, NULL,
-                   gemm_work);
+      apk_sgemm_ex(0, mg, kg, ohw, dyg, ohw, APK_OP(ops, pack_col_t), &src, beta, dwg, kg, NULL,
+                   NULL, gemm_work);
     }
   }
   if (dbias) {

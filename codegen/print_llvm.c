@@ -6,7 +6,9 @@
  * constant globals, run, main). The project's GEMM and convolution are not
  * in the module: they come as an object compiled once at build time
  * (gemm.c and conv.c by clang -O3, embedded in accparc: kernels_obj.c),
- * written beside model.o and linked with it, or added to the JIT. The
+ * written beside model.o and linked with it, or added to the JIT; only the
+ * convolution's packing is linked into the module, as bitcode, and
+ * specialised for each convolution's constant description (conv_ops). The
  * module is verified, optimised with default<O3> for the host CPU and
  * written as OUTDIR/model.o, which cg_llvm_build links with kernels.o and
  * the runtime into OUTDIR/model; or it is run in memory through ORC LLJIT

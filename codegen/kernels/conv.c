@@ -26,8 +26,9 @@
 /* a / b (b >= 1), without the divide when b is 1. The column matrix's
  * block copies compute their tap rows' bounds on every call, with strides
  * that are mostly 1: a compiler that sees the convolution's constants (GCC
- * on a C program's kernels.c) folds the divide, the prebuilt library the
- * LLVM backend links does not. */
+ * on a C program's kernels.c, LLVM on an LLVM program's specialised
+ * packing, APK_CONV_SPEC below) folds the divide, the generic library
+ * does not. */
 static inline int apk_div(int a, int b) { return b == 1 ? a : a / b; }
 
 /* The column matrix's copies, inlined into their callers where the

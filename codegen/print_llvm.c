@@ -6,7 +6,9 @@
  * constant globals, run, main). The project's GEMM and convolution are not
  * in the module: they come as an object compiled once at build time
  * (gemm.c and conv.c by clang -O3, embedded in accparc: kernels_obj.c),
- * written beside model.o and linked with it, or added to the JIT. The
+ * written beside model.o and linked with it, or added to the JIT; only the
+ * convolution's packing is linked into the module, as bitcode, and
+ * specialised for each convolution's constant description (conv_ops). The
  * module is verified, optimised with default<O3> for the host CPU and
  * written as OUTDIR/model.o, which cg_llvm_build links with kernels.o and
  * the runtime into OUTDIR/model; or it is run in memory through ORC LLJIT
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/Error.h>
@@ -41,6 +44,9 @@ _Static_assert((int)AP_MAX_RANK == (int)APRT_MAX_RANK, "boxes of the IR and of t
 /* The kernel library's object (codegen/kernels_obj.c). */
 extern const unsigned char cg_kernels_obj[];
 extern const unsigned long cg_kernels_obj_size;
+/* The convolution's packing as bitcode (kernels/conv_spec.c, kernels_obj.c). */
+extern const unsigned char cg_conv_spec_bc[];
+extern const unsigned long cg_conv_spec_bc_size;
 
 /* The functions a module calls: the runtime's (accpar_rt.h), the kernel
  * library's (kernels.h) and libc's, with their LLVM types spelled with the
@@ -66,9 +72,9 @@ extern const unsigned long cg_kernels_obj_size;
   X(apk_sgemm, "v", "iiiiifplplfplp")                                   \
   X(apk_sgemm_work_floats, "l", "iii")                                  \
   X(apk_conv2d_work_floats, "l", "p")                                   \
-  X(apk_conv2d_forward, "v", "pppppp")                                  \
-  X(apk_conv2d_backward_data, "v", "ppppp")                             \
-  X(apk_conv2d_backward_weights, "v", "pppppp")
+  X(apk_conv2d_forward_ops, "v", "ppppppp")                             \
+  X(apk_conv2d_backward_data_ops, "v", "pppppp")                        \
+  X(apk_conv2d_backward_weights_ops, "v", "ppppppp")
 
 typedef enum ext_id {
 #define EXT_ENUM(name, ret, params) EXT_##name,
@@ -287,6 +293,108 @@ static LLVMValueRef conv_const(lb *L, const int64_t *v) {
   for (int i = 0; i < CG_CONV_FIELDS; i++)
     e[i] = c_i32(L, v[i]);
   return const_global(L, "conv", LLVMConstArray(L->i32, e, CG_CONV_FIELDS), 4);
+}
+
+/* The function of conv_spec.c's spec (apk_spec_*) for the constant
+ * description conv: an internal function of the type apk_conv_ops gives it
+ * (spec's parameters but the first) calling spec with conv, which the
+ * optimiser inlines (spec is always_inline) and folds: the column matrix's
+ * copies specialised for the convolution's shape, as GCC's interprocedural
+ * constant propagation specialises them in a C program's kernels.c. */
+static LLVMValueRef conv_spec_fn(lb *L, LLVMValueRef conv, const char *spec) {
+  LLVMValueRef t = LLVMGetNamedFunction(L->m, spec);
+  if (!t)
+    ap_die("the convolution's bitcode has no %s", spec);
+  LLVMTypeRef ft = LLVMGlobalGetValueType(t);
+  unsigned n = LLVMCountParamTypes(ft);
+  LLVMTypeRef pt[8];
+  if (n < 1 || n > 8)
+    ap_die("%s has %u parameters", spec, n);
+  LLVMGetParamTypes(ft, pt);
+  LLVMTypeRef wt = LLVMFunctionType(LLVMGetReturnType(ft), pt + 1, n - 1, 0);
+  size_t len;
+  char name[96];
+  snprintf(name, sizeof name, "%s.%s", LLVMGetValueName2(conv, &len), spec + strlen("apk_spec_"));
+  LLVMValueRef f = LLVMAddFunction(L->m, name, wt);
+  LLVMSetLinkage(f, LLVMInternalLinkage);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(L->cx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(L->cx, f, "entry"));
+  LLVMValueRef a[8];
+  a[0] = conv;
+  for (unsigned i = 1; i < n; i++)
+    a[i] = LLVMGetParam(f, i - 1);
+  LLVMBuildCall2(b, ft, t, a, n, "");
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+  return f;
+}
+
+/* The apk_conv_ops of a call of kernel fn with the constant description
+ * conv (fields v): the packing of the algorithm the library chooses for it
+ * (apk_conv2d_choose, the same function of the same description at run
+ * time), specialised; NULL where it packs nothing (a pointwise convolution,
+ * Winograd). A member left NULL would be the library's generic function. */
+static LLVMValueRef conv_ops(lb *L, LLVMValueRef conv, const int64_t *v, cg_conv_fn fn) {
+  int f32[CG_CONV_FIELDS];
+  for (int i = 0; i < CG_CONV_FIELDS; i++)
+    f32[i] = (int)v[i];
+  apk_conv2d c;
+  memcpy(&c, f32, sizeof c);
+  /* kernel 1x1, unit strides, no padding: col_g is x_g (conv.c). */
+  if (c.kernel_h == 1 && c.kernel_w == 1 && c.stride_h == 1 && c.stride_w == 1 &&
+      c.pad_top == 0 && c.pad_left == 0 && c.pad_bottom == 0 && c.pad_right == 0)
+    return LLVMConstNull(L->ptr);
+  apk_conv_kernel which = fn == CG_CONV_FORWARD         ? APK_CONV_FORWARD
+                          : fn == CG_CONV_BACKWARD_DATA ? APK_CONV_BACKWARD_DATA
+                                                        : APK_CONV_BACKWARD_WEIGHTS;
+  apk_conv_algo algo = apk_conv2d_choose(&c, which);
+  if (algo != APK_CONV_IMPLICIT && algo != APK_CONV_IM2COL)
+    return LLVMConstNull(L->ptr);
+  bool implicit = algo == APK_CONV_IMPLICIT;
+  LLVMValueRef f[5];
+  for (int i = 0; i < 5; i++)
+    f[i] = LLVMConstNull(L->ptr);
+  switch (fn) {
+  case CG_CONV_FORWARD:
+    if (implicit)
+      f[0] = conv_spec_fn(L, conv, "apk_spec_pack_col");
+    else
+      f[3] = conv_spec_fn(L, conv, "apk_spec_im2col");
+    break;
+  case CG_CONV_BACKWARD_DATA:
+    if (implicit)
+      f[2] = conv_spec_fn(L, conv, "apk_spec_store_col");
+    else
+      f[4] = conv_spec_fn(L, conv, "apk_spec_col2im");
+    break;
+  case CG_CONV_BACKWARD_WEIGHTS:
+    if (implicit)
+      f[1] = conv_spec_fn(L, conv, "apk_spec_pack_col_t");
+    else
+      f[3] = conv_spec_fn(L, conv, "apk_spec_im2col");
+    break;
+  }
+  return const_global(L, "convops", LLVMConstStructInContext(L->cx, f, 5, 0), 8);
+}
+
+/* Links kernels/conv_spec.c's bitcode into L's module (its apk_spec_*
+ * functions, which conv_spec_fn's functions call). */
+static ap_status link_conv_spec(lb *L, ap_diag *d) {
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange(
+      (const char *)cg_conv_spec_bc, (size_t)cg_conv_spec_bc_size, "conv_spec.bc", 0);
+  LLVMModuleRef src = NULL;
+  LLVMBool bad = LLVMParseBitcodeInContext2(L->cx, buf, &src);
+  LLVMDisposeMemoryBuffer(buf);
+  if (bad || !src)
+    return ap_error(d, CG_ERR_INTERNAL, L->p->g->path, NULL, NULL,
+                    "internal error: LLVM cannot read the convolution's bitcode");
+  /* clang's triple and layout for the host: the module's, spelled its way. */
+  LLVMSetTarget(src, LLVMGetTarget(L->m));
+  LLVMSetDataLayout(src, LLVMGetDataLayoutStr(L->m));
+  if (LLVMLinkModules2(L->m, src))
+    return ap_error(d, CG_ERR_INTERNAL, L->p->g->path, NULL, NULL,
+                    "internal error: LLVM cannot link the convolution's bitcode");
+  return AP_OK;
 }
 
 /* ---- kernels -------------------------------------------------------------- */
@@ -639,19 +747,20 @@ static void stmts(kb *K, const cg_s *s) {
       break;
     }
     case CG_ST_CONV: {
-      ext_id e = EXT_apk_conv2d_forward;
+      ext_id e = EXT_apk_conv2d_forward_ops;
       switch ((cg_conv_fn)s->lib) {
-      case CG_CONV_FORWARD: e = EXT_apk_conv2d_forward; break;
-      case CG_CONV_BACKWARD_DATA: e = EXT_apk_conv2d_backward_data; break;
-      case CG_CONV_BACKWARD_WEIGHTS: e = EXT_apk_conv2d_backward_weights; break;
+      case CG_CONV_FORWARD: e = EXT_apk_conv2d_forward_ops; break;
+      case CG_CONV_BACKWARD_DATA: e = EXT_apk_conv2d_backward_data_ops; break;
+      case CG_CONV_BACKWARD_WEIGHTS: e = EXT_apk_conv2d_backward_weights_ops; break;
       }
       LLVMValueRef args[8];
       args[0] = conv_const(L, s->iarg);
+      args[1] = conv_ops(L, args[0], s->iarg, (cg_conv_fn)s->lib);
       for (int i = 0; i < s->n_args; i++)
-        args[i + 1] = arg_or_null(K, s->a[i]);
-      if ((unsigned)s->n_args + 1 != LLVMCountParamTypes(L->ext_t[e]))
+        args[i + 2] = arg_or_null(K, s->a[i]);
+      if ((unsigned)s->n_args + 2 != LLVMCountParamTypes(L->ext_t[e]))
         ap_die("kernel %s: %d operands for %s", K->k->key, s->n_args, ext_sig[e].name);
-      call_ext(L, e, args, s->n_args + 1);
+      call_ext(L, e, args, s->n_args + 2);
       break;
     }
     }
@@ -1408,7 +1517,7 @@ static ap_status build_module(const cg_program *p, LLVMContextRef cx, LLVMTarget
   }
   for (int i = 0; i < p->n_kernels; i++)
     L.kernels[i] = declare_kernel(&L, i);
-  ap_status s = AP_OK;
+  ap_status s = link_conv_spec(&L, d);
   for (int i = 0; i < p->n_kernels && s == AP_OK; i++)
     s = build_kernel(&L, i, d);
   if (s == AP_OK) {

@@ -26,9 +26,20 @@
 /* a / b (b >= 1), without the divide when b is 1. The column matrix's
  * block copies compute their tap rows' bounds on every call, with strides
  * that are mostly 1: a compiler that sees the convolution's constants (GCC
- * on a C program's kernels.c) folds the divide, the prebuilt library the
- * LLVM backend links does not. */
+ * on a C program's kernels.c, LLVM on an LLVM program's specialised
+ * packing, APK_CONV_SPEC below) folds the divide, the generic library
+ * does not. */
 static inline int apk_div(int a, int b) { return b == 1 ? a : a / b; }
+
+/* The column matrix's copies, inlined into their callers where the
+ * description is a constant: in the LLVM backend's bitcode of the packing
+ * (conv_spec.c, APK_CONV_SPEC), whose apk_spec_* functions every program
+ * calls with its convolutions' constant descriptions. Nothing otherwise. */
+#ifdef APK_CONV_SPEC
+#define APK_SPEC_INLINE __attribute__((always_inline)) inline
+#else
+#define APK_SPEC_INLINE
+#endif
 
 APK_API int apk_conv2d_out_h(const apk_conv2d *p)
 {
@@ -63,7 +74,8 @@ static float *apk_valign(float *p)
 /* The output columns ow whose input column ow * stride + offset lies in
  * [0, width): [*lo, *hi). Computing the range once keeps the copy loops free of
  * bounds tests. */
-static void apk_valid_range(int offset, int stride, int width, int out, int *lo, int *hi)
+static APK_SPEC_INLINE void apk_valid_range(int offset, int stride, int width, int out, int *lo,
+                                            int *hi)
 {
   int l = offset >= 0 ? 0 : apk_div(-offset + stride - 1, stride);
   int last = width - 1 - offset; /* ow * stride <= last */
@@ -80,8 +92,8 @@ static void apk_valid_range(int offset, int stride, int width, int out, int *lo,
  * channels x points at: element (t0+t, j0+q) to dst[t * ld + q]. Each tap
  * row walks the pixel range one output row at a time, and inside a row
  * copies the valid input columns (memcpy at stride 1) between runs of zeros. */
-static void apk_im2col_block(const apk_conv2d *p, const float *x, int t0, int nt, int j0,
-                             int nj, float *dst, ptrdiff_t ld)
+static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x, int t0, int nt,
+                                             int j0, int nj, float *dst, ptrdiff_t ld)
 {
   int ow_n = apk_conv2d_out_w(p), khw = p->kernel_h * p->kernel_w;
   int c = t0 / khw, kh = t0 % khw / p->kernel_w, kw = t0 % p->kernel_w;
@@ -125,8 +137,8 @@ static void apk_im2col_block(const apk_conv2d *p, const float *x, int t0, int nt
 
 /* The adjoint of apk_im2col_block: adds src[t * ld + q], element
  * (t0+t, j0+q) of a column matrix, into the input pixel it came from. */
-static void apk_col2im_block(const apk_conv2d *p, const float *src, int t0, int nt, int j0,
-                             int nj, ptrdiff_t ld, float *x)
+static APK_SPEC_INLINE void apk_col2im_block(const apk_conv2d *p, const float *src, int t0,
+                                             int nt, int j0, int nj, ptrdiff_t ld, float *x)
 {
   int ow_n = apk_conv2d_out_w(p), khw = p->kernel_h * p->kernel_w;
   int c = t0 / khw, kh = t0 % khw / p->kernel_w, kw = t0 % p->kernel_w;
@@ -186,26 +198,33 @@ typedef struct apk_col_src {
   float *strip;    /* backward weights: NR x KC floats */
 } apk_col_src;
 
-static void apk_pack_col(const void *ctx, int pc, int kc, int jc, int nc, float *dst)
+static APK_SPEC_INLINE void apk_pack_col_of(const apk_conv2d *p, const void *ctx, int pc, int kc,
+                                            int jc, int nc, float *dst)
 {
   const apk_col_src *s = ctx;
   for (int q = 0; q < nc; q += APK_NR) {
     int cols = apk_imin(APK_NR, nc - q);
     float *panel = dst + (ptrdiff_t)q * kc;
-    apk_im2col_block(s->p, s->x, pc, kc, jc + q, cols, panel, APK_NR);
+    apk_im2col_block(p, s->x, pc, kc, jc + q, cols, panel, APK_NR);
     if (cols < APK_NR)
       for (int t = 0; t < kc; t++)
         for (int j = cols; j < APK_NR; j++) panel[(ptrdiff_t)t * APK_NR + j] = 0.0f;
   }
 }
 
-static void apk_pack_col_t(const void *ctx, int pc, int kc, int jc, int nc, float *dst)
+static void apk_pack_col(const void *ctx, int pc, int kc, int jc, int nc, float *dst)
+{
+  apk_pack_col_of(((const apk_col_src *)ctx)->p, ctx, pc, kc, jc, nc, dst);
+}
+
+static APK_SPEC_INLINE void apk_pack_col_t_of(const apk_conv2d *p, const void *ctx, int pc,
+                                              int kc, int jc, int nc, float *dst)
 {
   const apk_col_src *s = ctx;
   for (int q = 0; q < nc; q += APK_NR) {
     int taps = apk_imin(APK_NR, nc - q);
     float *panel = dst + (ptrdiff_t)q * kc;
-    apk_im2col_block(s->p, s->x, jc + q, taps, pc, kc, s->strip, kc);
+    apk_im2col_block(p, s->x, jc + q, taps, pc, kc, s->strip, kc);
     if (taps == APK_NR) {
       for (int i = 0; i < kc; i++)
 #pragma GCC unroll 8
@@ -218,18 +237,79 @@ static void apk_pack_col_t(const void *ctx, int pc, int kc, int jc, int nc, floa
   }
 }
 
+static void apk_pack_col_t(const void *ctx, int pc, int kc, int jc, int nc, float *dst)
+{
+  apk_pack_col_t_of(((const apk_col_src *)ctx)->p, ctx, pc, kc, jc, nc, dst);
+}
+
 /* Backward data's product tiles (taps x pixels) added into the group's dx. */
 typedef struct apk_col_sink {
   const apk_conv2d *p;
   float *dx;
 } apk_col_sink;
 
+static APK_SPEC_INLINE void apk_store_col_of(const apk_conv2d *p, void *ctx, int i0, int j0,
+                                             int rows, int cols, const float *tile, ptrdiff_t ldt)
+{
+  apk_col_sink *s = ctx;
+  apk_col2im_block(p, tile, i0, rows, j0, cols, ldt, s->dx);
+}
+
 static void apk_store_col(void *ctx, int i0, int j0, int rows, int cols, const float *tile,
                           ptrdiff_t ldt)
 {
-  apk_col_sink *s = ctx;
-  apk_col2im_block(s->p, tile, i0, rows, j0, cols, ldt, s->dx);
+  apk_store_col_of(((apk_col_sink *)ctx)->p, ctx, i0, j0, rows, cols, tile, ldt);
 }
+
+/* The library's own packing: for the description its context or argument
+ * points to. */
+static const apk_conv_ops apk_conv_generic = {apk_pack_col, apk_pack_col_t, apk_store_col,
+                                              apk_im2col, apk_col2im};
+
+/* ops' function for what, or the generic one where ops has none. */
+#define APK_OP(ops, what) ((ops) && (ops)->what ? (ops)->what : apk_conv_generic.what)
+
+#ifdef APK_CONV_SPEC
+/* The packing with the description as its first parameter, for the LLVM
+ * backend (conv_spec.c): a program defines, per convolution, functions of
+ * apk_conv_ops' types that call these with its constant description, and
+ * the optimiser inlines and folds them (print_llvm.c, conv_ops). */
+__attribute__((always_inline)) void apk_spec_pack_col(const apk_conv2d *p, const void *ctx,
+                                                      int pc, int kc, int jc, int nc, float *dst)
+{
+  apk_pack_col_of(p, ctx, pc, kc, jc, nc, dst);
+}
+
+__attribute__((always_inline)) void apk_spec_pack_col_t(const apk_conv2d *p, const void *ctx,
+                                                        int pc, int kc, int jc, int nc,
+                                                        float *dst)
+{
+  apk_pack_col_t_of(p, ctx, pc, kc, jc, nc, dst);
+}
+
+__attribute__((always_inline)) void apk_spec_store_col(const apk_conv2d *p, void *ctx, int i0,
+                                                       int j0, int rows, int cols,
+                                                       const float *tile, ptrdiff_t ldt)
+{
+  apk_store_col_of(p, ctx, i0, j0, rows, cols, tile, ldt);
+}
+
+__attribute__((always_inline)) void apk_spec_im2col(const apk_conv2d *p, const apk_conv2d *q,
+                                                    const float *x, int channels, float *col)
+{
+  (void)q;
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  apk_im2col_block(p, x, 0, channels * p->kernel_h * p->kernel_w, 0, ohw, col, ohw);
+}
+
+__attribute__((always_inline)) void apk_spec_col2im(const apk_conv2d *p, const apk_conv2d *q,
+                                                    const float *col, int channels, float *x)
+{
+  (void)q;
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  apk_col2im_block(p, col, 0, channels * p->kernel_h * p->kernel_w, 0, ohw, ohw, x);
+}
+#endif
 
 /* ---- Winograd F(2x2, 3x3) ----
  * Output tiles of 2x2 from input tiles of 4x4 (overlapping by 2):
@@ -548,8 +628,9 @@ APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p)
 
 /* ---- the three kernels ---- */
 
-APK_API void apk_conv2d_forward_algo(const apk_conv2d *p, apk_conv_algo algo, const float *x,
-                                     const float *w, const float *bias, float *y, float *work)
+static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
+                                   apk_conv_algo algo, const float *x, const float *w,
+                                   const float *bias, float *y, float *work)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   if (algo == APK_CONV_WINOGRAD) {
@@ -583,22 +664,22 @@ APK_API void apk_conv2d_forward_algo(const apk_conv2d *p, apk_conv_algo algo, co
       if (pointwise || im2col) {
         const float *cols = xg;
         if (im2col) {
-          apk_im2col(p, xg, cg, col);
+          APK_OP(ops, im2col)(p, xg, cg, col);
           cols = col;
         }
         apk_sgemm(0, 0, mg, ohw, kg, 1.0f, wg, kg, cols, ohw, beta, yg, ohw, gemm_work);
         continue;
       }
       apk_col_src src = {p, xg, NULL};
-      apk_sgemm_ex(0, mg, ohw, kg, wg, kg, apk_pack_col, &src, beta, yg, ohw, NULL, NULL,
+      apk_sgemm_ex(0, mg, ohw, kg, wg, kg, APK_OP(ops, pack_col), &src, beta, yg, ohw, NULL, NULL,
                    gemm_work);
     }
   }
 }
 
-APK_API void apk_conv2d_backward_data_algo(const apk_conv2d *p, apk_conv_algo algo,
-                                           const float *dy, const float *w, float *dx,
-                                           float *work)
+static void apk_conv2d_backward_data_run(const apk_conv2d *p, const apk_conv_ops *ops,
+                                         apk_conv_algo algo, const float *dy, const float *w,
+                                         float *dx, float *work)
 {
   if (algo == APK_CONV_WINOGRAD) {
     apk_wino g = apk_wino_of(p, APK_CONV_BACKWARD_DATA);
@@ -625,20 +706,20 @@ APK_API void apk_conv2d_backward_data_algo(const apk_conv2d *p, apk_conv_algo al
       memset(dxg, 0, sizeof(float) * (size_t)cg * (size_t)hw);
       if (im2col) {
         apk_sgemm(1, 0, kg, ohw, mg, 1.0f, wg, kg, dyg, ohw, 0.0f, col, ohw, gemm_work);
-        apk_col2im(p, col, cg, dxg);
+        APK_OP(ops, col2im)(p, col, cg, dxg);
         continue;
       }
       apk_matrix_b src = {0, dyg, ohw};
       apk_col_sink sink = {p, dxg};
-      apk_sgemm_ex(1, kg, ohw, mg, wg, kg, apk_pack_b_matrix, &src, 0.0f, NULL, 0, apk_store_col,
-                   &sink, gemm_work);
+      apk_sgemm_ex(1, kg, ohw, mg, wg, kg, apk_pack_b_matrix, &src, 0.0f, NULL, 0,
+                   APK_OP(ops, store_col), &sink, gemm_work);
     }
   }
 }
 
-APK_API void apk_conv2d_backward_weights_algo(const apk_conv2d *p, apk_conv_algo algo,
-                                              const float *x, const float *dy, float *dw,
-                                              float *dbias, float *work)
+static void apk_conv2d_backward_weights_run(const apk_conv2d *p, const apk_conv_ops *ops,
+                                            apk_conv_algo algo, const float *x, const float *dy,
+                                            float *dw, float *dbias, float *work)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
@@ -662,15 +743,15 @@ APK_API void apk_conv2d_backward_weights_algo(const apk_conv2d *p, apk_conv_algo
       if (pointwise || im2col) {
         const float *cols = xg;
         if (im2col) {
-          apk_im2col(p, xg, cg, col);
+          APK_OP(ops, im2col)(p, xg, cg, col);
           cols = col;
         }
         apk_sgemm(0, 1, mg, kg, ohw, 1.0f, dyg, ohw, cols, ohw, beta, dwg, kg, gemm_work);
         continue;
       }
       apk_col_src src = {p, xg, strip};
-      apk_sgemm_ex(0, mg, kg, ohw, dyg, ohw, apk_pack_col_t, &src, beta, dwg, kg, NULL, NULL,
-                   gemm_work);
+      apk_sgemm_ex(0, mg, kg, ohw, dyg, ohw, APK_OP(ops, pack_col_t), &src, beta, dwg, kg, NULL,
+                   NULL, gemm_work);
     }
   }
   if (dbias) {
@@ -685,22 +766,63 @@ APK_API void apk_conv2d_backward_weights_algo(const apk_conv2d *p, apk_conv_algo
   }
 }
 
+APK_API void apk_conv2d_forward_algo(const apk_conv2d *p, apk_conv_algo algo, const float *x,
+                                     const float *w, const float *bias, float *y, float *work)
+{
+  apk_conv2d_forward_run(p, NULL, algo, x, w, bias, y, work);
+}
+
+APK_API void apk_conv2d_backward_data_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                           const float *dy, const float *w, float *dx,
+                                           float *work)
+{
+  apk_conv2d_backward_data_run(p, NULL, algo, dy, w, dx, work);
+}
+
+APK_API void apk_conv2d_backward_weights_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                              const float *x, const float *dy, float *dw,
+                                              float *dbias, float *work)
+{
+  apk_conv2d_backward_weights_run(p, NULL, algo, x, dy, dw, dbias, work);
+}
+
 APK_API void apk_conv2d_forward(const apk_conv2d *p, const float *x, const float *w,
                                 const float *bias, float *y, float *work)
 {
-  apk_conv2d_forward_algo(p, apk_conv2d_choose(p, APK_CONV_FORWARD), x, w, bias, y, work);
+  apk_conv2d_forward_ops(p, NULL, x, w, bias, y, work);
 }
 
 APK_API void apk_conv2d_backward_data(const apk_conv2d *p, const float *dy, const float *w,
                                       float *dx, float *work)
 {
-  apk_conv2d_backward_data_algo(p, apk_conv2d_choose(p, APK_CONV_BACKWARD_DATA), dy, w, dx,
-                                work);
+  apk_conv2d_backward_data_ops(p, NULL, dy, w, dx, work);
 }
 
 APK_API void apk_conv2d_backward_weights(const apk_conv2d *p, const float *x, const float *dy,
                                          float *dw, float *dbias, float *work)
 {
-  apk_conv2d_backward_weights_algo(p, apk_conv2d_choose(p, APK_CONV_BACKWARD_WEIGHTS), x, dy,
-                                   dw, dbias, work);
+  apk_conv2d_backward_weights_ops(p, NULL, x, dy, dw, dbias, work);
+}
+
+APK_API void apk_conv2d_forward_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                    const float *x, const float *w, const float *bias, float *y,
+                                    float *work)
+{
+  apk_conv2d_forward_run(p, ops, apk_conv2d_choose(p, APK_CONV_FORWARD), x, w, bias, y, work);
+}
+
+APK_API void apk_conv2d_backward_data_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                          const float *dy, const float *w, float *dx,
+                                          float *work)
+{
+  apk_conv2d_backward_data_run(p, ops, apk_conv2d_choose(p, APK_CONV_BACKWARD_DATA), dy, w, dx,
+                               work);
+}
+
+APK_API void apk_conv2d_backward_weights_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                             const float *x, const float *dy, float *dw,
+                                             float *dbias, float *work)
+{
+  apk_conv2d_backward_weights_run(p, ops, apk_conv2d_choose(p, APK_CONV_BACKWARD_WEIGHTS), x,
+                                  dy, dw, dbias, work);
 }

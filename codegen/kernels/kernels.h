@@ -171,4 +171,29 @@ APK_API void apk_conv2d_backward_weights_algo(const apk_conv2d *p, apk_conv_algo
 APK_API void apk_im2col(const apk_conv2d *p, const float *x, int channels, float *col);
 APK_API void apk_col2im(const apk_conv2d *p, const float *col, int channels, float *x);
 
+/* The convolution's packing, replaceable: the functions the three kernels
+ * use to lower x to the column matrix (whole, or the GEMM's packing of B:
+ * forward, and transposed for backward weights) and to add a column matrix
+ * back into dx (whole, or the GEMM's product tiles). A NULL ops, or a NULL
+ * member, is the library's own. The LLVM backend passes functions
+ * specialised for each convolution's constant description (print_llvm.c);
+ * pack_col, pack_col_t and store_col get the library's context (its first
+ * member is the description). */
+typedef struct apk_conv_ops {
+  apk_pack_b_fn pack_col, pack_col_t;
+  apk_store_c_fn store_col;
+  void (*im2col)(const apk_conv2d *p, const float *x, int channels, float *col);
+  void (*col2im)(const apk_conv2d *p, const float *col, int channels, float *x);
+} apk_conv_ops;
+/* apk_conv2d_forward, _backward_data and _backward_weights with ops. */
+APK_API void apk_conv2d_forward_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                    const float *x, const float *w, const float *bias, float *y,
+                                    float *work);
+APK_API void apk_conv2d_backward_data_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                          const float *dy, const float *w, float *dx,
+                                          float *work);
+APK_API void apk_conv2d_backward_weights_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                             const float *x, const float *dy, float *dw,
+                                             float *dbias, float *work);
+
 #endif

@@ -54,7 +54,8 @@ grep -E '"(bytes_sent|predicted_bytes)"' "$work/train-hetero.json"
 echo
 echo "== transformers: accparc plan gpt2.onnx (GPT-2 small, batch 1, 1024 tokens) --devices tpuv3:2,"
 echo "   its first block and LM head: Q/K/V and the first MLP layer III, heads split (f),"
-echo "   the second MLP layer II, the embedding by vocabulary (II) (docs/transformers.md)"
+echo "   the second MLP layer II; the embedding by hidden size (III), where Megatron-LM splits"
+echo "   the vocabulary (II): docs/transformers.md says why"
 "$root/build/samples/accpar-zoo" --no-weights --batch 1 -o "$work" gpt2 >/dev/null
 "$accparc" plan "$work/gpt2.onnx" --devices tpuv3:2 |
   grep -E '^(node|transformer/wte|transformer\.h\.0[./](attn|mlp)|lm_head|step)' |

@@ -37,27 +37,6 @@
 #include "codegen/codegen.h"
 #include "passes/distribute.h"
 
-/* The only reader of value v, or -1 (none, several, or a graph output). */
-static int sole_reader(const ap_graph *g, int v) {
-  if (g->values[v].is_graph_output)
-    return -1;
-  int reader = -1;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ap_node *n = &g->nodes[i];
-    if (n->dead)
-      continue;
-    for (int j = 0; j < n->n_in; j++)
-      if (n->in[j] == v) {
-        if (reader >= 0 && reader != i)
-          return -1;
-        if (reader == i)
-          return -1; /* read twice by one node (Add(x, x)) */
-        reader = i;
-      }
-  }
-  return reader;
-}
-
 static bool is_f32(const ap_graph *g, int v) {
   return v >= 0 && g->values[v].dtype == AP_DT_FLOAT;
 }
@@ -165,8 +144,8 @@ static ap_status fold_bn(ap_graph *g, int conv, int bn, cg_epi_op *op, ap_diag *
     t[i] = (float)((double)beta[i] - (double)mean[i] * sd[i]);
   }
   int bias = c->n_in > 2 ? c->in[2] : -1;
-  bool w_ok = is_const_f32(g, c->in[1]) && sole_reader(g, c->in[1]) == conv;
-  bool b_ok = bias < 0 || (is_const_f32(g, bias) && sole_reader(g, bias) == conv);
+  bool w_ok = is_const_f32(g, c->in[1]) && ap_sole_reader(g, true, c->in[1]) == conv;
+  bool b_ok = bias < 0 || (is_const_f32(g, bias) && ap_sole_reader(g, true, bias) == conv);
   memset(op, 0, sizeof *op);
   op->kind = CG_EPI_AFFINE;
   op->node = bn;
@@ -284,7 +263,7 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
     cg_epi chain = {0};
     int v = c->out[0];
     for (;;) {
-      int ni = sole_reader(g, v);
+      int ni = ap_sole_reader(g, true, v);
       if (ni < 0 || chain.n_ops == CG_EPI_MAX || pos[ni] <= oi)
         break;
       const ap_node *n = &g->nodes[ni];
@@ -301,7 +280,7 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
                ap_numel(g->values[n->in[i]].rank, g->values[n->in[i]].dims) ==
                    g->values[v].dims[1];
         for (int i = 1; ok && i <= 2; i++)
-          ok = sole_reader(g, n->in[i]) == ni;
+          ok = ap_sole_reader(g, true, n->in[i]) == ni;
         if (!ok)
           break;
         ap_status s = fold_bn(g, ci, ni, &op, d);

@@ -466,3 +466,21 @@ bool ap_value_is_fed_weight(const ap_graph *g, int v) {
   return val->kind == AP_VAL_INPUT && !val->data && ap_dtype_is_float(val->dtype) &&
          ap_numel(val->rank, val->dims) > 1 && read_as_weight(g, v, 0);
 }
+
+int ap_sole_reader(const ap_graph *g, bool once, int v) {
+  if (g->values[v].is_graph_output)
+    return -1;
+  int reader = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ap_node *n = &g->nodes[i];
+    if (n->dead)
+      continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == v) {
+        if (reader >= 0 && (reader != i || once))
+          return -1;
+        reader = i;
+      }
+  }
+  return reader;
+}

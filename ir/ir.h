@@ -308,6 +308,9 @@ ap_graph *ap_graph_new(const char *path);
 ap_graph *ap_graph_clone(const ap_graph *g);
 /* The value named name, or -1. */
 int ap_graph_find(const ap_graph *g, const char *name);
+/* The only live node reading value v, or -1 (none, several, or v a graph
+ * output); with once, also -1 when that node reads v twice (Add(x, x)). */
+int ap_sole_reader(const ap_graph *g, bool once, int v);
 /* Adds a value named name (copied); -1 if out of memory. The caller checks
  * for duplicates with ap_graph_find first. */
 int ap_graph_add_value(ap_graph *g, const char *name, ap_value_kind kind);

@@ -11,23 +11,6 @@
 
 #include "ir/ir.h"
 
-/* The only reader of value v, or -1 (none, several, or a graph output). */
-static int sole_reader(const ap_graph *g, int v) {
-  if (g->values[v].is_graph_output)
-    return -1;
-  int reader = -1;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ap_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_in && !n->dead; k++)
-      if (n->in[k] == v) {
-        if (reader >= 0 && reader != i)
-          return -1;
-        reader = i;
-      }
-  }
-  return reader;
-}
-
 static int const_i64(ap_graph *g, const char *name, int64_t value) {
   int v = ap_graph_add_value(g, name, AP_VAL_CONST);
   ap_tensor t = {.dtype = AP_DT_INT64, .rank = 1, .dims = {1}, .numel = 1, .data = &value};
@@ -123,11 +106,11 @@ static ap_status unfuse_one(ap_graph *g, int si, ap_diag *d, bool *done) {
         bias = other;
       }
     }
-    if (mm == add || sole_reader(g, g->nodes[mm].out[0]) != add)
+    if (mm == add || ap_sole_reader(g, false, g->nodes[mm].out[0]) != add)
       return AP_OK;
   }
   const ap_node *mn = &g->nodes[mm];
-  if (mn->op != AP_OP_MATMUL || mn->in[0] < 0 || mn->in[1] < 0 || sole_reader(g, q) != si)
+  if (mn->op != AP_OP_MATMUL || mn->in[0] < 0 || mn->in[1] < 0 || ap_sole_reader(g, false, q) != si)
     return AP_OK;
   int x = mn->in[0], w = mn->in[1];
   const ap_value *wv = &g->values[w];

@@ -79,6 +79,17 @@ static void model_path(const real_model *m, char *path, size_t cap) {
   cr_skip_test("%s was not fetched: run scripts/fetch-models.sh", path);
 }
 
+/* dir/input_K.pb for the n tensors in, named names[K]. */
+static void write_inputs(const char *dir, const ap_tensor *in, const char *const *names, int n) {
+  mkdir(dir, 0777);
+  for (int k = 0; k < n; k++) {
+    char path[1200];
+    ap_diag d = {0};
+    fmt(path, sizeof path, "%s/input_%d.pb", dir, k);
+    cr_assert_eq(ap_write_tensor_pb(path, &in[k], names[k], &d), AP_OK, "%s", d.message);
+  }
+}
+
 /* Two 32x64 "pages" for the text detector, normalized as PaddleOCR does
  * (ImageNet mean and deviation): two rows of dark glyph-sized blocks on
  * white, and the same upside down. On random noise the detector finds no
@@ -99,11 +110,8 @@ static void write_text_image(const char *dir) {
       }
   ap_tensor t = {.dtype = AP_DT_FLOAT, .rank = 4, .dims = {N, C, H, W},
                  .numel = N * C * H * W, .data = px};
-  char path[1200];
-  ap_diag d = {0};
-  fmt(path, sizeof path, "%s/input_0.pb", dir);
-  mkdir(dir, 0777);
-  cr_assert_eq(ap_write_tensor_pb(path, &t, "x", &d), AP_OK, "%s", d.message);
+  static const char *const names[] = {"x"};
+  write_inputs(dir, &t, names, 1);
 }
 
 /* Silero VAD's four inputs for one window at sample rate sr: the audio (a
@@ -131,13 +139,7 @@ static void write_vad(const char *dir, int64_t sr) {
       {.dtype = AP_DT_FLOAT, .rank = 3, .dims = {2, 1, 64}, .numel = STATE, .data = h},
       {.dtype = AP_DT_FLOAT, .rank = 3, .dims = {2, 1, 64}, .numel = STATE, .data = c}};
   static const char *const names[] = {"input", "sr", "h", "c"};
-  mkdir(dir, 0777);
-  for (int k = 0; k < 4; k++) {
-    char path[1200];
-    ap_diag d = {0};
-    fmt(path, sizeof path, "%s/input_%d.pb", dir, k);
-    cr_assert_eq(ap_write_tensor_pb(path, &in[k], names[k], &d), AP_OK, "%s", d.message);
-  }
+  write_inputs(dir, in, names, 4);
 }
 static void write_vad_16k(const char *dir) { write_vad(dir, 16000); }
 static void write_vad_8k(const char *dir) { write_vad(dir, 8000); }
@@ -158,13 +160,7 @@ static void write_vad_v5(const char *dir) {
       {.dtype = AP_DT_FLOAT, .rank = 3, .dims = {2, 1, 128}, .numel = STATE, .data = state},
       {.dtype = AP_DT_INT64, .rank = 0, .numel = 1, .data = &rate}};
   static const char *const names[] = {"input", "state", "sr"};
-  mkdir(dir, 0777);
-  for (int k = 0; k < 3; k++) {
-    char path[1200];
-    ap_diag d = {0};
-    fmt(path, sizeof path, "%s/input_%d.pb", dir, k);
-    cr_assert_eq(ap_write_tensor_pb(path, &in[k], names[k], &d), AP_OK, "%s", d.message);
-  }
+  write_inputs(dir, in, names, 3);
 }
 
 static void check(const real_model *m) {

@@ -14,12 +14,7 @@ static ap_status need_float(cg_kernel *k, const cg_operand *o) {
 }
 
 static bool same_dims(const cg_operand *a, const cg_operand *b) {
-  if (a->rank != b->rank)
-    return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i])
-      return false;
-  return true;
+  return ap_dims_equal(a->rank, a->dims, b->rank, b->dims);
 }
 
 void cg_map_begin(cg_kernel *k, int out, int n_args, const int *slots) {

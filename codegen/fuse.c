@@ -46,12 +46,7 @@ static bool is_const_f32(const ap_graph *g, int v) {
 }
 
 static bool same_dims(const ap_value *a, const ap_value *b) {
-  if (a->rank != b->rank)
-    return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i])
-      return false;
-  return true;
+  return ap_dims_equal(a->rank, a->dims, b->rank, b->dims);
 }
 
 /* The single float of a constant scalar input, or dflt when absent. */

@@ -484,3 +484,12 @@ int ap_sole_reader(const ap_graph *g, bool once, int v) {
   }
   return reader;
 }
+
+bool ap_dims_equal(int rank_a, const int64_t *a, int rank_b, const int64_t *b) {
+  if (rank_a != rank_b)
+    return false;
+  for (int i = 0; i < rank_a; i++)
+    if (a[i] != b[i])
+      return false;
+  return true;
+}

@@ -311,6 +311,8 @@ int ap_graph_find(const ap_graph *g, const char *name);
 /* The only live node reading value v, or -1 (none, several, or v a graph
  * output); with once, also -1 when that node reads v twice (Add(x, x)). */
 int ap_sole_reader(const ap_graph *g, bool once, int v);
+/* Whether two shapes have the same rank and dims. */
+bool ap_dims_equal(int rank_a, const int64_t *a, int rank_b, const int64_t *b);
 /* Adds a value named name (copied); -1 if out of memory. The caller checks
  * for duplicates with ap_graph_find first. */
 int ap_graph_add_value(ap_graph *g, const char *name, ap_value_kind kind);

@@ -209,7 +209,7 @@ static void put_step(const printer *P, const cg_step *st, const char *ind) {
       break;
     fprintf(f, "%s{\n%s  static const int group[] = {", ind, ind);
     for (int k = 0; k < n; k++)
-      fprintf(f, "%s%d", k ? ", " : "", t->group[D->dev * t->n_summands + k]);
+      fprintf(f, "%s%d", k ? ", " : "", ap_dxfer_group(t, D->dev)[k]);
     fprintf(f, "};\n%s  s = aprt_allreduce_sum(c, group, %d, ", ind, n);
     put_buf(P, st->args[0]);
     fprintf(f, ", %lld, NULL, %d);\n", (long long)count, st->tag);

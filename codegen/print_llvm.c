@@ -1106,7 +1106,7 @@ static void step(db *B, const cg_step *st) {
     if (!e)
       ap_die("out of memory");
     for (int k = 0; k < n; k++)
-      e[k] = c_i32(L, t->group[D->dev * t->n_summands + k]);
+      e[k] = c_i32(L, ap_dxfer_group(t, D->dev)[k]);
     LLVMValueRef group = array_global(L, L->i32, e, n, "group");
     free(e);
     LLVMValueRef a[] = {B->c, group, c_i32(L, n), buf_value(B, st->args[0]), c_i64(L, count),

@@ -48,11 +48,21 @@ typedef struct ap_dxfer {
   ap_dpiece *pieces; /* in one order both ends follow */
   int n_summands;    /* partial sums: how many summands */
   int *summand;      /* [n_dev]: each device's summand */
-  int *group;        /* AP_DX_ALLREDUCE: [n_dev * n_summands]: device d's group, by summand */
+  int *group;        /* AP_DX_ALLREDUCE: [n_dev]: where device d's group starts in members
+                        (ap_dxfer_group); devices of one group share its entry */
+  int *members;      /* AP_DX_ALLREDUCE: every group's devices once, group after group: by
+                        summand, or (n_group) in device order */
   int *n_group;      /* AP_DX_ALLREDUCE of a weight's gradient: [n_dev]: the size of device
-                        d's group (its first n_group[d] entries; summand[d] = d's place in
-                        it); NULL: every group has n_summands members */
+                        d's group (summand[d] = d's place in it); NULL: every group has
+                        n_summands members */
 } ap_dxfer;
+
+/* The devices of device d's all-reduce group: n_group[d] of them, or
+ * n_summands, the one holding summand s at [s]. Stored once per group, not
+ * per device: over a thousand devices a list per device took gigabytes. */
+static inline const int *ap_dxfer_group(const ap_dxfer *t, int d) {
+  return t->members + t->group[d];
+}
 
 typedef struct ap_dnode {
   ap_dbox *out;         /* [n_out * n_dev]: the box device d computes of output o */

@@ -300,6 +300,15 @@ ap_status cg_emit_MATMUL(cg_kernel *k) {
   int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2];
   int64_t kk = a->dims[a->rank - 1];
   int64_t n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  /* An operand read in place through a Transpose (fuse.c) holds the
+   * matrix's transpose: float32 and rank >= 2, the GEMM call transposes. */
+  int ta = k->trans_in & 1, tb = k->trans_in >> 1 & 1;
+  if (ta) {
+    m = a->dims[a->rank - 1];
+    kk = a->dims[a->rank - 2];
+  }
+  if (tb)
+    n = b->dims[b->rank - 2];
   int ra = a->rank >= 2 ? a->rank - 2 : 0, rb = b->rank >= 2 ? b->rank - 2 : 0;
   int rbatch = ra > rb ? ra : rb;
   int64_t bdims[AP_MAX_RANK], sa[AP_MAX_RANK], sb[AP_MAX_RANK], sy[AP_MAX_RANK];
@@ -328,7 +337,7 @@ ap_status cg_emit_MATMUL(cg_kernel *k) {
   cg_x *pb = cg_at(k, cg_in(k, 1), cg_idx(k, rbatch, sb, bv));
   cg_x *py = cg_at(k, cg_out(k, 0), cg_idx(k, rbatch, sy, bv));
   if (t == AP_DT_FLOAT) {
-    cg_sgemm(k, 0, 0, m, n, kk, 1.0, pa, pb, 0.0, py);
+    cg_sgemm(k, ta, tb, m, n, kk, 1.0, pa, pb, 0.0, py);
   } else {
     int A = cg_let(k, "A", pa), B = cg_let(k, "B", pb), Y = cg_let(k, "Y", py);
     int i = cg_for_n(k, "i", m);

@@ -446,6 +446,9 @@ typedef struct cg_fusion {
                          node whose kernel computes it, or -1 */
   cg_epi **chain;     /* per node: a convolution's epilogue, or NULL */
   cg_ew **expr;       /* per node: the element-wise expression its kernel computes, or NULL */
+  uint8_t *trans_in;  /* per node: bit i, MatMul input i is a Transpose's output read in
+                         place: the Transpose's input, transposed by the GEMM call */
+  bool *in_place;     /* per node: a Transpose every reader reads in place; no kernel */
   int n_fused;        /* operators absorbed */
 } cg_fusion;
 
@@ -456,6 +459,8 @@ typedef struct cg_fusion {
 ap_status cg_fuse_plan(ap_graph *g, const struct ap_dist *dist, const int *order,
                        int n_order, cg_fusion *f, ap_diag *d);
 struct cg_kernel;
+/* Swaps the extents of box b's last two axes (a Transpose read in place). */
+void cg_swap_last_two(int rank, struct ap_dbox *b);
 /* Appends e to the convolution kernel k built. */
 void cg_fuse_epilogue(struct cg_kernel *k, const cg_epi *e);
 /* "fused bn+t relu...": for the step's comment and the kernel's key. */
@@ -695,6 +700,7 @@ typedef struct cg_kernel {
   cg_operand in[CG_MAX_OPERANDS];
   cg_operand out[CG_MAX_OPERANDS];
   uint64_t skip_in;              /* bit i: input i is read at compile time, not passed */
+  uint8_t trans_in;              /* bit i: MatMul input i is the transpose of operand i */
   int alias_in;                  /* >= 0: output 0 is input alias_in's storage; no kernel */
   bool backward;                 /* a backward kernel: it reads the outputs y<i> */
   /* The body being built. */

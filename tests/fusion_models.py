@@ -180,6 +180,33 @@ def ewise_chain(outdir):
     save(outdir, "fuse_ewise", nodes, [("x", [n, s, d]), ("c", [n, s, d])], [n, s, d], inits)
 
 
+def views(outdir):
+    """Operands that are views: a fused Q/K/V projection (MatMul, Add bias,
+    Split), which ir/unfuse.c turns into MatMuls on column Slices of the
+    weight and bias; attention's q k^T through a Transpose of K; a tied LM
+    head reading the transpose of the table the first MatMul reads."""
+    n, s, d, vocab = 2, 6, 16, 20
+    # Small values: the partitioned programs sum the contraction in another
+    # order, and the rounding must stay within the tests' absolute tolerance.
+    inits = [arr("wte", rng.standard_normal((vocab, d)) * 0.1),
+             arr("w_qkv", rng.standard_normal((d, 3 * d)) / np.sqrt(d)),
+             arr("b_qkv", rng.standard_normal(3 * d) * 0.1), arr("scale", 4.0),
+             numpy_helper.from_array(np.array([d, d, d], dtype=np.int64), "split")]
+    nodes = [helper.make_node("MatMul", ["x", "wte"], ["h"], name="embed"),
+             helper.make_node("MatMul", ["h", "w_qkv"], ["qkv0"], name="attn/c_attn/MatMul"),
+             helper.make_node("Add", ["qkv0", "b_qkv"], ["qkv"], name="attn/c_attn/Add"),
+             helper.make_node("Split", ["qkv", "split"], ["q", "k", "v"], name="attn/c_attn/Split",
+                              axis=2),
+             helper.make_node("Transpose", ["k"], ["kt"], name="attn/k/Transpose", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["sc"], name="attn/MatMul"),
+             helper.make_node("Div", ["sc", "scale"], ["sd"], name="attn/Div"),
+             helper.make_node("MatMul", ["sd", "v"], ["a"], name="attn/MatMul_1"),
+             helper.make_node("Add", ["a", "h"], ["r"], name="residual"),
+             helper.make_node("Transpose", ["wte"], ["wte_t"], name="lm_head/Transpose", perm=[1, 0]),
+             helper.make_node("MatMul", ["r", "wte_t"], ["y"], name="lm_head/MatMul")]
+    save(outdir, "fuse_views", nodes, [("x", [n, s, vocab])], [n, s, vocab], inits)
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -190,3 +217,4 @@ if __name__ == "__main__":
     mlp_gelu(out)
     gemm_act(out)
     ewise_chain(out)
+    views(out)

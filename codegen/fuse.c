@@ -26,9 +26,10 @@
  * programs are left alone: the backward of every absorbed operator reads
  * the values fusion would not materialise.
  *
- * Then, below, the element-wise expressions: the epilogues of MatMul and
- * Gemm and chains of element-wise operators as one loop, under the same
- * conditions. */
+ * Then, below, the views MatMul and Gemm read in place (Slices of
+ * constants, Transposes) and the element-wise expressions: the epilogues
+ * of MatMul and Gemm and chains of element-wise operators as one loop,
+ * under the same conditions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,15 +233,17 @@ static ap_status ew_plan(ap_graph *g, const ap_dist *dist, const int *order, int
  * projection's weight and bias (ir/unfuse.c) cost no copy per run, a
  * MatMul's B stays a constant and the bias joins the MatMul's epilogue.
  * Only when every reader of the source is a Slice, so the blob holds each
- * weight once. A Transpose swapping the last two axes and read only by
- * float32 MatMuls runs no kernel: each MatMul reads its input transposed
- * (trans_a/trans_b of the GEMM call), a constant in the box its read box
- * maps to (a tied LM head reads the embedding table itself), a run-time
- * value in the buffer the Transpose would have read (attention's K).
- * Partitioned, neither changes what is sent: no reader reads the view
- * through a transfer, and the Transpose of a run-time value reads, without
- * transfer, on every device exactly the transpose of each box its readers
- * read. */
+ * weight once. A Transpose read only by float32 MatMuls whose matrix axes
+ * keep a stride-1 axis of its input, or by Gemms (its axes swapped), runs
+ * no kernel: each reads its input through strides, transposed where the
+ * stride-1 axis is the rows (trans_a/trans_b of the GEMM call; a Gemm's
+ * flipped): a constant in the box its read box maps to (a tied LM head
+ * reads the embedding table itself), a run-time value in the buffer the
+ * Transpose would have read (attention's Q, K and V heads). Partitioned,
+ * neither changes what is sent: no reader reads the view through a
+ * transfer, and the Transpose of a run-time value reads, without transfer,
+ * on every device exactly the box of its input each box its readers read
+ * covers. */
 
 /* Whether no node reads value v through a transfer. */
 static bool read_without_transfer(const ap_graph *g, const ap_dist *dist, int v) {
@@ -308,25 +311,34 @@ static ap_status view_const_slices(ap_graph *g, const ap_dist *dist, ap_diag *d)
   return AP_OK;
 }
 
-static bool swaps_last_two(const ap_node *n, int rank) {
+void cg_transpose_perm(const ap_node *t, int rank, int *perm) {
   int c = 0;
-  const int64_t *perm = ap_attr_ints(n, "perm", &c);
-  if (rank < 2 || (perm && c != rank))
-    return false;
-  for (int i = 0; i < rank; i++) {
-    int64_t want = i < rank - 2 ? i : 2 * rank - 3 - i;
-    if ((perm ? perm[i] : rank - 1 - i) != want)
-      return false;
-  }
-  return true;
+  const int64_t *p = ap_attr_ints(t, "perm", &c);
+  for (int i = 0; i < rank; i++)
+    perm[i] = p && c == rank ? (int)p[i] : rank - 1 - i;
 }
 
-void cg_swap_last_two(int rank, ap_dbox *b) {
-  int64_t lo = b->lo[rank - 2], hi = b->hi[rank - 2];
-  b->lo[rank - 2] = b->lo[rank - 1];
-  b->hi[rank - 2] = b->hi[rank - 1];
-  b->lo[rank - 1] = lo;
-  b->hi[rank - 1] = hi;
+ap_dbox cg_box_before_perm(int rank, const int *perm, const ap_dbox *b) {
+  ap_dbox s;
+  memset(&s, 0, sizeof s);
+  for (int i = 0; i < rank; i++) {
+    s.lo[perm[i]] = b->lo[i];
+    s.hi[perm[i]] = b->hi[i];
+  }
+  return s;
+}
+
+/* Whether a reader of Transpose t (perm) at slot i can read it in place:
+ * a MatMul whose matrix axes keep a stride-1 axis (a strided, maybe
+ * transposed, GEMM operand), or a Gemm (rank 2) with its swapped axes. */
+static bool reads_in_place(const ap_graph *g, const ap_node *r, int i, const int *perm,
+                           int rank) {
+  if (i > 1 || !is_f32(g, r->out[0]) || !is_f32(g, r->in[0]) || !is_f32(g, r->in[1]))
+    return false;
+  if (r->op == AP_OP_GEMM)
+    return rank == 2 && perm[0] == 1;
+  return r->op == AP_OP_MATMUL && r->n_in == 2 && g->values[r->in[0]].rank >= 2 &&
+         g->values[r->in[1]].rank >= 2 && (perm[rank - 1] == rank - 1 || perm[rank - 2] == rank - 1);
 }
 
 /* Box slot of node ni reads of value v on device dev (whole without a
@@ -342,28 +354,28 @@ static ap_dbox box_read(const ap_graph *g, const ap_dist *dist, int ni, int slot
   return b;
 }
 
-/* Whether Transpose ti's readers can all read it in place; sets their bits. */
+/* Whether Transpose ti's readers can all read it in place; with set, marks
+ * their inputs. */
 static bool transpose_in_place(const ap_graph *g, const ap_dist *dist, int ti, cg_fusion *f,
                                bool set) {
   const ap_node *t = &g->nodes[ti];
   int x = t->in[0], y = t->out[0], nd = dist ? dist->n_dev : 1;
-  int rank = g->values[y].rank;
+  int rank = g->values[y].rank, perm[AP_MAX_RANK];
+  cg_transpose_perm(t, rank, perm);
   int readers = 0;
   for (int ri = 0; ri < g->n_nodes; ri++) {
     const ap_node *r = &g->nodes[ri];
     for (int i = 0; !r->dead && i < r->n_in; i++) {
       if (r->in[i] != y)
         continue;
-      if (r->op != AP_OP_MATMUL || i > 1 || r->n_in != 2 || !is_f32(g, r->out[0]) ||
-          !is_f32(g, r->in[0]) || !is_f32(g, r->in[1]) || g->values[r->in[0]].rank < 2 ||
-          g->values[r->in[1]].rank < 2)
+      if (!reads_in_place(g, r, i, perm, rank))
         return false;
       for (int dv = 0; nd > 1 && dv < nd; dv++) {
         const ap_dnode *dn = &dist->node[ri];
         if (dn->xfer_in && dn->xfer_in[i])
           return false;
         ap_dbox want = box_read(g, dist, ri, i, dv), have = box_read(g, dist, ti, 0, dv);
-        cg_swap_last_two(rank, &want);
+        want = cg_box_before_perm(rank, perm, &want);
         if (!g->values[x].data && !ap_dbox_equal(rank, &want, &have))
           return false;
       }
@@ -380,8 +392,7 @@ static void plan_transposes(const ap_graph *g, const ap_dist *dist, cg_fusion *f
     const ap_node *t = &g->nodes[ti];
     if (t->dead || t->op != AP_OP_TRANSPOSE || t->n_in < 1 || t->n_out < 1 ||
         !is_f32(g, t->in[0]) || !is_f32(g, t->out[0]) || g->values[t->out[0]].data ||
-        g->values[t->out[0]].is_graph_output ||
-        !swaps_last_two(t, g->values[t->out[0]].rank))
+        g->values[t->out[0]].is_graph_output || g->values[t->out[0]].rank < 2)
       continue;
     if (dist && dist->n_dev > 1 &&
         (dist->node[ti].reduce || (dist->node[ti].xfer_in && dist->node[ti].xfer_in[0])))

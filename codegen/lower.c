@@ -716,8 +716,10 @@ static int view_buf(lgen *G, int ni, int i, cg_operand *op) {
   ap_dbox b;
   int buf;
   if (xv->data) {
-    b = read_box(G, ni, i);
-    cg_swap_last_two(xv->rank, &b);
+    int perm[AP_MAX_RANK];
+    ap_dbox rb = read_box(G, ni, i);
+    cg_transpose_perm(&g->nodes[t], xv->rank, perm);
+    b = cg_box_before_perm(xv->rank, perm, &rb);
     buf = const_buf(G, x, &b);
     if (op && !(xv = cg_const_view(g, x, &b)))
       return -1;
@@ -756,6 +758,7 @@ static ap_status setup_kernel(lgen *G, int ni) {
       if (view_buf(G, ni, i, &k->in[i]) < 0)
         return oom(G);
       k->trans_in |= (uint8_t)(1u << i);
+      cg_transpose_perm(&g->nodes[v->producer], v->rank, k->perm_in[i]);
       continue;
     }
     ap_dbox b = v ? read_box(G, ni, i) : (ap_dbox){{0}, {0}};
@@ -1051,10 +1054,16 @@ static ap_status lower_forward(lgen *G, int ni) {
       cg_fuse_expr(k, ew);
     sa.s.what = key_dir = cg_fuse_expr_describe(g, ew);
   }
-  if (k->trans_in)
-    sa.s.what = key_dir = ap_arena_printf(g->arena, "%s%s%s", ew ? key_dir : "fused",
-                                          k->trans_in & 1 ? " aT" : "",
-                                          k->trans_in & 2 ? " bT" : "");
+  if (k->trans_in) { /* "b(1,0)": B read in place through that Transpose */
+    char what[1024];
+    int len = snprintf(what, sizeof what, "%s", ew ? key_dir : "fused");
+    for (int i = 0; i < 2 && len < (int)sizeof what - 64; i++)
+      for (int j = 0; k->trans_in >> i & 1 && j < k->in[i].rank; j++)
+        len += snprintf(what + len, sizeof what - (size_t)len, "%s%d%s",
+                        j ? "," : i ? " b(" : " a(", k->perm_in[i][j],
+                        j == k->in[i].rank - 1 ? ")" : "");
+    sa.s.what = key_dir = ap_arena_strdup(g->arena, what);
+  }
   sa.s.work = cg_kir_needs_work(k->ir);
   for (int i = 0; i < n->n_in; i++) {
     if (n->in[i] < 0 || !k->in[i].v || (k->skip_in >> i & 1))

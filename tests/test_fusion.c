@@ -92,20 +92,21 @@ static const struct {
                  "MatMul 'fc/MatMul' */\n"
                  "fused add(v2,e0) add(e1,s3) MatMul 'proj/MatMul' */\n"},
     {"fuse_gemm", "fused relu(e0) Gemm 'gemm1' */\n"
-                  "fused sigmoid(e0) Gemm 'gemm2' */\n"},
+                  "fused sigmoid(e0) b(1,0) Gemm 'gemm2' */\n"},
     /* Element-wise chains as one loop; x - mean, read twice, is not. */
     {"fuse_ewise", "fused add(s0,k1) sqrt(e1) Add 'add_eps' */\n"
                    "fused div(s0,w1) mul(e1,v2) add(e2,v3) div(e3,1.41421354) erf(e4) "
                    "add(e5,1) mul(e3,e6) mul(e7,0.5) sub(e8,s4) Div 'div' */\n"},
     /* Views read in place: the Slices of the Q/K/V weight and bias are
-     * constant boxes (the bias joins the epilogue), K's Transpose and the
-     * tied LM head's are the GEMM's trans_b. */
+     * constant boxes (the bias joins the epilogue); the heads' Transposes
+     * are strides of the GEMM call (K's and the tied LM head's its
+     * trans_b); the heads' merge is not a MatMul operand and runs. */
     {"fuse_views", "fused add(e0,v2) MatMul 'attn/c_attn/Split/part0/matmul' */\n"
                    "fused add(e0,v2) MatMul 'attn/c_attn/Split/part1/matmul' */\n"
-                   "fused div(e0,4) bT MatMul 'attn/MatMul' */\n"
+                   "fused div(e0,2.82842708) a(0,2,1,3) b(0,2,3,1) MatMul 'attn/MatMul' */\n"
                    "fused add(e0,v2) MatMul 'attn/c_attn/Split/part2/matmul' */\n"
-                   "fused add(e0,s2) MatMul 'attn/MatMul_1' */\n"
-                   "fused bT MatMul 'lm_head/MatMul' */\n"},
+                   "fused b(0,2,1,3) MatMul 'attn/MatMul_1' */\n"
+                   "fused b(1,0) MatMul 'lm_head/MatMul' */\n"},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

@@ -705,10 +705,10 @@ static bool trans_in(const lgen *G, int ni, int i) {
   return G->fuse.trans_in && (G->fuse.trans_in[ni] >> i & 1);
 }
 
-/* The buffer MatMul ni reads input i from when that input is a Transpose
- * read in place (fuse.c): a constant's box its read box maps to, else what
- * the Transpose would have read; op (unless NULL) gets its operand. -1:
- * out of memory. */
+/* The buffer MatMul or Gemm ni reads input i from when that input is a
+ * Transpose read in place (fuse.c): the box of a constant its read box
+ * maps to, else what the Transpose would have read; op (unless NULL) gets
+ * its operand. -1: out of memory. */
 static int view_buf(lgen *G, int ni, int i, cg_operand *op) {
   ap_graph *g = G->g;
   int t = g->values[g->nodes[ni].in[i]].producer, x = g->nodes[t].in[0];
@@ -731,7 +731,6 @@ static int view_buf(lgen *G, int ni, int i, cg_operand *op) {
     cg_operand_of(xv, &b, op);
   return buf;
 }
-
 
 /* Fills G->kernel with node ni's operands: the boxes this device reads and
  * computes, a box of a constant with its own data. */
@@ -1054,7 +1053,7 @@ static ap_status lower_forward(lgen *G, int ni) {
       cg_fuse_expr(k, ew);
     sa.s.what = key_dir = cg_fuse_expr_describe(g, ew);
   }
-  if (k->trans_in) { /* "b(1,0)": B read in place through that Transpose */
+  if (k->trans_in) { /* " b(1,0)": B read in place through that Transpose */
     char what[1024];
     int len = snprintf(what, sizeof what, "%s", ew ? key_dir : "fused");
     for (int i = 0; i < 2 && len < (int)sizeof what - 64; i++)

@@ -252,7 +252,9 @@ ap_status cg_emit_GEMM(cg_kernel *k) {
   ap_status s = need_type(k, t);
   if (s != AP_OK)
     return s;
-  int ta = ap_attr_int(k->n, "transA", 0) != 0, tb = ap_attr_int(k->n, "transB", 0) != 0;
+  /* An operand read in place through a Transpose (fuse.c) flips its flag. */
+  int ta = (ap_attr_int(k->n, "transA", 0) != 0) ^ (k->trans_in & 1);
+  int tb = (ap_attr_int(k->n, "transB", 0) != 0) ^ (k->trans_in >> 1 & 1);
   int64_t m = y->dims[0], n = y->dims[1];
   int64_t kk = ta ? k->in[0].dims[0] : k->in[0].dims[1];
   double alpha = ap_attr_float(k->n, "alpha", 1.0f);
@@ -289,35 +291,54 @@ ap_status cg_emit_GEMM(cg_kernel *k) {
   return AP_OK;
 }
 
+/* MatMul input slot as the matrices it holds: per axis its extent and its
+ * stride in the operand's buffer (the operand itself, or the input of a
+ * Transpose read in place (fuse.c): its strides permuted). */
+static void matmul_operand(const cg_kernel *k, int slot, int64_t *dims, int64_t *st) {
+  const cg_operand *x = &k->in[slot];
+  int64_t xs[AP_MAX_RANK];
+  cg_strides(x->rank, x->dims, xs);
+  for (int i = 0; i < x->rank; i++) {
+    int p = k->trans_in >> slot & 1 ? k->perm_in[slot][i] : i;
+    dims[i] = x->dims[p];
+    st[i] = xs[p];
+  }
+}
+
 ap_status cg_emit_MATMUL(cg_kernel *k) {
   const cg_operand *a = &k->in[0], *b = &k->in[1], *y = &k->out[0];
   ap_dtype t = y->dtype;
   ap_status s = need_type(k, t);
   if (s != AP_OK)
     return s;
+  int64_t ad[AP_MAX_RANK], as[AP_MAX_RANK], bd[AP_MAX_RANK], bs[AP_MAX_RANK];
+  matmul_operand(k, 0, ad, as);
+  matmul_operand(k, 1, bd, bs);
   /* 1-D operands: A is a row [1, K], B a column [K, 1]; the output drops the
    * added dim, which leaves its memory layout unchanged. */
-  int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2];
-  int64_t kk = a->dims[a->rank - 1];
-  int64_t n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  int64_t m = a->rank == 1 ? 1 : ad[a->rank - 2];
+  int64_t kk = ad[a->rank - 1];
+  int64_t n = b->rank == 1 ? 1 : bd[b->rank - 1];
+  /* A matrix whose columns are not contiguous has contiguous rows (fuse.c
+   * reads no other view in place): the GEMM reads its transpose. */
+  int ta = as[a->rank - 1] != 1, tb = bs[b->rank - 1] != 1;
+  int64_t lda = ta ? as[a->rank - 1] : a->rank == 1 ? kk : as[a->rank - 2];
+  int64_t ldb = tb ? bs[b->rank - 1] : b->rank == 1 ? n : bs[b->rank - 2];
   int ra = a->rank >= 2 ? a->rank - 2 : 0, rb = b->rank >= 2 ? b->rank - 2 : 0;
   int rbatch = ra > rb ? ra : rb;
   int64_t bdims[AP_MAX_RANK], sa[AP_MAX_RANK], sb[AP_MAX_RANK], sy[AP_MAX_RANK];
   for (int i = 0; i < rbatch; i++) {
     int ia = i - (rbatch - ra), ib = i - (rbatch - rb);
-    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    int64_t da = ia >= 0 ? ad[ia] : 1, db = ib >= 0 ? bd[ib] : 1;
     bdims[i] = da > db ? da : db;
   }
-  /* Batch strides in matrices: 0 where an operand is broadcast. */
-  int64_t acc_a = m * kk, acc_b = kk * n, acc_y = m * n;
+  /* Batch strides in floats: 0 where an operand is broadcast. */
+  int64_t acc_y = m * n;
   for (int i = rbatch - 1; i >= 0; i--) {
     int ia = i - (rbatch - ra), ib = i - (rbatch - rb);
-    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-    sa[i] = da == 1 ? 0 : acc_a;
-    sb[i] = db == 1 ? 0 : acc_b;
+    sa[i] = ia < 0 || ad[ia] == 1 ? 0 : as[ia];
+    sb[i] = ib < 0 || bd[ib] == 1 ? 0 : bs[ib];
     sy[i] = acc_y;
-    acc_a *= da;
-    acc_b *= db;
     acc_y *= bdims[i];
   }
   if (t == AP_DT_FLOAT)
@@ -328,7 +349,7 @@ ap_status cg_emit_MATMUL(cg_kernel *k) {
   cg_x *pb = cg_at(k, cg_in(k, 1), cg_idx(k, rbatch, sb, bv));
   cg_x *py = cg_at(k, cg_out(k, 0), cg_idx(k, rbatch, sy, bv));
   if (t == AP_DT_FLOAT) {
-    cg_sgemm(k, 0, 0, m, n, kk, 1.0, pa, pb, 0.0, py);
+    cg_sgemm_ld(k, ta, tb, m, n, kk, 1.0, pa, lda, pb, ldb, 0.0, py);
   } else {
     int A = cg_let(k, "A", pa), B = cg_let(k, "B", pb), Y = cg_let(k, "Y", py);
     int i = cg_for_n(k, "i", m);

@@ -446,6 +446,10 @@ typedef struct cg_fusion {
                          node whose kernel computes it, or -1 */
   cg_epi **chain;     /* per node: a convolution's epilogue, or NULL */
   cg_ew **expr;       /* per node: the element-wise expression its kernel computes, or NULL */
+  uint8_t *trans_in;  /* per node: bit i, MatMul/Gemm input i is a Transpose's output read
+                         in place: the Transpose's input, through strides and the GEMM's
+                         trans flag */
+  bool *in_place;     /* per node: a Transpose every reader reads in place; no kernel */
   int n_fused;        /* operators absorbed */
 } cg_fusion;
 
@@ -456,6 +460,10 @@ typedef struct cg_fusion {
 ap_status cg_fuse_plan(ap_graph *g, const struct ap_dist *dist, const int *order,
                        int n_order, cg_fusion *f, ap_diag *d);
 struct cg_kernel;
+/* Transpose node t's permutation of its rank axes in perm. */
+void cg_transpose_perm(const ap_node *t, int rank, int *perm);
+/* The box of a Transpose's input (perm) its box b of the output covers. */
+ap_dbox cg_box_before_perm(int rank, const int *perm, const ap_dbox *b);
 /* Appends e to the convolution kernel k built. */
 void cg_fuse_epilogue(struct cg_kernel *k, const cg_epi *e);
 /* "fused bn+t relu...": for the step's comment and the kernel's key. */
@@ -695,6 +703,8 @@ typedef struct cg_kernel {
   cg_operand in[CG_MAX_OPERANDS];
   cg_operand out[CG_MAX_OPERANDS];
   uint64_t skip_in;              /* bit i: input i is read at compile time, not passed */
+  uint8_t trans_in;              /* bit i: MatMul/Gemm input i is operand i permuted: */
+  int perm_in[2][AP_MAX_RANK];   /* axis j of the input is axis perm_in[i][j] of the operand */
   int alias_in;                  /* >= 0: output 0 is input alias_in's storage; no kernel */
   bool backward;                 /* a backward kernel: it reads the outputs y<i> */
   /* The body being built. */
@@ -824,6 +834,9 @@ void cg_memcpy(cg_kernel *k, cg_x *dst, cg_x *src, cg_x *bytes);
 void cg_memset(cg_kernel *k, cg_x *dst, int byte, cg_x *bytes);
 void cg_sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
               cg_x *a, cg_x *b, double beta, cg_x *c);
+/* cg_sgemm with the leading dimensions of A and B given: a strided view. */
+void cg_sgemm_ld(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
+                 cg_x *a, int64_t lda, cg_x *b, int64_t ldb, double beta, cg_x *c);
 void cg_conv_call(cg_kernel *k, cg_conv_fn fn, const int64_t *conv, int n, cg_x *const *args);
 /* Scratch the kernel needs, in floats: a count, apk_sgemm's for (m, n, kk),
  * a convolution's (all three of its kernels). */

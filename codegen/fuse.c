@@ -26,9 +26,10 @@
  * programs are left alone: the backward of every absorbed operator reads
  * the values fusion would not materialise.
  *
- * Then, below, the element-wise expressions: the epilogues of MatMul and
- * Gemm and chains of element-wise operators as one loop, under the same
- * conditions. */
+ * Then, below, the views MatMul and Gemm read in place (Slices of
+ * constants, Transposes) and the element-wise expressions: the epilogues
+ * of MatMul and Gemm and chains of element-wise operators as one loop,
+ * under the same conditions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +226,184 @@ static bool epilogue_op(const ap_graph *g, const ap_dist *dist, const int *pos, 
 static ap_status ew_plan(ap_graph *g, const ap_dist *dist, const int *order, int n_order,
                          const int *pos, cg_fusion *f, ap_diag *d);
 
+/* ---- Views: Slices of constants, Transposes read in place -----------------
+ *
+ * A Slice (steps 1) of a constant is the constant box it selects, placed in
+ * the blob as any box of a constant is: the column slices of a Q/K/V
+ * projection's weight and bias (ir/unfuse.c) cost no copy per run, a
+ * MatMul's B stays a constant and the bias joins the MatMul's epilogue.
+ * Only when every reader of the source is a Slice, so the blob holds each
+ * weight once. A Transpose read only by float32 MatMuls whose matrix axes
+ * keep a stride-1 axis of its input, or by Gemms (its axes swapped), runs
+ * no kernel: each reads its input through strides, transposed where the
+ * stride-1 axis is the rows (trans_a/trans_b of the GEMM call; a Gemm's
+ * flipped): a constant in the box its read box maps to (a tied LM head
+ * reads the embedding table itself), a run-time value in the buffer the
+ * Transpose would have read (attention's Q, K and V heads). Partitioned,
+ * neither changes what is sent: no reader reads the view through a
+ * transfer, and the Transpose of a run-time value reads, without transfer,
+ * on every device exactly the box of its input each box its readers read
+ * covers. */
+
+/* Whether no node reads value v through a transfer. */
+static bool read_without_transfer(const ap_graph *g, const ap_dist *dist, int v) {
+  if (!dist || dist->n_dev <= 1)
+    return true;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    for (int i = 0; !n->dead && dist->node[ni].xfer_in && i < n->n_in; i++)
+      if (n->in[i] == v && dist->node[ni].xfer_in[i])
+        return false;
+  }
+  return true;
+}
+
+/* The box of its input Slice node ni selects, when its parameters are
+ * constants and its steps 1. */
+static bool slice_box(ap_graph *g, int ni, ap_dbox *b) {
+  ap_node *n = &g->nodes[ni];
+  if (n->op != AP_OP_SLICE || n->dead || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 ||
+      n->out[0] < 0)
+    return false;
+  const ap_value *x = &g->values[n->in[0]], *y = &g->values[n->out[0]];
+  int64_t st[AP_MAX_RANK], en[AP_MAX_RANK], sp[AP_MAX_RANK];
+  bool sliced[AP_MAX_RANK], known;
+  ap_diag quiet = {0};
+  if (ap_slice_params(g, n, x, st, en, sp, sliced, &known, &quiet) != AP_OK || !known ||
+      y->rank != x->rank)
+    return false;
+  memset(b, 0, sizeof *b);
+  for (int i = 0; i < x->rank; i++) {
+    int64_t first, count;
+    if (sp[i] != 1)
+      return false;
+    ap_slice_axis(x->dims[i], st[i], en[i], sp[i], &first, &count);
+    if (count != y->dims[i])
+      return false;
+    b->lo[i] = first;
+    b->hi[i] = first + count;
+  }
+  return true;
+}
+
+static ap_status view_const_slices(ap_graph *g, const ap_dist *dist, ap_diag *d) {
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    ap_dbox b, other;
+    if (!slice_box(g, ni, &b))
+      continue;
+    int src = g->nodes[ni].in[0], y = g->nodes[ni].out[0];
+    const ap_value *yv = &g->values[y];
+    if (!g->values[src].data || yv->data || yv->is_graph_output ||
+        !read_without_transfer(g, dist, y))
+      continue;
+    bool only_slices = true;
+    for (int r = 0; r < g->n_nodes && only_slices; r++)
+      for (int i = 0; !g->nodes[r].dead && i < g->nodes[r].n_in; i++)
+        if (g->nodes[r].in[i] == src)
+          only_slices &= i == 0 && slice_box(g, r, &other);
+    if (!only_slices)
+      continue;
+    const ap_value *view = cg_const_view(g, src, &b);
+    if (!view)
+      return cg_oom(g, d);
+    g->values[y].data = view->data;
+  }
+  return AP_OK;
+}
+
+void cg_transpose_perm(const ap_node *t, int rank, int *perm) {
+  int c = 0;
+  const int64_t *p = ap_attr_ints(t, "perm", &c);
+  for (int i = 0; i < rank; i++)
+    perm[i] = p && c == rank ? (int)p[i] : rank - 1 - i;
+}
+
+ap_dbox cg_box_before_perm(int rank, const int *perm, const ap_dbox *b) {
+  ap_dbox s;
+  memset(&s, 0, sizeof s);
+  for (int i = 0; i < rank; i++) {
+    s.lo[perm[i]] = b->lo[i];
+    s.hi[perm[i]] = b->hi[i];
+  }
+  return s;
+}
+
+/* Whether a reader of Transpose t (perm) at slot i can read it in place:
+ * a MatMul whose matrix axes keep a stride-1 axis (a strided, maybe
+ * transposed, GEMM operand), or a Gemm (rank 2) with its swapped axes. */
+static bool reads_in_place(const ap_graph *g, const ap_node *r, int i, const int *perm,
+                           int rank) {
+  if (i > 1 || !is_f32(g, r->out[0]) || !is_f32(g, r->in[0]) || !is_f32(g, r->in[1]))
+    return false;
+  if (r->op == AP_OP_GEMM)
+    return rank == 2 && perm[0] == 1;
+  return r->op == AP_OP_MATMUL && r->n_in == 2 && g->values[r->in[0]].rank >= 2 &&
+         g->values[r->in[1]].rank >= 2 && (perm[rank - 1] == rank - 1 || perm[rank - 2] == rank - 1);
+}
+
+/* Box slot of node ni reads of value v on device dev (whole without a
+ * distribution's boxes). */
+static ap_dbox box_read(const ap_graph *g, const ap_dist *dist, int ni, int slot, int dev) {
+  const ap_value *v = &g->values[g->nodes[ni].in[slot]];
+  ap_dbox b;
+  memset(&b, 0, sizeof b);
+  if (dist->node[ni].in)
+    return dist->node[ni].in[(size_t)slot * (size_t)dist->n_dev + (size_t)dev];
+  for (int i = 0; i < v->rank; i++)
+    b.hi[i] = v->dims[i];
+  return b;
+}
+
+/* Whether Transpose ti's readers can all read it in place; with set, marks
+ * their inputs. */
+static bool transpose_in_place(const ap_graph *g, const ap_dist *dist, int ti, cg_fusion *f,
+                               bool set) {
+  const ap_node *t = &g->nodes[ti];
+  int x = t->in[0], y = t->out[0], nd = dist ? dist->n_dev : 1;
+  int rank = g->values[y].rank, perm[AP_MAX_RANK];
+  cg_transpose_perm(t, rank, perm);
+  int readers = 0;
+  for (int ri = 0; ri < g->n_nodes; ri++) {
+    const ap_node *r = &g->nodes[ri];
+    for (int i = 0; !r->dead && i < r->n_in; i++) {
+      if (r->in[i] != y)
+        continue;
+      if (!reads_in_place(g, r, i, perm, rank))
+        return false;
+      for (int dv = 0; nd > 1 && dv < nd; dv++) {
+        const ap_dnode *dn = &dist->node[ri];
+        if (dn->xfer_in && dn->xfer_in[i])
+          return false;
+        ap_dbox want = box_read(g, dist, ri, i, dv), have = box_read(g, dist, ti, 0, dv);
+        want = cg_box_before_perm(rank, perm, &want);
+        if (!g->values[x].data && !ap_dbox_equal(rank, &want, &have))
+          return false;
+      }
+      if (set)
+        f->trans_in[ri] |= (uint8_t)(1u << i);
+      readers++;
+    }
+  }
+  return readers > 0;
+}
+
+static void plan_transposes(const ap_graph *g, const ap_dist *dist, cg_fusion *f) {
+  for (int ti = 0; ti < g->n_nodes; ti++) {
+    const ap_node *t = &g->nodes[ti];
+    if (t->dead || t->op != AP_OP_TRANSPOSE || t->n_in < 1 || t->n_out < 1 ||
+        !is_f32(g, t->in[0]) || !is_f32(g, t->out[0]) || g->values[t->out[0]].data ||
+        g->values[t->out[0]].is_graph_output || g->values[t->out[0]].rank < 2)
+      continue;
+    if (dist && dist->n_dev > 1 &&
+        (dist->node[ti].reduce || (dist->node[ti].xfer_in && dist->node[ti].xfer_in[0])))
+      continue;
+    if (transpose_in_place(g, dist, ti, f, false)) {
+      transpose_in_place(g, dist, ti, f, true);
+      f->in_place[ti] = true;
+    }
+  }
+}
+
 static bool fusion_disabled(void) {
   const char *e = getenv("ACCPAR_NO_FUSION");
   return e && *e && strcmp(e, "0") != 0;
@@ -236,8 +415,10 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
   f->head = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->head);
   f->chain = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->chain);
   f->expr = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->expr);
+  f->trans_in = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->trans_in);
+  f->in_place = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->in_place);
   int *pos = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *pos);
-  if (!f->head || !f->chain || !f->expr || !pos)
+  if (!f->head || !f->chain || !f->expr || !f->trans_in || !f->in_place || !pos)
     return cg_oom(g, d);
   for (int i = 0; i < g->n_nodes; i++) {
     f->head[i] = -1;
@@ -247,6 +428,10 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
     pos[order[i]] = i;
   if (fusion_disabled())
     return AP_OK;
+  ap_status vs = view_const_slices(g, dist, d);
+  if (vs != AP_OK)
+    return vs;
+  plan_transposes(g, dist, f);
   for (int oi = 0; oi < n_order; oi++) {
     int ci = order[oi];
     const ap_node *c = &g->nodes[ci];

@@ -506,8 +506,12 @@ void cg_memset(cg_kernel *k, cg_x *dst, int byte, cg_x *bytes) {
 
 void cg_sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
               cg_x *a, cg_x *b, double beta, cg_x *c) {
+  cg_sgemm_ld(k, ta, tb, m, n, kk, alpha, a, ta ? m : kk, b, tb ? kk : n, beta, c);
+}
+
+void cg_sgemm_ld(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
+                 cg_x *a, int64_t lda, cg_x *b, int64_t ldb, double beta, cg_x *c) {
   cg_s *s = new_s(k, CG_ST_SGEMM);
-  int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
   int64_t iv[8] = {ta, tb, m, n, kk, lda, ldb, n};
   memcpy(s->iarg, iv, sizeof iv);
   s->farg[0] = (double)(float)alpha;

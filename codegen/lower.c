@@ -700,6 +700,38 @@ static ap_status route_error(lgen *G, int ni, int v, int err, const ap_dxfer *t)
 
 /* ---- one node ------------------------------------------------------------------ */
 
+/* Whether input i of node ni is a Transpose's output it reads in place. */
+static bool trans_in(const lgen *G, int ni, int i) {
+  return G->fuse.trans_in && (G->fuse.trans_in[ni] >> i & 1);
+}
+
+/* The buffer MatMul or Gemm ni reads input i from when that input is a
+ * Transpose read in place (fuse.c): the box of a constant its read box
+ * maps to, else what the Transpose would have read; op (unless NULL) gets
+ * its operand. -1: out of memory. */
+static int view_buf(lgen *G, int ni, int i, cg_operand *op) {
+  ap_graph *g = G->g;
+  int t = g->values[g->nodes[ni].in[i]].producer, x = g->nodes[t].in[0];
+  const ap_value *xv = &g->values[x];
+  ap_dbox b;
+  int buf;
+  if (xv->data) {
+    int perm[AP_MAX_RANK];
+    ap_dbox rb = read_box(G, ni, i);
+    cg_transpose_perm(&g->nodes[t], xv->rank, perm);
+    b = cg_box_before_perm(xv->rank, perm, &rb);
+    buf = const_buf(G, x, &b);
+    if (op && !(xv = cg_const_view(g, x, &b)))
+      return -1;
+  } else {
+    b = read_box(G, t, 0);
+    buf = read_buf(G, t, 0, CG_PH_FORWARD);
+  }
+  if (op)
+    cg_operand_of(xv, &b, op);
+  return buf;
+}
+
 /* Fills G->kernel with node ni's operands: the boxes this device reads and
  * computes, a box of a constant with its own data. */
 static ap_status setup_kernel(lgen *G, int ni) {
@@ -721,6 +753,13 @@ static ap_status setup_kernel(lgen *G, int ni) {
     ap_status s;
     if (v && (s = check_value(G, n, v)) != AP_OK)
       return s;
+    if (v && trans_in(G, ni, i)) {
+      if (view_buf(G, ni, i, &k->in[i]) < 0)
+        return oom(G);
+      k->trans_in |= (uint8_t)(1u << i);
+      cg_transpose_perm(&g->nodes[v->producer], v->rank, k->perm_in[i]);
+      continue;
+    }
     ap_dbox b = v ? read_box(G, ni, i) : (ap_dbox){{0}, {0}};
     if (v && v->data && !(v = cg_const_view(g, n->in[i], &b)))
       return oom(G);
@@ -948,6 +987,8 @@ static ap_status lower_forward(lgen *G, int ni) {
     return AP_OK; /* its outputs are constants in the blob */
   if (G->fuse.head && G->fuse.head[ni] >= 0)
     return lower_absorbed(G, ni);
+  if (G->fuse.in_place && G->fuse.in_place[ni])
+    return AP_OK; /* a Transpose its readers read in place */
   ap_status s = setup_kernel(G, ni);
   if (s != AP_OK)
     return s;
@@ -1012,12 +1053,22 @@ static ap_status lower_forward(lgen *G, int ni) {
       cg_fuse_expr(k, ew);
     sa.s.what = key_dir = cg_fuse_expr_describe(g, ew);
   }
+  if (k->trans_in) { /* " b(1,0)": B read in place through that Transpose */
+    char what[1024];
+    int len = snprintf(what, sizeof what, "%s", ew ? key_dir : "fused");
+    for (int i = 0; i < 2 && len < (int)sizeof what - 64; i++)
+      for (int j = 0; k->trans_in >> i & 1 && j < k->in[i].rank; j++)
+        len += snprintf(what + len, sizeof what - (size_t)len, "%s%d%s",
+                        j ? "," : i ? " b(" : " a(", k->perm_in[i][j],
+                        j == k->in[i].rank - 1 ? ")" : "");
+    sa.s.what = key_dir = ap_arena_strdup(g->arena, what);
+  }
   sa.s.work = cg_kir_needs_work(k->ir);
   for (int i = 0; i < n->n_in; i++) {
     if (n->in[i] < 0 || !k->in[i].v || (k->skip_in >> i & 1))
       continue;
     params[np++] = ptr_param(CG_R_X, i, k->in[i].dtype, true, true);
-    int rb = read_buf(G, ni, i, CG_PH_FORWARD);
+    int rb = trans_in(G, ni, i) ? view_buf(G, ni, i, NULL) : read_buf(G, ni, i, CG_PH_FORWARD);
     if (rb < 0)
       return oom(G);
     add_arg(&sa, rb, false);

@@ -141,12 +141,14 @@ def mlp_gelu(outdir):
 
 
 def gemm_act(outdir):
-    """Gemm (bias C, transB) + Relu, then Gemm without C + Sigmoid."""
+    """Gemm (bias C, transB) + Relu, then Gemm without C, its B a
+    Transpose of a constant (read in place: transB), + Sigmoid."""
     n, d, h = 4, 12, 20
     inits = [arr("w1", rng.standard_normal((h, d)) / np.sqrt(d)), arr("c1", rng.standard_normal(h) * 0.1),
-             arr("w2", rng.standard_normal((h, 6)) / np.sqrt(h))]
+             arr("w2t", rng.standard_normal((6, h)) / np.sqrt(h))]
     nodes = [helper.make_node("Gemm", ["x", "w1", "c1"], ["z1"], name="gemm1", transB=1),
              helper.make_node("Relu", ["z1"], ["r1"], name="relu"),
+             helper.make_node("Transpose", ["w2t"], ["w2"], name="w2/Transpose", perm=[1, 0]),
              helper.make_node("Gemm", ["r1", "w2"], ["z2"], name="gemm2", alpha=0.5),
              helper.make_node("Sigmoid", ["z2"], ["y"], name="sigmoid")]
     save(outdir, "fuse_gemm", nodes, [("x", [n, d])], [n, 6], inits)
@@ -180,6 +182,44 @@ def ewise_chain(outdir):
     save(outdir, "fuse_ewise", nodes, [("x", [n, s, d]), ("c", [n, s, d])], [n, s, d], inits)
 
 
+def views(outdir):
+    """Operands that are views, as GPT-2's exporter writes attention: a
+    fused Q/K/V projection (MatMul, Add bias, Split), which ir/unfuse.c
+    turns into MatMuls on column Slices of the weight and bias; the heads
+    split by Reshape and Transpose ([0, 2, 1, 3] for Q and V, [0, 2, 3, 1]
+    for K, read in place by the MatMuls through strides) and merged again;
+    a tied LM head reading the transpose of the table the first MatMul
+    reads."""
+    n, s, d, heads, vocab = 2, 6, 16, 2, 20
+    hd = d // heads
+    # Small values: the partitioned programs sum the contraction in another
+    # order, and the rounding must stay within the tests' absolute tolerance.
+    inits = [arr("wte", rng.standard_normal((vocab, d)) * 0.1),
+             arr("w_qkv", rng.standard_normal((d, 3 * d)) / np.sqrt(d)),
+             arr("b_qkv", rng.standard_normal(3 * d) * 0.1), arr("scale", np.sqrt(hd)),
+             numpy_helper.from_array(np.array([d, d, d], dtype=np.int64), "split"),
+             numpy_helper.from_array(np.array([n, s, heads, hd], dtype=np.int64), "heads"),
+             numpy_helper.from_array(np.array([n, s, d], dtype=np.int64), "merged")]
+    nodes = [helper.make_node("MatMul", ["x", "wte"], ["h"], name="embed"),
+             helper.make_node("MatMul", ["h", "w_qkv"], ["qkv0"], name="attn/c_attn/MatMul"),
+             helper.make_node("Add", ["qkv0", "b_qkv"], ["qkv"], name="attn/c_attn/Add"),
+             helper.make_node("Split", ["qkv", "split"], ["q", "k", "v"], name="attn/c_attn/Split",
+                              axis=2)]
+    for p, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("Reshape", [p, "heads"], [f"{p}4"], name=f"attn/{p}/Reshape"),
+                  helper.make_node("Transpose", [f"{p}4"], [f"{p}h"], name=f"attn/{p}/Transpose",
+                                   perm=perm)]
+    nodes += [helper.make_node("MatMul", ["qh", "kh"], ["sc"], name="attn/MatMul"),
+              helper.make_node("Div", ["sc", "scale"], ["sd"], name="attn/Div"),
+              helper.make_node("MatMul", ["sd", "vh"], ["a4"], name="attn/MatMul_1"),
+              helper.make_node("Transpose", ["a4"], ["am"], name="attn/merge/Transpose",
+                               perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["am", "merged"], ["a"], name="attn/merge/Reshape"),
+              helper.make_node("Add", ["a", "h"], ["r"], name="residual"),
+              helper.make_node("Transpose", ["wte"], ["wte_t"], name="lm_head/Transpose", perm=[1, 0]),
+              helper.make_node("MatMul", ["r", "wte_t"], ["y"], name="lm_head/MatMul")]
+    save(outdir, "fuse_views", nodes, [("x", [n, s, vocab])], [n, s, vocab], inits)
+
 if __name__ == "__main__":
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -190,3 +230,4 @@ if __name__ == "__main__":
     mlp_gelu(out)
     gemm_act(out)
     ewise_chain(out)
+    views(out)

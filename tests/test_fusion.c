@@ -4,7 +4,8 @@
  * fusions named in dev0.c's step comments are the expected ones, and none
  * where a value has another reader; partitioned on two devices the fused
  * program gives the one-device outputs and sends exactly the bytes
- * predicted, the same bytes as unfused. */
+ * predicted, the same bytes as unfused. Operands that are views (a Slice
+ * of a constant, a Transpose of the last two axes) are read in place. */
 #define _GNU_SOURCE /* vasprintf */
 #include <criterion/criterion.h>
 
@@ -91,11 +92,21 @@ static const struct {
                  "MatMul 'fc/MatMul' */\n"
                  "fused add(v2,e0) add(e1,s3) MatMul 'proj/MatMul' */\n"},
     {"fuse_gemm", "fused relu(e0) Gemm 'gemm1' */\n"
-                  "fused sigmoid(e0) Gemm 'gemm2' */\n"},
+                  "fused sigmoid(e0) b(1,0) Gemm 'gemm2' */\n"},
     /* Element-wise chains as one loop; x - mean, read twice, is not. */
     {"fuse_ewise", "fused add(s0,k1) sqrt(e1) Add 'add_eps' */\n"
                    "fused div(s0,w1) mul(e1,v2) add(e2,v3) div(e3,1.41421354) erf(e4) "
                    "add(e5,1) mul(e3,e6) mul(e7,0.5) sub(e8,s4) Div 'div' */\n"},
+    /* Views read in place: the Slices of the Q/K/V weight and bias are
+     * constant boxes (the bias joins the epilogue); the heads' Transposes
+     * are strides of the GEMM call (K's and the tied LM head's its
+     * trans_b); the heads' merge is not a MatMul operand and runs. */
+    {"fuse_views", "fused add(e0,v2) MatMul 'attn/c_attn/Split/part0/matmul' */\n"
+                   "fused add(e0,v2) MatMul 'attn/c_attn/Split/part1/matmul' */\n"
+                   "fused div(e0,2.82842708) a(0,2,1,3) b(0,2,3,1) MatMul 'attn/MatMul' */\n"
+                   "fused add(e0,v2) MatMul 'attn/c_attn/Split/part2/matmul' */\n"
+                   "fused b(0,2,1,3) MatMul 'attn/MatMul_1' */\n"
+                   "fused b(1,0) MatMul 'lm_head/MatMul' */\n"},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -178,5 +189,12 @@ Test(fusion, partitioned_expr, .init = make_models) {
   for (int c = 0; c < N_CASES; c++)
     if (strncmp(cases[c].model, "fuse_mlp", 8) == 0 || strncmp(cases[c].model, "fuse_ewise", 10) == 0 ||
         strncmp(cases[c].model, "fuse_gemm", 9) == 0)
+      partitioned(c);
+}
+
+/* The views read in place, on every strategy. */
+Test(fusion, partitioned_views, .init = make_models) {
+  for (int c = 0; c < N_CASES; c++)
+    if (strcmp(cases[c].model, "fuse_views") == 0)
       partitioned(c);
 }

@@ -1610,6 +1610,25 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   }
   if ((st = plan_levels(p, g, tentative, d)) != AP_OK)
     return st;
+  /* The levels' search prices a jointly summed weight (ap_wjoint) by each
+   * reader's type, the chosen plan by the program's one sum: where that
+   * makes the plan slower than the tentative one, the tentative plan's
+   * states are taken (by device count, as its strategy shares), so the
+   * result stays never slower than a base plan. */
+  if (tentative && p->step_time_s > tentative->step_time_s) {
+    int L = p->n_levels, V = p->n_vertices;
+    uint8_t *fixed = ap_arena_array(a, (size_t)L * V + 1, 1);
+    if (!fixed)
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+    bool by_count = tentative->opts.strategy != AP_STRATEGY_ACCPAR;
+    for (size_t i = 0; i < (size_t)L * V; i++)
+      fixed[i] = (uint8_t)(by_count ? state_type(tentative->state[i]) + 3 : tentative->state[i]);
+    p->fixed = fixed;
+    st = plan_levels(p, g, NULL, d);
+    p->fixed = NULL;
+    if (st != AP_OK)
+      return st;
+  }
   /* A plan that does not fit is searched again with a price on the bytes a
    * device keeps (a Lagrangian relaxation of the memory limit), raised
    * until it fits. The dynamic program stays exact for the priced

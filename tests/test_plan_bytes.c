@@ -87,8 +87,8 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
  * several levels at once and reduces partial sums of several levels in one
  * all-reduce over all summands; on one level, a chain op that gathers a
  * dimension the layer splits is priced on the group's box of its input
- * rather than on the devices' pieces. Every plan on one level (cpu:2,
- * tpuv3:1,tpuv2:1, cpu:3) is exact.
+ * rather than on the devices' pieces, which no one-level plan here meets:
+ * every plan on one level (cpu:2, tpuv3:1,tpuv2:1, cpu:3) is exact.
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact[][3] = {
     {"mlp", "tpuv3:1,tpuv2:2", "owt"},

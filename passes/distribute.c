@@ -566,7 +566,8 @@ static void weightless_node(dctx *x, int ni, int vx) {
 }
 
 /* Values computed from weights and constants alone (a tied embedding
- * table's transpose feeding the LM head) are computed where they are read:
+ * table's transpose feeding the LM head, a slice of a fused weight; the
+ * weights initializers or fed) are computed where they are read:
  * such a node computes, on each device, the smallest box holding what its
  * readers there read, and reads of its inputs what that box needs. In
  * reverse order, so a chain of them narrows from its last reader back to
@@ -577,7 +578,7 @@ static void narrow_weight_chains(dctx *x) {
   if (!derived)
     return; /* boxes stay whole: correct, only larger */
   for (int v = 0; v < g->n_values; v++)
-    derived[v] = g->values[v].data != NULL;
+    derived[v] = g->values[v].data != NULL || ap_value_is_fed_weight(g, v);
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];
     bool all = !n->dead && n->n_in > 0;

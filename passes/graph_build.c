@@ -278,6 +278,38 @@ static int feature_dim(const ap_value *w, int64_t n) {
   return -1;
 }
 
+/* Whether value u is weight w or computed from it (a slice of a fused
+ * weight, a tied table's transpose); axis[b]: u's axis that w's axis b
+ * follows, or -1 where u is computed from the whole axis. The boxes follow
+ * the distribution's (distribute.c, narrow_weight_chains): a node computing
+ * a weight's value narrows along the axes its operator carries through. */
+static bool weight_axes(const ap_graph *g, const bool *vnode, int w, int u, int8_t *axis,
+                        int depth) {
+  if (u == w) {
+    for (int b = 0; b < g->values[w].rank; b++)
+      axis[b] = (int8_t)b;
+    return true;
+  }
+  int ni = g->values[u].producer;
+  if (ni < 0 || vnode[ni] || depth > 16)
+    return false;
+  const ap_node *n = &g->nodes[ni];
+  int8_t in_axis[AP_MAX_RANK];
+  for (int i = 0; i < n->n_in; i++) {
+    if (n->in[i] < 0 || !weight_axes(g, vnode, w, n->in[i], in_axis, depth + 1))
+      continue;
+    bool narrowed = !n->dead && n->n_out == 1 && !g->values[u].data &&
+                    !g->values[u].is_graph_output && ap_axes_boxwise(g, n) &&
+                    ap_op_table[n->op].axes != AP_AXES_RESHAPE;
+    for (int b = 0; b < g->values[w].rank; b++) {
+      int j = narrowed && in_axis[b] >= 0 ? ap_axes_in_to_out(g, n, i, in_axis[b]) : -1;
+      axis[b] = (int8_t)(j >= 0 && ap_axes_out_split(g, n, j) ? j : -1);
+    }
+    return true;
+  }
+  return false;
+}
+
 /* What a training step adds to the forward pass (ap_train_roles): each
  * vertex's other trainable weights, a layer's bias and its chain ops'
  * weights (a normalization's scale and shift), whose gradients the step
@@ -342,6 +374,46 @@ static ap_status gradient_sums(ap_plan *p, ap_graph *g, const bool *act, ap_diag
         vx->wsum[vx->n_wsum++] = ws;
       }
     }
+  }
+  /* Weights summed once for several readers (ap_wjoint). */
+  bool *vnode = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *vnode);
+  if (!vnode)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int v = 0; v < p->n_vertices; v++)
+    vnode[p->v[v].node] = true;
+  p->n_wjoint = 0;
+  int jcap = 0;
+  for (int w = 0; w < g->n_values; w++) {
+    if (!trainable[w])
+      continue;
+    ap_wjoint j = {.value = w};
+    int rcap = 0;
+    bool derived = false;
+    for (int v = 0; v < p->n_vertices; v++) {
+      ap_vertex *vx = &p->v[v];
+      for (int k = -1; k < vx->n_wsum; k++) {
+        int u = k < 0 ? vx->weight : vx->wsum[k].value;
+        ap_wreader r = {.vertex = v, .wsum = k};
+        if (u < 0 || !weight_axes(g, vnode, w, u, r.axis, 0))
+          continue;
+        if (!ap_arena_grow(g->arena, (void **)&j.r, &rcap, j.n_readers + 1, sizeof r))
+          return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+        j.r[j.n_readers++] = r;
+        derived |= u != w;
+      }
+    }
+    if (j.n_readers < 2 && !derived)
+      continue;
+    for (int i = 0; i < j.n_readers; i++) {
+      ap_vertex *vx = &p->v[j.r[i].vertex];
+      if (j.r[i].wsum < 0)
+        vx->weight_joint = true;
+      else
+        vx->wsum[j.r[i].wsum].joint = true;
+    }
+    if (!ap_arena_grow(g->arena, (void **)&p->wjoint, &jcap, p->n_wjoint + 1, sizeof j))
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+    p->wjoint[p->n_wjoint++] = j;
   }
   /* The vertex computing graph output 0, which the loss reads by rows. */
   p->loss_vertex = -1;
@@ -478,8 +550,11 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
       if (s.vertex < 0)
         continue;
       ap_edge e = {.from = s.vertex, .to = id, .port = pi};
-      e.map[0] = s.map[0];
-      e.map[1] = s.map[1];
+      for (int c = 0; c < 2; c++) {
+        e.map[c] = s.map[c];
+        e.num[c] = s.num[c];
+        e.den[c] = s.den[c];
+      }
       if (!ap_arena_grow(a, (void **)&p->e, &edge_cap, p->n_edges + 1, sizeof e))
         return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
       p->e[p->n_edges++] = e;

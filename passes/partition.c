@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "passes/passes.h"
+#include "runtime/accpar_rt.h"
 
 enum { MAX_CLASSES = 64 }; /* beyond this, a level merges classes (see merge_class) */
 
@@ -352,7 +353,8 @@ static void intra_allreduce(const level_ctx *x, int v, int s, ap_exchange *ex, d
     rank = g->values[value].rank;
     for (int i = 0; i < rank; i++)
       box[i] = g->values[value].dims[i];
-    box[vx->w_dim[0]] = e1[1];
+    if (vx->port[1].dim[1] >= 0) /* an embedding's rows are not its input's: held whole */
+      box[vx->w_dim[0]] = e1[1];
     if (vx->w_dim[1] >= 0)
       box[vx->w_dim[1]] = e0[1];
   } else if (s == 1) { /* type II: the output */
@@ -457,7 +459,8 @@ void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class 
 
 /* The communication of vertex v in state s at the context's level (its
  * compute is charged on the devices themselves, see below_vertex). */
-static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child_cost *cc) {
+static void vertex_cost(const level_ctx *x, int v, int s, const double *r, bool joint,
+                        child_cost *cc) {
   const ap_plan *p = x->p;
   const ap_graph *g = x->g;
   const ap_vertex *vx = &p->v[v];
@@ -466,6 +469,8 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
   ap_exchange ex;
   double elem;
   intra_allreduce(x, v, s, &ex, &elem);
+  if (joint && vx->weight_joint && state_type(s) == 0 && !published_model(p))
+    ex.k = 0; /* the weight's gradient is summed with its other readers (joint_sum) */
   if (ex.k) /* type II's output is reduced forward; I's and III's sums are backward */
     add_exchange(x, &ex, elem, cc, elems, state_type(s) == 1);
   /* The program runs the adjoint of II's all-reduce backward: the same
@@ -502,7 +507,7 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
    * where this level does not split them with the output features. */
   for (int k = 0; k < vx->n_wsum && !published_model(p); k++) {
     const ap_wsum *ws = &vx->wsum[k];
-    if (ws->dim >= 0 && c == 1)
+    if ((ws->dim >= 0 && c == 1) || (joint && ws->joint))
       continue;
     const ap_value *wv = &g->values[ws->value];
     int64_t box[AP_MAX_RANK];
@@ -544,6 +549,144 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, child
   }
 }
 
+/* Reader r of a joint weight: child i's box of the value it reads, in the
+ * weight's index space, as the program reads it (ap_dist_weight_box). */
+static bool reader_box(const level_ctx *x, const ap_wjoint *j, const ap_wreader *r, int s,
+                       const double *ratio, int i, int64_t *wlo, int64_t *whi) {
+  const ap_plan *p = x->p;
+  const ap_graph *g = x->g;
+  const ap_vertex *vx = &p->v[r->vertex];
+  const int64_t *e0 = port_ext(p, x->c->ext, r->vertex, 0), *e1 = e0 + 2;
+  int u = r->wsum < 0 ? vx->weight : vx->wsum[r->wsum].value;
+  const ap_value *uv = &g->values[u], *wv = &g->values[j->value];
+  int64_t lo[AP_MAX_RANK] = {0}, hi[AP_MAX_RANK], clo[AP_MAX_RANK], chi[AP_MAX_RANK];
+  for (int a = 0; a < uv->rank; a++)
+    hi[a] = uv->dims[a];
+  ap_layout lay = {.kind = AP_LAYOUT_REPLICATED};
+  int type = state_type(s);
+  if (r->wsum < 0) { /* as weight_layout_at (plan_print.c) splits it */
+    if (vx->port[1].dim[1] >= 0)
+      hi[vx->w_dim[0]] = e1[1];
+    if (vx->w_dim[1] >= 0)
+      hi[vx->w_dim[1]] = e0[1];
+    if (type > 0 && vx->w_dim[type - 1] >= 0) {
+      lay.kind = AP_LAYOUT_SPLIT;
+      lay.dim = vx->w_dim[type - 1];
+      lay.unit = type == 1 ? vx->port[1].unit[1] : vx->port[0].unit[1];
+    }
+  } else { /* follows the output features where the level splits them */
+    const ap_wsum *ws = &vx->wsum[r->wsum];
+    ap_layout out = ap_plan_port_layout(p, r->vertex, 0, s, ratio);
+    if (ws->dim >= 0) {
+      hi[ws->dim] = (int64_t)llround((double)e0[1] * ws->scale);
+      if (split_slot(p, r->vertex, 0, &out) == 1) {
+        lay.kind = AP_LAYOUT_SPLIT;
+        lay.dim = ws->dim;
+        lay.unit = vx->port[0].unit[1];
+      }
+    }
+  }
+  memcpy(lay.ratio, ratio, sizeof lay.ratio);
+  ap_layout_child_box(uv->rank, lo, hi, x->k, &lay, i, clo, chi);
+  for (int a = 0; a < uv->rank; a++)
+    if (chi[a] <= clo[a])
+      return false;
+  for (int b = 0; b < wv->rank; b++) {
+    int a = r->axis[b];
+    wlo[b] = a >= 0 ? clo[a] : 0;
+    whi[b] = a >= 0 ? chi[a] : wv->dims[b];
+  }
+  return true;
+}
+
+static double meet(int rank, const int64_t *alo, const int64_t *ahi, const int64_t *blo,
+                   const int64_t *bhi) {
+  double v = 1;
+  for (int a = 0; a < rank; a++) {
+    int64_t lo = alo[a] > blo[a] ? alo[a] : blo[a], hi = ahi[a] < bhi[a] ? ahi[a] : bhi[a];
+    if (hi <= lo)
+      return 0;
+    v *= (double)(hi - lo);
+  }
+  return v;
+}
+
+/* The sum of joint weight j's gradient among the children: each child's box
+ * the smallest holding its readers' boxes; an all-reduce in each group of
+ * children with equal boxes when the groups' boxes are disjoint, else every
+ * child sends every other its contribution where their boxes meet
+ * (ap_distribute_train's weight_sum). */
+static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
+                      double (*ratio)[AP_MAX_CHILDREN], ap_exchange *ex) {
+  const ap_value *wv = &x->g->values[j->value];
+  int rank = wv->rank, k = x->k;
+  int64_t lo[AP_MAX_CHILDREN][AP_MAX_RANK], hi[AP_MAX_CHILDREN][AP_MAX_RANK];
+  double vol[AP_MAX_CHILDREN];
+  memset(ex, 0, sizeof *ex);
+  ex->k = k;
+  for (int i = 0; i < k; i++) {
+    bool any = false;
+    for (int q = 0; q < j->n_readers; q++) {
+      const ap_wreader *r = &j->r[q];
+      int64_t blo[AP_MAX_RANK], bhi[AP_MAX_RANK];
+      if (!reader_box(x, j, r, st[r->vertex], ratio[r->vertex], i, blo, bhi))
+        continue;
+      for (int a = 0; a < rank; a++) {
+        lo[i][a] = any && lo[i][a] < blo[a] ? lo[i][a] : blo[a];
+        hi[i][a] = any && hi[i][a] > bhi[a] ? hi[i][a] : bhi[a];
+      }
+      any = true;
+    }
+    vol[i] = 1;
+    for (int a = 0; a < rank; a++) {
+      if (!any)
+        lo[i][a] = hi[i][a] = 0;
+      vol[i] *= (double)(hi[i][a] - lo[i][a]);
+    }
+  }
+  int cls[AP_MAX_CHILDREN];
+  bool disjoint = true, shared = false;
+  for (int i = 0; i < k; i++) {
+    cls[i] = i;
+    for (int e = 0; e < i; e++) {
+      bool equal = memcmp(lo[i], lo[e], sizeof(int64_t) * (size_t)rank) == 0 &&
+                   memcmp(hi[i], hi[e], sizeof(int64_t) * (size_t)rank) == 0;
+      if (equal) {
+        if (cls[i] == i)
+          cls[i] = cls[e];
+      } else if (meet(rank, lo[i], hi[i], lo[e], hi[e]) > 0) {
+        disjoint = false;
+      }
+    }
+    shared |= cls[i] != i && vol[i] > 0;
+  }
+  if (disjoint && !shared)
+    return;
+  double elem = elem_bytes(x->g, j->value);
+  if (!disjoint || wv->dtype != AP_DT_FLOAT) {
+    for (int e = 0; e < k; e++)
+      for (int i = 0; i < k && vol[e] > 0; i++) {
+        double b = i != e ? meet(rank, lo[e], hi[e], lo[i], hi[i]) * elem : 0;
+        if (b > 0) {
+          ex->send_bytes[i] += b;
+          ex->messages[i]++;
+        }
+      }
+    return;
+  }
+  for (int i = 0; i < k; i++) {
+    int n = 0, at = 0;
+    for (int e = 0; e < k; e++)
+      if (cls[e] == cls[i]) {
+        if (e == i)
+          at = n;
+        n++;
+      }
+    ex->allreduce_bytes[i] = (double)aprt_allreduce_bytes(n, (int64_t)vol[i], NULL, at);
+    ex->messages[i] = vol[i] > 0 && n > 1 ? 2 * (n - 1) : 0;
+  }
+}
+
 void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int e,
                            int su, int sv, const double *ru, const double *rv,
                            ap_exchange *fwd, ap_exchange *bwd) {
@@ -555,10 +698,16 @@ void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *
   if (from.kind == AP_LAYOUT_PARTIAL) /* resolved inside the producer */
     from.kind = AP_LAYOUT_REPLICATED;
   if (slot >= 0) {
-    if (ed->map[slot] < 0)
+    if (ed->map[slot] < 0) {
       from.kind = AP_LAYOUT_REPLICATED; /* gathered by a chain op */
-    else
+    } else {
       from.dim = ed->map[slot];
+      /* The producer's shares are whole units of its dim (heads), which
+       * reshapes between scale into the port's (features). */
+      int64_t u = from.unit * ed->num[slot];
+      if (ed->den[slot] > 0 && u % ed->den[slot] == 0)
+        from.unit = u / ed->den[slot];
+    }
   }
   /* The consumer's input layout; type III's partial input error is
    * resolved inside the consumer, so backward it sends a replicated one. */
@@ -607,7 +756,8 @@ static double vertex_memory(const ap_plan *p, const ap_graph *g, const int64_t *
     const ap_value *w = &g->values[vx->weight];
     for (int i = 0; i < w->rank; i++)
       box[i] = w->dims[i];
-    box[vx->w_dim[0]] = e1[1];
+    if (vx->port[1].dim[1] >= 0) /* an embedding's rows are not its input's: held whole */
+      box[vx->w_dim[0]] = e1[1];
     if (vx->w_dim[1] >= 0)
       box[vx->w_dim[1]] = e0[1];
     m += 2 * box_bytes(g, vx->weight, w->rank, box);
@@ -812,7 +962,7 @@ static double below_vertex(below *b, int l, const ap_group *grp, const int64_t *
   double r[AP_MAX_CHILDREN];
   cached_ratio(b, &c, v, s, r);
   child_cost cc;
-  vertex_cost(&x, v, s, r, &cc);
+  vertex_cost(&x, v, s, r, false, &cc);
   double worst = 0;
   int64_t *next = b->ext[l + 1];
   int s1 = state_below(b, l + 1, v, s);
@@ -996,7 +1146,7 @@ static ap_status search_level(ap_plan *p, ap_graph *g, int level, below *b, uint
         if (paper || level_only) {
           const double *r = lp.ratio[(size_t)ci * V + v][s];
           child_cost cc;
-          vertex_cost(&x, v, s, r, &cc);
+          vertex_cost(&x, v, s, r, false, &cc);
           cost = paper ? cc.elems : 0;
           for (int i = 0; level_only && i < x.k; i++) {
             child_ext(&x, c->ext, v, s, r, i, b->ext[level + 1]);
@@ -1140,7 +1290,19 @@ static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
     double level_paper = 0;
     for (int v = 0; v < V; v++) {
       ap_plan_ratio(p, g, c, v, st[v], ratio[v]);
-      vertex_cost(&x, v, st[v], ratio[v], &vc[v]);
+      vertex_cost(&x, v, st[v], ratio[v], true, &vc[v]);
+    }
+    /* The search prices each reader's sum by its own type; the chosen
+     * states price the joint weights' sums as the program runs them, on the
+     * first reader's row. */
+    for (int jw = 0; jw < p->n_wjoint && !published_model(p); jw++) {
+      const ap_wjoint *j = &p->wjoint[jw];
+      ap_exchange ex;
+      double elems[AP_MAX_CHILDREN] = {0};
+      joint_sum(&x, j, st, ratio, &ex);
+      add_exchange(&x, &ex, elem_bytes(g, j->value), &vc[j->r[0].vertex], elems, false);
+    }
+    for (int v = 0; v < V; v++) {
       p->comm_bytes += c->mult * vc[v].bytes;
       level_paper += vc[v].elems;
     }
@@ -1448,6 +1610,25 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   }
   if ((st = plan_levels(p, g, tentative, d)) != AP_OK)
     return st;
+  /* The levels' search prices a jointly summed weight (ap_wjoint) by each
+   * reader's type, the chosen plan by the program's one sum: where that
+   * makes the plan slower than the tentative one, the tentative plan's
+   * states are taken (by device count, as its strategy shares), so the
+   * result stays never slower than a base plan. */
+  if (tentative && p->step_time_s > tentative->step_time_s) {
+    int L = p->n_levels, V = p->n_vertices;
+    uint8_t *fixed = ap_arena_array(a, (size_t)L * V + 1, 1);
+    if (!fixed)
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+    bool by_count = tentative->opts.strategy != AP_STRATEGY_ACCPAR;
+    for (size_t i = 0; i < (size_t)L * V; i++)
+      fixed[i] = (uint8_t)(by_count ? state_type(tentative->state[i]) + 3 : tentative->state[i]);
+    p->fixed = fixed;
+    st = plan_levels(p, g, NULL, d);
+    p->fixed = NULL;
+    if (st != AP_OK)
+      return st;
+  }
   /* A plan that does not fit is searched again with a price on the bytes a
    * device keeps (a Lagrangian relaxation of the memory limit), raised
    * until it fits. The dynamic program stays exact for the priced

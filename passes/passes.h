@@ -82,7 +82,27 @@ typedef struct ap_wsum {
   int dim;      /* the weight's dim along the layer's output features (split with
                    them), or -1: held whole wherever the layer runs */
   double scale; /* dim's size over the output features' size */
+  bool joint;   /* its gradient is summed with its weight's other readers (ap_wjoint) */
 } ap_wsum;
+
+/* A trainable weight whose gradient one sum covers for several readers, or
+ * for a reader of a value computed from it (a slice of a fused weight, a
+ * tied table's transpose): the program sums it once over the smallest box
+ * holding what its readers read on each device (ap_dist_weight_box), which
+ * no reader's own type decides. Each reader is a vertex's weight (wsum -1)
+ * or one of its wsum entries; axis[b] is the reader value's axis that the
+ * weight's axis b follows, -1 where the value is computed from the whole
+ * axis (a sliced or reshaped one). */
+typedef struct ap_wreader {
+  int vertex, wsum;
+  int8_t axis[AP_MAX_RANK];
+} ap_wreader;
+
+typedef struct ap_wjoint {
+  int value;
+  int n_readers;
+  ap_wreader *r;
+} ap_wjoint;
 
 /* A decision point: a layer (states: types I, II, III) or a weightless node
  * joining several activations (states: split dim[0], split dim[1], replicated). */
@@ -104,12 +124,15 @@ typedef struct ap_vertex {
   ap_wsum *wsum;    /* the trainable weights of the node (a layer's besides its own) and of
                        its chain ops */
   int n_wsum;
+  bool weight_joint; /* its weight's gradient sum is an ap_wjoint's */
 } ap_vertex;
 
 /* An activation from vertex `from` reaching port `port` of vertex `to`. */
 typedef struct ap_edge {
   int from, to, port;
   int map[2]; /* where from's output dims are in the tensor at the port; -1: gathered */
+  int64_t num[2], den[2]; /* index t of from's dim c is index t * num[c] / den[c] there
+                             (reshapes between: attention's heads merged into features) */
 } ap_edge;
 
 /* Groups of one level that look alike to the cost model: same kind and
@@ -148,6 +171,8 @@ typedef struct ap_plan {
   int loss_vertex;              /* the vertex computing graph output 0 (itself or by a chain
                                    op), or -1 */
   int loss_map[2];              /* where its output dims are in graph output 0; -1: gathered */
+  ap_wjoint *wjoint;            /* the weights summed jointly for their readers */
+  int n_wjoint;
   const uint8_t *fixed;         /* [n_levels][n_vertices]: the one state (type + 3 * ratio rule)
                                    a plan read back allows each vertex; or NULL */
 } ap_plan;

@@ -954,7 +954,7 @@ static const char *types_of(const ap_graph *g, const char *name, char *buf, size
 }
 
 /* GPT-2 small at batch 1 over two TPU v3, where model parallelism wins by
- * 1.55x: every block splits Q, K, V and the first MLP layer by output
+ * 1.39x: every block splits Q, K, V and the first MLP layer by output
  * features, the second MLP layer by input features, attention by heads; the
  * embedding by vocabulary (II) or by hidden size (III, which splits the
  * position table's rows added to it as well, so that their gradient is not

@@ -267,8 +267,8 @@ ap_status cg_emit_GEMM(cg_kernel *k) {
   if (t == AP_DT_FLOAT) {
     cg_work_sgemm(k, m, n, kk);
     /* A constant B packed once, where apk_sgemm would pack it on every call. */
-    int64_t pack[] = {tb, kk, n, tb ? kk : n};
-    if (m > APK_NARROW_M && cg_pack_operand(k, 1, CG_PACK_B, pack, 4))
+    int64_t pack[] = {tb, kk, n, tb ? kk : n, 0};
+    if (m > APK_NARROW_M && cg_pack_operand(k, 1, CG_PACK_B, pack, 5))
       cg_sgemm_pb(k, ta, m, n, kk, alpha, cg_in(k, 0), cg_in(k, 1), beta, cg_out(k, 0));
     else
       cg_sgemm(k, ta, tb, m, n, kk, alpha, cg_in(k, 0), cg_in(k, 1), beta, cg_out(k, 0));
@@ -334,9 +334,9 @@ ap_status cg_emit_MATMUL(cg_kernel *k) {
   cg_x *pa = cg_at(k, cg_in(k, 0), cg_idx(k, rbatch, sa, bv));
   cg_x *pb = cg_at(k, cg_in(k, 1), cg_idx(k, rbatch, sb, bv));
   cg_x *py = cg_at(k, cg_out(k, 0), cg_idx(k, rbatch, sy, bv));
-  int64_t pack[] = {0, kk, n, n};
+  int64_t pack[] = {0, kk, n, n, 0};
   if (t == AP_DT_FLOAT && b->rank == 2 && m > APK_NARROW_M &&
-      cg_pack_operand(k, 1, CG_PACK_B, pack, 4)) {
+      cg_pack_operand(k, 1, CG_PACK_B, pack, 5)) {
     /* A constant matrix B (every batch's), packed once. */
     cg_sgemm_pb(k, 0, m, n, kk, 1.0, pa, pb, 0.0, py);
   } else if (t == AP_DT_FLOAT) {

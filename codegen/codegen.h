@@ -126,7 +126,8 @@ typedef enum cg_sop {
 
 /* How CG_ST_PACK packs (codegen/kernels, "Packed weights"). */
 typedef enum cg_pack_kind {
-  CG_PACK_B,    /* apk_pack_b_all(tb, k, n, a[0], ldb, a[1]): iarg = {tb, k, n, ldb} */
+  CG_PACK_B,    /* apk_pack_b_all(tb, k, n, a[0], ldb, a[1]): iarg = {tb, k, n, ldb, at};
+                   a[0] is the constant's element at (a view of it read in place) */
   CG_PACK_CONV  /* apk_conv2d_pack_weights(&conv, a[0], a[1]): iarg = the conv's fields */
 } cg_pack_kind;
 

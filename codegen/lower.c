@@ -550,14 +550,18 @@ static int packed_buf(lgen *G, int src) {
   if (!ir)
     return -1;
   cg_kernel_begin(k, ir);
-  cg_pack_call(k, (cg_pack_kind)node->pack_kind, node->pack_iarg, cg_in(k, 0), cg_out(k, 0));
   const int64_t *v = node->pack_iarg;
+  cg_x *from = cg_in(k, 0);
+  if (node->pack_kind == CG_PACK_B && v[4])
+    from = cg_at(k, from, cg_i64(k, v[4]));
+  cg_pack_call(k, (cg_pack_kind)node->pack_kind, v, from, cg_out(k, 0));
   int64_t floats;
   const char *key;
   if (node->pack_kind == CG_PACK_B) {
     floats = (int64_t)apk_packed_b_floats_max((int)v[1], (int)v[2]);
-    key = ap_arena_printf(G->g->arena, "pack B tb=%lld k=%lld n=%lld ldb=%lld", (long long)v[0],
-                          (long long)v[1], (long long)v[2], (long long)v[3]);
+    key = ap_arena_printf(G->g->arena, "pack B tb=%lld k=%lld n=%lld ldb=%lld at=%lld",
+                          (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3],
+                          (long long)v[4]);
   } else {
     int f32[CG_CONV_FIELDS];
     for (int i = 0; i < CG_CONV_FIELDS; i++)

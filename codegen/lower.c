@@ -56,6 +56,7 @@ typedef struct lgen {
   cg_device *D;            /* the device being lowered */
   cg_kernel *kernel;       /* the node being emitted (one per compilation: it is large) */
   cg_kernel *pack_kernel;  /* a packing kernel, built while the node's is open */
+  bool prepack;            /* inference: constant weights packed once (CG_PACKED) */
   int *order;              /* node ids in the order every device runs them */
   int n_order;
   int *in_off;             /* [n_nodes]: where node n's inputs start in rmap */
@@ -799,7 +800,7 @@ static ap_status setup_kernel(lgen *G, int ni) {
   k->n_in = n->n_in;
   k->n_out = n->n_out;
   k->alias_in = -1;
-  k->prepack = !G->o->train;
+  k->prepack = G->prepack;
   for (int i = 0; i < n->n_in; i++) {
     const ap_value *v = ap_node_in(g, n, i);
     ap_status s;
@@ -1718,6 +1719,10 @@ ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_dia
   cg_program *p = ap_arena_alloc(g->arena, sizeof *p);
   G.kernel = ap_arena_alloc(g->arena, sizeof *G.kernel);
   G.pack_kernel = ap_arena_alloc(g->arena, sizeof *G.pack_kernel);
+  /* ACCPAR_NO_PREPACK=1: every call packs its weights, for measuring what
+   * packing once saves (as ACCPAR_NO_FUSION does for fusion). */
+  const char *no_prepack = getenv("ACCPAR_NO_PREPACK");
+  G.prepack = !o->train && !(no_prepack && *no_prepack && strcmp(no_prepack, "0") != 0);
   G.in_off = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *G.in_off);
   if (!p || !G.kernel || !G.pack_kernel || !G.in_off)
     return oom(&G);

@@ -538,7 +538,7 @@ static step_args new_step(cg_step_kind kind, cg_phase ph, int node, int value,
  * program packs with the micro-kernel it is compiled with. -1: out of
  * memory. */
 static int packed_buf(lgen *G, int src) {
-  const cg_kernel *node = G->kernel;
+  cg_kernel *node = G->kernel;
   cg_kernel *k = G->pack_kernel;
   memset(k, 0, sizeof *k);
   k->g = G->g;
@@ -578,7 +578,7 @@ static int packed_buf(lgen *G, int src) {
   G->kernel = k;
   int kernel;
   ap_status s = finish_kernel(G, params, 2, key, &kernel);
-  G->kernel = (cg_kernel *)node;
+  G->kernel = node;
   if (s != AP_OK)
     return -1;
   cg_device *D = G->D;

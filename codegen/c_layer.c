@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/kernels/kernels.h"
 
 static void ints_or(const ap_node *n, const char *name, int count, int64_t dflt, int64_t *out) {
   int c;
@@ -86,7 +87,8 @@ ap_status cg_emit_CONV(cg_kernel *k) {
     cg_conv2d_params(conv, x, wt, group, &w);
     cg_x *args[] = {cg_in(k, 0), cg_in(k, 1), b->v ? cg_in(k, 2) : NULL, cg_out(k, 0),
                     cg_work(k)};
-    cg_conv_call(k, CG_CONV_FORWARD, conv, 5, args);
+    bool packed = cg_pack_operand(k, 1, CG_PACK_CONV, conv, CG_CONV_FIELDS);
+    cg_conv_call(k, packed ? CG_CONV_FORWARD_PACKED : CG_CONV_FORWARD, conv, 5, args);
     cg_work_conv(k, conv);
     return AP_OK;
   }
@@ -266,7 +268,13 @@ ap_status cg_emit_GEMM(cg_kernel *k) {
   }
   if (t == AP_DT_FLOAT) {
     cg_work_sgemm(k, m, n, kk);
-    cg_sgemm(k, ta, tb, m, n, kk, alpha, cg_in(k, 0), cg_in(k, 1), beta, cg_out(k, 0));
+    /* A constant B packed once, where apk_sgemm would pack it on every call. */
+    int64_t pack[] = {tb, kk, n, tb ? kk : n, 0};
+    if (m > APK_NARROW_M && cg_pack_operand(k, 1, CG_PACK_B, pack, 5))
+      cg_sgemm_pb(k, ta, m, n, kk, alpha, cg_in(k, 0), ta ? m : kk, cg_in(k, 1), beta,
+                  cg_out(k, 0));
+    else
+      cg_sgemm(k, ta, tb, m, n, kk, alpha, cg_in(k, 0), cg_in(k, 1), beta, cg_out(k, 0));
     return AP_OK;
   }
   /* float64: direct loops. */
@@ -348,7 +356,13 @@ ap_status cg_emit_MATMUL(cg_kernel *k) {
   cg_x *pa = cg_at(k, cg_in(k, 0), cg_idx(k, rbatch, sa, bv));
   cg_x *pb = cg_at(k, cg_in(k, 1), cg_idx(k, rbatch, sb, bv));
   cg_x *py = cg_at(k, cg_out(k, 0), cg_idx(k, rbatch, sy, bv));
-  if (t == AP_DT_FLOAT) {
+  /* A constant matrix B (every batch's; a transposed view of one too) packed
+   * once, where apk_sgemm would pack it on every call. */
+  int64_t pack[] = {tb, kk, n, ldb, 0};
+  if (t == AP_DT_FLOAT && b->rank == 2 && m > APK_NARROW_M &&
+      cg_pack_operand(k, 1, CG_PACK_B, pack, 5)) {
+    cg_sgemm_pb(k, ta, m, n, kk, 1.0, pa, lda, pb, 0.0, py);
+  } else if (t == AP_DT_FLOAT) {
     cg_sgemm_ld(k, ta, tb, m, n, kk, 1.0, pa, lda, pb, ldb, 0.0, py);
   } else {
     int A = cg_let(k, "A", pa), B = cg_let(k, "B", pb), Y = cg_let(k, "Y", py);

@@ -117,16 +117,26 @@ typedef enum cg_sop {
   CG_ST_MEMCPY, /* memcpy(a[0], a[1], a[2] bytes) */
   CG_ST_MEMSET, /* memset(a[0], 0 or 1 (a[2]), a[1] bytes) */
   CG_ST_SGEMM,  /* apk_sgemm(ta, tb, m, n, k, alpha, A=a[0], lda, B=a[1], ldb, beta, C=a[2],
-                   ldc, work=a[3]): iarg = {ta, tb, m, n, k, lda, ldb, ldc}, farg = {alpha,
-                   beta} */
-  CG_ST_CONV    /* apk_conv2d_<lib>(&conv, args...): the five or six pointers in args */
+                   ldc, work=a[3]): iarg = {ta, tb, m, n, k, lda, ldb, ldc, pb}, farg = {alpha,
+                   beta}; pb 1: B=a[1] is op(B) packed (CG_PACK_B), apk_sgemm_pb (tb, ldb
+                   unused) */
+  CG_ST_CONV,   /* apk_conv2d_<lib>(&conv, args...): the five or six pointers in args */
+  CG_ST_PACK    /* a constant operand a[0] packed into a[1] as lib (cg_pack_kind) says */
 } cg_sop;
+
+/* How CG_ST_PACK packs (codegen/kernels, "Packed weights"). */
+typedef enum cg_pack_kind {
+  CG_PACK_B,    /* apk_pack_b_all(tb, k, n, a[0], ldb, a[1]): iarg = {tb, k, n, ldb, at};
+                   a[0] is the constant's element at (a view of it read in place) */
+  CG_PACK_CONV  /* apk_conv2d_pack_weights(&conv, a[0], a[1]): iarg = the conv's fields */
+} cg_pack_kind;
 
 /* The library functions of CG_ST_CONV. */
 typedef enum cg_conv_fn {
   CG_CONV_FORWARD,          /* (x, w, bias or NULL, y, work) */
   CG_CONV_BACKWARD_DATA,    /* (dy, w, dx, work) */
-  CG_CONV_BACKWARD_WEIGHTS  /* (x, dy, dw, dbias or NULL, work) */
+  CG_CONV_BACKWARD_WEIGHTS, /* (x, dy, dw, dbias or NULL, work) */
+  CG_CONV_FORWARD_PACKED    /* (x, w packed by CG_PACK_CONV, bias or NULL, y, work) */
 } cg_conv_fn;
 
 /* apk_conv2d's fields, in its order (codegen/kernels/kernels.h). */
@@ -240,7 +250,10 @@ typedef enum cg_storage {
   CG_MOM,    /* the momentum of a trainable weight */
   CG_ARENA,  /* the activation arena, planned from last use */
   CG_INBOX,  /* the device's box of a run-time input, packed once before the steps */
-  CG_ALIAS   /* another buffer's storage (Reshape, Identity...) */
+  CG_ALIAS,  /* another buffer's storage (Reshape, Identity...) */
+  CG_PACKED  /* a constant operand (pack_of) as its kernel reads it (packed for the GEMM's
+                micro-kernel, Winograd's transformed weights): written by the device's
+                prep steps on its first run, kept for the later ones */
 } cg_storage;
 
 /* One buffer of a device: a box of a value (or a gradient or momentum of
@@ -261,6 +274,8 @@ typedef struct cg_buf {
   int value;        /* the value it holds a box of; -1: staging */
   ap_dbox box;      /* which box of the value (the fed operand: of the logits) */
   bool slice;       /* a local slice of what the device holds (shared by its readers) */
+  int pack_of;      /* CG_PACKED: the constant buffer it packs */
+  int pack_kernel;  /* CG_PACKED: the kernel that packs it (its prep step's) */
 } cg_buf;
 
 typedef enum cg_phase {
@@ -321,9 +336,15 @@ typedef struct cg_device {
   int n_bufs, cap_bufs;
   cg_step *steps;
   int n_steps, cap_steps;
+  /* Inference: steps run on the first run only, before the steps: packing
+   * constant operands into their CG_PACKED buffers (kernels without
+   * workspace, reading constants, in a memory of their own that later runs
+   * find as that run left it). */
+  cg_step *prep;
+  int n_prep, cap_prep;
   cg_output *outs;
   int n_outs;
-  int64_t arena_bytes, unshared_bytes, params_bytes, inbox_bytes;
+  int64_t arena_bytes, unshared_bytes, params_bytes, inbox_bytes, packed_bytes;
   uint64_t step_bytes;      /* bytes it sends in one step (or one inference run) */
 } cg_device;
 
@@ -717,6 +738,14 @@ typedef struct cg_kernel {
   /* cg_map's loop */
   int map_out, map_n, map_o, map_loops;
   int map_arg[CG_MAX_OPERANDS];
+  /* Constant operands read packed (cg_pack_operand): an inference program's
+   * node kernel may read one input slot packed, as pack_kind and pack_iarg
+   * say; lowering passes the CG_PACKED buffer in its place. */
+  bool prepack;                  /* inference: constant operands may be packed */
+  bool packed;
+  int pack_slot;
+  uint8_t pack_kind;             /* cg_pack_kind */
+  int64_t pack_iarg[CG_CONV_FIELDS];
 } cg_kernel;
 
 typedef ap_status (*cg_emit_fn)(cg_kernel *k);
@@ -838,6 +867,16 @@ void cg_sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, do
 void cg_sgemm_ld(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
                  cg_x *a, int64_t lda, cg_x *b, int64_t ldb, double beta, cg_x *c);
 void cg_conv_call(cg_kernel *k, cg_conv_fn fn, const int64_t *conv, int n, cg_x *const *args);
+/* Whether input slot of k (a float32 constant of an inference program) can
+ * be read packed; when it can, records how (kind, iarg as CG_ST_PACK's) and
+ * the caller reads the slot's pointer as the packed operand. */
+bool cg_pack_operand(cg_kernel *k, int slot, cg_pack_kind kind, const int64_t *iarg, int n_iarg);
+/* apk_sgemm_pb: cg_sgemm_ld with op(B) read packed from pb (cg_pack_operand's
+ * CG_PACK_B of tb, kk, n). */
+void cg_sgemm_pb(cg_kernel *k, int ta, int64_t m, int64_t n, int64_t kk, double alpha, cg_x *a,
+                 int64_t lda, cg_x *pb, double beta, cg_x *c);
+/* The pack kernel's statement: src packed into dst. */
+void cg_pack_call(cg_kernel *k, cg_pack_kind kind, const int64_t *iarg, cg_x *src, cg_x *dst);
 /* Scratch the kernel needs, in floats: a count, apk_sgemm's for (m, n, kk),
  * a convolution's (all three of its kernels). */
 void cg_work_const(cg_kernel *k, int64_t floats);

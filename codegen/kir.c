@@ -504,13 +504,9 @@ void cg_memset(cg_kernel *k, cg_x *dst, int byte, cg_x *bytes) {
   s->iarg[0] = byte;
 }
 
-void cg_sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
-              cg_x *a, cg_x *b, double beta, cg_x *c) {
-  cg_sgemm_ld(k, ta, tb, m, n, kk, alpha, a, ta ? m : kk, b, tb ? kk : n, beta, c);
-}
-
-void cg_sgemm_ld(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
-                 cg_x *a, int64_t lda, cg_x *b, int64_t ldb, double beta, cg_x *c) {
+static cg_s *sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk,
+                   double alpha, cg_x *a, int64_t lda, cg_x *b, int64_t ldb, double beta,
+                   cg_x *c) {
   cg_s *s = new_s(k, CG_ST_SGEMM);
   int64_t iv[8] = {ta, tb, m, n, kk, lda, ldb, n};
   memcpy(s->iarg, iv, sizeof iv);
@@ -521,6 +517,17 @@ void cg_sgemm_ld(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk,
   s->a[2] = c;
   s->a[3] = cg_work(k);
   k->ir->uses_lib |= !k->oom;
+  return s;
+}
+
+void cg_sgemm(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
+              cg_x *a, cg_x *b, double beta, cg_x *c) {
+  sgemm(k, ta, tb, m, n, kk, alpha, a, ta ? m : kk, b, tb ? kk : n, beta, c);
+}
+
+void cg_sgemm_ld(cg_kernel *k, int ta, int tb, int64_t m, int64_t n, int64_t kk, double alpha,
+                 cg_x *a, int64_t lda, cg_x *b, int64_t ldb, double beta, cg_x *c) {
+  sgemm(k, ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c);
 }
 
 void cg_conv_call(cg_kernel *k, cg_conv_fn fn, const int64_t *conv, int n, cg_x *const *args) {
@@ -530,6 +537,34 @@ void cg_conv_call(cg_kernel *k, cg_conv_fn fn, const int64_t *conv, int n, cg_x 
   s->n_args = n;
   for (int i = 0; i < n; i++)
     s->a[i] = args[i];
+  k->ir->uses_lib |= !k->oom;
+}
+
+bool cg_pack_operand(cg_kernel *k, int slot, cg_pack_kind kind, const int64_t *iarg, int n_iarg) {
+  const cg_operand *o = &k->in[slot];
+  if (!k->prepack || k->packed || !o->v || !o->v->data || o->dtype != AP_DT_FLOAT)
+    return false;
+  k->packed = true;
+  k->pack_slot = slot;
+  k->pack_kind = (uint8_t)kind;
+  memset(k->pack_iarg, 0, sizeof k->pack_iarg);
+  memcpy(k->pack_iarg, iarg, (size_t)n_iarg * sizeof *iarg);
+  return true;
+}
+
+void cg_sgemm_pb(cg_kernel *k, int ta, int64_t m, int64_t n, int64_t kk, double alpha, cg_x *a,
+                 int64_t lda, cg_x *pb, double beta, cg_x *c) {
+  cg_s *s = sgemm(k, ta, 0, m, n, kk, alpha, a, lda, pb, 0, beta, c);
+  s->iarg[8] = 1;
+}
+
+void cg_pack_call(cg_kernel *k, cg_pack_kind kind, const int64_t *iarg, cg_x *src, cg_x *dst) {
+  cg_s *s = new_s(k, CG_ST_PACK);
+  s->lib = (uint8_t)kind;
+  memcpy(s->iarg, iarg, sizeof s->iarg);
+  s->n_args = 2;
+  s->a[0] = src;
+  s->a[1] = dst;
   k->ir->uses_lib |= !k->oom;
 }
 

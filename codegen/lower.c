@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/kernels/kernels.h"
 #include "codegen/train.h"
 #include "passes/passes.h"
 #include "runtime/accpar_rt.h"
@@ -54,6 +55,8 @@ typedef struct lgen {
   const ap_dist *dist;
   cg_device *D;            /* the device being lowered */
   cg_kernel *kernel;       /* the node being emitted (one per compilation: it is large) */
+  cg_kernel *pack_kernel;  /* a packing kernel, built while the node's is open */
+  bool prepack;            /* inference: constant weights packed once (CG_PACKED) */
   int *order;              /* node ids in the order every device runs them */
   int n_order;
   int *in_off;             /* [n_nodes]: where node n's inputs start in rmap */
@@ -528,6 +531,87 @@ static step_args new_step(cg_step_kind kind, cg_phase ph, int node, int value,
   return sa;
 }
 
+/* The CG_PACKED buffer holding constant buffer src packed as the node
+ * kernel being built reads it (G->kernel's pack), made with its prep step
+ * on the first request and shared by every kernel reading src the same
+ * way. Sized with the kernels' bound over every build (kernels.h): the
+ * program packs with the micro-kernel it is compiled with. -1: out of
+ * memory. */
+static int packed_buf(lgen *G, int src) {
+  cg_kernel *node = G->kernel;
+  cg_kernel *k = G->pack_kernel;
+  memset(k, 0, sizeof *k);
+  k->g = G->g;
+  k->n = node->n;
+  k->d = G->d;
+  k->alias_in = -1;
+  k->n_in = k->n_out = 1;
+  k->in[0] = k->out[0] = node->in[node->pack_slot];
+  cg_kir *ir = ap_arena_alloc(G->g->arena, sizeof *ir);
+  if (!ir)
+    return -1;
+  cg_kernel_begin(k, ir);
+  const int64_t *v = node->pack_iarg;
+  cg_x *from = cg_in(k, 0);
+  if (node->pack_kind == CG_PACK_B && v[4])
+    from = cg_at(k, from, cg_i64(k, v[4]));
+  cg_pack_call(k, (cg_pack_kind)node->pack_kind, v, from, cg_out(k, 0));
+  int64_t floats;
+  const char *key;
+  if (node->pack_kind == CG_PACK_B) {
+    floats = (int64_t)apk_packed_b_floats_max((int)v[1], (int)v[2]);
+    key = ap_arena_printf(G->g->arena, "pack B tb=%lld k=%lld n=%lld ldb=%lld at=%lld",
+                          (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3],
+                          (long long)v[4]);
+  } else {
+    int f32[CG_CONV_FIELDS];
+    for (int i = 0; i < CG_CONV_FIELDS; i++)
+      f32[i] = (int)v[i];
+    apk_conv2d c;
+    memcpy(&c, f32, sizeof c);
+    floats = (int64_t)apk_conv2d_packed_floats_max(&c);
+    key = ap_arena_printf(G->g->arena, "pack conv M=%d C=%d %dx%d groups=%d", c.out_channels,
+                          c.in_channels, c.kernel_h, c.kernel_w, c.groups);
+  }
+  cg_param params[] = {ptr_param(CG_R_X, 0, AP_DT_FLOAT, true, true),
+                       ptr_param(CG_R_Y, 0, AP_DT_FLOAT, false, true)};
+  G->kernel = k;
+  int kernel;
+  ap_status s = finish_kernel(G, params, 2, key, &kernel);
+  G->kernel = node;
+  if (s != AP_OK)
+    return -1;
+  cg_device *D = G->D;
+  for (int b = 3 * G->nv + 1; b < D->n_bufs; b++)
+    if (D->bufs[b].st == CG_PACKED && D->bufs[b].pack_of == src &&
+        D->bufs[b].pack_kernel == kernel)
+      return b;
+  int b = extra_buf(G, -1, NULL, CG_PACKED);
+  if (b < 0)
+    return -1;
+  cg_buf *bi = &D->bufs[b];
+  bi->bytes = floats * (int64_t)sizeof(float);
+  bi->offset = D->packed_bytes;
+  bi->pack_of = src;
+  bi->pack_kernel = kernel;
+  D->packed_bytes = cg_align_up(D->packed_bytes + bi->bytes);
+  step_args sa = new_step(CG_S_KERNEL, CG_PH_FORWARD, (int)(node->n - G->g->nodes), -1, "pack");
+  sa.s.kernel = kernel;
+  add_arg(&sa, src, false);
+  add_arg(&sa, b, true);
+  if (!ap_arena_grow(G->g->arena, (void **)&D->prep, &D->cap_prep, D->n_prep + 1,
+                     sizeof *D->prep))
+    return -1;
+  cg_step *st = &D->prep[D->n_prep];
+  *st = sa.s;
+  st->args = ap_arena_array(G->g->arena, 2, sizeof *st->args);
+  if (!st->args)
+    return -1;
+  memcpy(st->args, sa.args, 2 * sizeof *st->args);
+  D->n_prep++;
+  return b;
+}
+
 /* ---- transfers ------------------------------------------------------------------ */
 
 /* The bytes this device sends in communication step s (the runtime's
@@ -748,6 +832,7 @@ static ap_status setup_kernel(lgen *G, int ni) {
   k->n_in = n->n_in;
   k->n_out = n->n_out;
   k->alias_in = -1;
+  k->prepack = G->prepack;
   for (int i = 0; i < n->n_in; i++) {
     const ap_value *v = ap_node_in(g, n, i);
     ap_status s;
@@ -1069,6 +1154,8 @@ static ap_status lower_forward(lgen *G, int ni) {
       continue;
     params[np++] = ptr_param(CG_R_X, i, k->in[i].dtype, true, true);
     int rb = trans_in(G, ni, i) ? view_buf(G, ni, i, NULL) : read_buf(G, ni, i, CG_PH_FORWARD);
+    if (rb >= 0 && k->packed && i == k->pack_slot)
+      rb = packed_buf(G, rb);
     if (rb < 0)
       return oom(G);
     add_arg(&sa, rb, false);
@@ -1682,8 +1769,13 @@ ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_dia
   ap_graph_link(g);
   cg_program *p = ap_arena_alloc(g->arena, sizeof *p);
   G.kernel = ap_arena_alloc(g->arena, sizeof *G.kernel);
+  G.pack_kernel = ap_arena_alloc(g->arena, sizeof *G.pack_kernel);
+  /* ACCPAR_NO_PREPACK=1: every call packs its weights, for measuring what
+   * packing once saves (as ACCPAR_NO_FUSION does for fusion). */
+  const char *no_prepack = getenv("ACCPAR_NO_PREPACK");
+  G.prepack = !o->train && !(no_prepack && *no_prepack && strcmp(no_prepack, "0") != 0);
   G.in_off = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *G.in_off);
-  if (!p || !G.kernel || !G.in_off)
+  if (!p || !G.kernel || !G.pack_kernel || !G.in_off)
     return oom(&G);
   G.p = p;
   p->g = g;

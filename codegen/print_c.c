@@ -51,6 +51,7 @@ static void put_buf(const printer *P, int b) {
   case CG_PARAM: fprintf(f, "((%s *)(params + %lld))", ct, (long long)bi->offset); break;
   case CG_MOM: fprintf(f, "((%s *)(mom + %lld))", ct, (long long)bi->offset); break;
   case CG_INBOX: fprintf(f, "((%s *)(inbox + %lld))", ct, (long long)bi->offset); break;
+  case CG_PACKED: fprintf(f, "((%s *)(packed + %lld))", ct, (long long)bi->offset); break;
   case CG_ARENA: fprintf(f, "((%s *)(arena + %lld))", ct, (long long)bi->offset); break;
   default: ap_die("buffer %d has no storage", b);
   }
@@ -329,6 +330,19 @@ static ap_status write_device(const cg_program *p, const cg_device *D, const cha
             (long long)(D->inbox_bytes ? D->inbox_bytes : CG_ALIGN), dev,
             (long long)D->inbox_bytes);
   fprintf(f, "  (void)work;\n  aprt_status s = APRT_OK;\n");
+  if (D->n_prep) {
+    /* The constant operands packed as their kernels read them, on the first
+     * run: later runs (--repeat) find them where this one left them. */
+    fprintf(f, "  int packed_new;\n"
+               "  unsigned char *packed = aprt_buffer_new(c, 5, %lld, &packed_new);\n"
+               "  if (!packed)\n    return aprt_fail(c, APRT_ERR_NOMEM, "
+               "\"device %d: out of memory (%lld bytes of packed weights)\");\n"
+               "  if (packed_new) {\n",
+            (long long)D->packed_bytes, dev, (long long)D->packed_bytes);
+    for (int i = 0; i < D->n_prep; i++)
+      put_step(&P, &D->prep[i], "    ");
+    fprintf(f, "  }\n");
+  }
   if (train) {
     /* The weights start from the blob's values on every run, the momentum
      * from zero. */
@@ -619,7 +633,8 @@ static void put_arg(const kprinter *P, const cg_x *x) {
 static void put_stmts(const kprinter *P, const cg_s *s, int depth) {
   FILE *f = P->f;
   static const char *const conv_fns[] = {"apk_conv2d_forward", "apk_conv2d_backward_data",
-                                         "apk_conv2d_backward_weights"};
+                                         "apk_conv2d_backward_weights",
+                                         "apk_conv2d_forward_packed"};
   for (; s; s = s->next) {
     fprintf(f, "%*s", 2 * depth, "");
     switch ((cg_sop)s->op) {
@@ -686,13 +701,21 @@ static void put_stmts(const kprinter *P, const cg_s *s, int depth) {
       break;
     case CG_ST_SGEMM: {
       char al[64], be[64];
-      fprintf(f, "apk_sgemm(%lld, %lld, %lld, %lld, %lld, %s, ", (long long)s->iarg[0],
-              (long long)s->iarg[1], (long long)s->iarg[2], (long long)s->iarg[3],
+      bool pb = s->iarg[8] != 0;
+      if (pb)
+        fprintf(f, "apk_sgemm_pb(%lld, ", (long long)s->iarg[0]);
+      else
+        fprintf(f, "apk_sgemm(%lld, %lld, ", (long long)s->iarg[0], (long long)s->iarg[1]);
+      fprintf(f, "%lld, %lld, %lld, %s, ", (long long)s->iarg[2], (long long)s->iarg[3],
               (long long)s->iarg[4], cg_literal(al, AP_DT_FLOAT, s->farg[0]));
       put_x(P, s->a[0]);
       fprintf(f, ", %lld, ", (long long)s->iarg[5]);
       put_x(P, s->a[1]);
-      fprintf(f, ", %lld, %s, ", (long long)s->iarg[6], cg_literal(be, AP_DT_FLOAT, s->farg[1]));
+      if (pb)
+        fprintf(f, ", %s, ", cg_literal(be, AP_DT_FLOAT, s->farg[1]));
+      else
+        fprintf(f, ", %lld, %s, ", (long long)s->iarg[6],
+                cg_literal(be, AP_DT_FLOAT, s->farg[1]));
       put_x(P, s->a[2]);
       fprintf(f, ", %lld, ", (long long)s->iarg[7]);
       put_x(P, s->a[3]);
@@ -708,6 +731,25 @@ static void put_stmts(const kprinter *P, const cg_s *s, int depth) {
         fputs(", ", f);
         put_arg(P, s->a[i]);
       }
+      fprintf(f, ");\n%*s}\n", 2 * depth, "");
+      break;
+    case CG_ST_PACK:
+      if (s->lib == CG_PACK_B) {
+        fprintf(f, "apk_pack_b_all(%lld, %lld, %lld, ", (long long)s->iarg[0],
+                (long long)s->iarg[1], (long long)s->iarg[2]);
+        put_x(P, s->a[0]);
+        fprintf(f, ", %lld, ", (long long)s->iarg[3]);
+        put_x(P, s->a[1]);
+        fputs(");\n", f);
+        break;
+      }
+      fputs("{\n", f);
+      fprintf(f, "%*sstatic const apk_conv2d conv = ", 2 * depth + 2, "");
+      put_conv_fields(f, s->iarg);
+      fprintf(f, ";\n%*sapk_conv2d_pack_weights(&conv, ", 2 * depth + 2, "");
+      put_x(P, s->a[0]);
+      fputs(", ", f);
+      put_x(P, s->a[1]);
       fprintf(f, ");\n%*s}\n", 2 * depth, "");
       break;
     }

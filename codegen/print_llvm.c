@@ -54,6 +54,7 @@ extern const unsigned long cg_conv_spec_bc_size;
  * d (double), p (a pointer), and "..." for variadic ones. */
 #define CG_LLVM_EXTERNS(X)                                              \
   X(aprt_buffer, "p", "pil")                                            \
+  X(aprt_buffer_new, "p", "pilp")                                       \
   X(aprt_fail, "i", "pip...")                                           \
   X(aprt_get_args, "p", "p")                                            \
   X(aprt_input, "p", "pi")                                              \
@@ -70,9 +71,13 @@ extern const unsigned long cg_conv_spec_bc_size;
   X(aprt_main, "i", "ipp")                                              \
   X(memcmp, "i", "ppl")                                                 \
   X(apk_sgemm, "v", "iiiiifplplfplp")                                   \
+  X(apk_sgemm_pb, "v", "iiiifplpfplp")                                 \
+  X(apk_pack_b_all, "v", "iiiplp")                                      \
+  X(apk_conv2d_pack_weights, "v", "ppp")                                \
   X(apk_sgemm_work_floats, "l", "iii")                                  \
   X(apk_conv2d_work_floats, "l", "p")                                   \
   X(apk_conv2d_forward_ops, "v", "ppppppp")                             \
+  X(apk_conv2d_forward_packed_ops, "v", "ppppppp")                      \
   X(apk_conv2d_backward_data_ops, "v", "pppppp")                        \
   X(apk_conv2d_backward_weights_ops, "v", "ppppppp")
 
@@ -344,7 +349,8 @@ static LLVMValueRef conv_ops(lb *L, LLVMValueRef conv, const int64_t *v, cg_conv
   if (c.kernel_h == 1 && c.kernel_w == 1 && c.stride_h == 1 && c.stride_w == 1 &&
       c.pad_top == 0 && c.pad_left == 0 && c.pad_bottom == 0 && c.pad_right == 0)
     return LLVMConstNull(L->ptr);
-  apk_conv_kernel which = fn == CG_CONV_FORWARD         ? APK_CONV_FORWARD
+  bool forward = fn == CG_CONV_FORWARD || fn == CG_CONV_FORWARD_PACKED;
+  apk_conv_kernel which = forward                       ? APK_CONV_FORWARD
                           : fn == CG_CONV_BACKWARD_DATA ? APK_CONV_BACKWARD_DATA
                                                         : APK_CONV_BACKWARD_WEIGHTS;
   apk_conv_algo algo = apk_conv2d_choose(&c, which);
@@ -356,6 +362,7 @@ static LLVMValueRef conv_ops(lb *L, LLVMValueRef conv, const int64_t *v, cg_conv
     f[i] = LLVMConstNull(L->ptr);
   switch (fn) {
   case CG_CONV_FORWARD:
+  case CG_CONV_FORWARD_PACKED:
     if (implicit)
       f[0] = conv_spec_fn(L, conv, "apk_spec_pack_col");
     else
@@ -737,6 +744,15 @@ static void stmts(kb *K, const cg_s *s) {
                       convert(K, ex(K, s->a[1]), (cg_ty)s->a[1]->ty, CG_T_U64), 1);
       break;
     case CG_ST_SGEMM: {
+      if (s->iarg[8]) {
+        LLVMValueRef args[] = {c_i32(L, s->iarg[0]), c_i32(L, s->iarg[2]), c_i32(L, s->iarg[3]),
+                               c_i32(L, s->iarg[4]), LLVMConstReal(L->f32, (float)s->farg[0]),
+                               ex(K, s->a[0]), c_i64(L, s->iarg[5]), ex(K, s->a[1]),
+                               LLVMConstReal(L->f32, (float)s->farg[1]), ex(K, s->a[2]),
+                               c_i64(L, s->iarg[7]), ex(K, s->a[3])};
+        call_ext(L, EXT_apk_sgemm_pb, args, 12);
+        break;
+      }
       LLVMValueRef args[] = {c_i32(L, s->iarg[0]), c_i32(L, s->iarg[1]), c_i32(L, s->iarg[2]),
                              c_i32(L, s->iarg[3]), c_i32(L, s->iarg[4]),
                              LLVMConstReal(L->f32, (float)s->farg[0]), ex(K, s->a[0]),
@@ -752,6 +768,7 @@ static void stmts(kb *K, const cg_s *s) {
       case CG_CONV_FORWARD: e = EXT_apk_conv2d_forward_ops; break;
       case CG_CONV_BACKWARD_DATA: e = EXT_apk_conv2d_backward_data_ops; break;
       case CG_CONV_BACKWARD_WEIGHTS: e = EXT_apk_conv2d_backward_weights_ops; break;
+      case CG_CONV_FORWARD_PACKED: e = EXT_apk_conv2d_forward_packed_ops; break;
       }
       LLVMValueRef args[8];
       args[0] = conv_const(L, s->iarg);
@@ -763,6 +780,16 @@ static void stmts(kb *K, const cg_s *s) {
       call_ext(L, e, args, s->n_args + 2);
       break;
     }
+    case CG_ST_PACK:
+      if (s->lib == CG_PACK_B) {
+        LLVMValueRef args[] = {c_i32(L, s->iarg[0]), c_i32(L, s->iarg[1]), c_i32(L, s->iarg[2]),
+                               ex(K, s->a[0]), c_i64(L, s->iarg[3]), ex(K, s->a[1])};
+        call_ext(L, EXT_apk_pack_b_all, args, 6);
+      } else {
+        LLVMValueRef args[] = {conv_const(L, s->iarg), ex(K, s->a[0]), ex(K, s->a[1])};
+        call_ext(L, EXT_apk_conv2d_pack_weights, args, 3);
+      }
+      break;
     }
   }
 }
@@ -894,7 +921,7 @@ typedef struct db {
   lb *L;
   const cg_device *D;
   LLVMValueRef fn, c;
-  LLVMValueRef arena, work, params, mom, inbox, args, lr, loss, step, status;
+  LLVMValueRef arena, work, params, mom, inbox, packed, args, lr, loss, step, status;
   LLVMValueRef *in;              /* per program input: its data */
   LLVMBasicBlockRef done;
 } db;
@@ -928,6 +955,7 @@ static LLVMValueRef buf_value(db *B, int b) {
   case CG_PARAM: return byte_ptr(B, B->params, bi->offset);
   case CG_MOM: return byte_ptr(B, B->mom, bi->offset);
   case CG_INBOX: return byte_ptr(B, B->inbox, bi->offset);
+  case CG_PACKED: return byte_ptr(B, B->packed, bi->offset);
   case CG_ARENA: return byte_ptr(B, B->arena, bi->offset);
   default: ap_die("buffer %d has no storage", b);
   }
@@ -1195,6 +1223,26 @@ static LLVMValueRef build_device(lb *L, const cg_device *D) {
     snprintf(msg, sizeof msg, "device %d: out of memory (%lld bytes of inputs)", dev,
              (long long)D->inbox_bytes);
     check_alloc(&B, LLVMBuildIsNull(b, B.inbox, ""), msg);
+  }
+  if (D->n_prep) {
+    /* As dev<d>.c: the constant operands packed on the first run only. */
+    LLVMValueRef is_new = LLVMBuildAlloca(b, L->i32, "packed_new");
+    LLVMValueRef a[] = {B.c, c_i32(L, 5), c_i64(L, D->packed_bytes), is_new};
+    B.packed = call_ext(L, EXT_aprt_buffer_new, a, 4);
+    LLVMSetValueName2(B.packed, "packed", strlen("packed"));
+    snprintf(msg, sizeof msg, "device %d: out of memory (%lld bytes of packed weights)", dev,
+             (long long)D->packed_bytes);
+    check_alloc(&B, LLVMBuildIsNull(b, B.packed, ""), msg);
+    LLVMBasicBlockRef pack = LLVMAppendBasicBlockInContext(L->cx, fn, "pack"),
+                      packed = LLVMAppendBasicBlockInContext(L->cx, fn, "packed");
+    LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildLoad2(b, L->i32, is_new, ""),
+                                       c_i32(L, 0), "");
+    LLVMBuildCondBr(b, fresh, pack, packed);
+    LLVMPositionBuilderAtEnd(b, pack);
+    for (int i = 0; i < D->n_prep; i++)
+      step(&B, &D->prep[i]);
+    LLVMBuildBr(b, packed);
+    LLVMPositionBuilderAtEnd(b, packed);
   }
   if (train) {
     /* The weights start from the blob's values on every run, the momentum

@@ -337,6 +337,11 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k);
  * 0..APRT_MAX_BUFFERS-1. */
 enum { APRT_MAX_BUFFERS = 8 };
 void *aprt_buffer(aprt_comm *c, int id, size_t bytes);
+/* aprt_buffer, and *is_new set to 1 when this call gave new memory (its
+ * content undefined: the caller fills it), 0 when it is the memory an
+ * earlier call gave, as that run left it. A generated inference program
+ * packs its constant weights into such a buffer on the first run only. */
+void *aprt_buffer_new(aprt_comm *c, int id, size_t bytes, int *is_new);
 
 /* Inside prog->run: the parsed arguments, the whole input tensors (read-only,
  * shared by the ranks of a process), and the outputs. */

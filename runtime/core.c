@@ -195,6 +195,11 @@ void *aprt_buffer(aprt_comm *c, int id, size_t bytes) {
   return b->p;
 }
 
+void *aprt_buffer_new(aprt_comm *c, int id, size_t bytes, int *is_new) {
+  *is_new = !(id >= 0 && id < APRT_MAX_BUFFERS && c->bufs[id].p && bytes <= c->bufs[id].bytes);
+  return aprt_buffer(c, id, bytes);
+}
+
 void aprt_comm_release(aprt_comm *c) {
   for (int i = 0; i < APRT_MAX_BUFFERS; i++)
     buffer_free(&c->bufs[i]);

@@ -406,7 +406,9 @@ static int count_lines_starting(const char *path, const char *prefix) {
 /* ResNet-50 repeats its blocks: far fewer kernels than calls, and an arena
  * much smaller than every activation side by side. Its 53 convolutions
  * compute their BatchNormalization, residual Add and Relu in their
- * epilogues (codegen/fuse.c), so it makes 94 calls, not 180. */
+ * epilogues (codegen/fuse.c), so it makes 94 calls, not 180. The kernels
+ * packing its weights, called once before the steps (on the first run),
+ * are not counted among them. */
 Test(codegen_node, identical_kernels_are_emitted_once_and_buffers_are_reused, .timeout = 300) {
   const char *work = WORK_DIR "/resnet50";
   mkdir(WORK_DIR, 0777);
@@ -419,7 +421,8 @@ Test(codegen_node, identical_kernels_are_emitted_once_and_buffers_are_reused, .t
   char kernels[4096], dev[4096];
   fmt(kernels, sizeof kernels, "%s/kernels.c", work);
   fmt(dev, sizeof dev, "%s/dev0.c", work);
-  int defined = count_lines_starting(kernels, "void cgk_");
+  int defined = count_lines_starting(kernels, "void cgk_") -
+                count_lines_starting(kernels, "/* pack ");
   int called = count_lines_starting(dev, "  cgk_");
   cr_assert_gt(called, 90, "only %d kernel calls", called);
   cr_assert_lt(2 * defined, called, "%d kernels for %d calls", defined, called);

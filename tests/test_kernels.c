@@ -30,6 +30,14 @@ static float *random_floats(size_t count)
   return v;
 }
 
+/* Vector-aligned, as the packed operands must be. */
+static float *aligned_floats(size_t count)
+{
+  float *v = aligned_alloc(64, (sizeof(float) * (count ? count : 1) + 63) / 64 * 64);
+  cr_assert(v);
+  return v;
+}
+
 static float *work_floats(size_t count)
 {
   float *w = malloc(sizeof(float) * (count ? count : 1));
@@ -86,12 +94,29 @@ static void check_gemm(int ta, int tb, int m, int n, int k, float alpha, float b
       scale[(ptrdiff_t)i * n + j] = fabs(alpha) * mag + fabs(beta * old);
     }
   float *work = work_floats(apk_sgemm_work_floats(m, n, k));
+  float *c0 = work_floats((size_t)m * ldc);
+  memcpy(c0, c, sizeof(float) * (size_t)m * ldc);
   apk_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, work);
   for (int i = 0; i < m; i++) memcpy(got + (ptrdiff_t)i * n, c + (ptrdiff_t)i * ldc, sizeof(float) * n);
   char what[128];
   snprintf(what, sizeof what, "gemm ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g", ta, tb, m, n,
            k, alpha, beta);
   expect_close(what, got, want, scale, (size_t)m * n, 1e-4);
+  /* op(B) packed once (a constant weight), then the same product from it;
+   * its padding starts as NaN, which zero-padding must overwrite. */
+  size_t npb = apk_packed_b_floats(k, n);
+  cr_assert_leq(npb, apk_packed_b_floats_max(k, n));
+  float *pb = aligned_floats(npb);
+  for (size_t i = 0; i < npb; i++) pb[i] = NAN;
+  apk_pack_b_all(tb, k, n, b, ldb, pb);
+  float *cp = work_floats((size_t)m * ldc);
+  memcpy(cp, c0, sizeof(float) * (size_t)m * ldc);
+  apk_sgemm_pb(ta, m, n, k, alpha, a, lda, pb, beta, cp, ldc, work);
+  for (int i = 0; i < m; i++) memcpy(got + (ptrdiff_t)i * n, cp + (ptrdiff_t)i * ldc, sizeof(float) * n);
+  snprintf(what, sizeof what, "gemm_pb ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g", ta, tb, m,
+           n, k, alpha, beta);
+  expect_close(what, got, want, scale, (size_t)m * n, 1e-4);
+  free(pb), free(cp), free(c0);
   /* The padding between rows of C belongs to the caller. */
   if (beta != 0.0f)
     for (int i = 0; i < m; i++)
@@ -335,6 +360,27 @@ static int check_conv(const char *name, apk_conv2d p)
     }
     free(work);
   }
+
+  /* The forward kernel from weights packed once (its chosen algorithm's
+   * layout; NaN in the buffer: everything read is written by the packing). */
+  size_t npw = apk_conv2d_packed_floats(&p), nwork = apk_conv2d_work_floats(&p);
+  cr_assert_leq(npw, apk_conv2d_packed_floats_max(&p), "%s", name);
+  float *pw = aligned_floats(npw), *work = work_floats(nwork);
+  for (size_t i = 0; i < npw; i++) pw[i] = NAN;
+  for (size_t i = 0; i < nwork; i++) work[i] = NAN;
+  apk_conv2d_pack_weights(&p, w, pw);
+  for (size_t i = 0; i < ny; i++) y[i] = NAN;
+  apk_conv2d_forward_packed(&p, x, pw, bias, y, work);
+  naive_run(&p, 0, x, w, want, mag, ny);
+  for (size_t i = 0; i < ny; i++) {
+    double b = bias[(i / ohw) % p.out_channels];
+    want[i] += b;
+    mag[i] += fabs(b);
+  }
+  snprintf(what, sizeof what, "%s forward from packed weights (%s)", name,
+           algo_names[apk_conv2d_choose(&p, APK_CONV_FORWARD)]);
+  expect_close(what, y, want, mag, ny, 1e-4);
+  free(pw), free(work);
 
   free(x), free(w), free(dy), free(bias), free(y), free(dx), free(dw), free(dbias);
   free(want), free(mag);

@@ -531,18 +531,24 @@ static void apk_wino_image(const apk_wino *g, const float *x, const float *u, si
   }
 }
 
-/* The whole batch: flip 0 for the forward kernel, 1 for backward data. */
+/* The whole batch: flip 0 for the forward kernel, 1 for backward data. U
+ * is transformed from wt into the workspace, unless packed_u (NULL or the
+ * 16 U of apk_conv2d_pack_weights) holds it already. */
 static void apk_wino_run(const apk_wino *g, int batch, const float *x, const float *wt, int flip,
-                         const float *bias, float *y, float *work)
+                         const float *packed_u, const float *bias, float *y, float *work)
 {
   size_t u_stride = apk_vround(apk_packed_a_floats(g->m, g->c));
   size_t v_stride = apk_vround(apk_packed_b_floats(g->c, g->nt));
   size_t m_stride = apk_vround((size_t)g->m * g->nt);
   float *u = apk_valign(work);
   float *v = u + 16 * u_stride, *mo = v + 16 * v_stride, *strip = mo + 16 * m_stride;
-  apk_wino_weights(g, wt, flip, u, u_stride);
+  const float *uw = packed_u;
+  if (!uw) {
+    apk_wino_weights(g, wt, flip, u, u_stride);
+    uw = u;
+  }
   for (int n = 0; n < batch; n++)
-    apk_wino_image(g, x + (ptrdiff_t)n * g->c * g->h * g->w, u, u_stride, bias,
+    apk_wino_image(g, x + (ptrdiff_t)n * g->c * g->h * g->w, uw, u_stride, bias,
                    y + (ptrdiff_t)n * g->m * g->oh * g->ow, v, v_stride, mo, m_stride, strip);
 }
 
@@ -628,16 +634,71 @@ APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p)
 
 /* ---- the three kernels ---- */
 
+/* The packed weights of the forward kernel: per group, w_g (M/g x Kg)
+ * packed as A, at a vector-rounded stride; Winograd's 16 U. mr and vl are
+ * the register tile's rows and the vector width: this build's, or the
+ * largest of any build (the bound code generation sizes buffers with). */
+static size_t apk_conv2d_packed_size(const apk_conv2d *p, apk_conv_algo algo, size_t mr,
+                                     size_t vl)
+{
+  size_t m = (size_t)p->out_channels, k = (size_t)p->in_channels;
+  if (algo != APK_CONV_WINOGRAD) {
+    m /= (size_t)p->groups;
+    k = k / (size_t)p->groups * (size_t)p->kernel_h * (size_t)p->kernel_w;
+  }
+  size_t one = (m + mr - 1) / mr * mr * k;
+  one = (one + vl - 1) / vl * vl;
+  return (algo == APK_CONV_WINOGRAD ? 16 : (size_t)p->groups) * one;
+}
+
+APK_API size_t apk_conv2d_packed_floats(const apk_conv2d *p)
+{
+  apk_conv_algo algo = apk_conv2d_choose(p, APK_CONV_FORWARD);
+  return apk_conv2d_packed_size(p, algo, APK_MR, APK_VL);
+}
+
+APK_API size_t apk_conv2d_packed_floats_max(const apk_conv2d *p)
+{
+  apk_conv_algo algo = apk_conv2d_choose(p, APK_CONV_FORWARD);
+  /* (m + MR - 1) rounded to MR is at most m + MR_MAX - 1 rows. */
+  size_t m = (size_t)p->out_channels / (algo == APK_CONV_WINOGRAD ? 1 : (size_t)p->groups);
+  size_t k = algo == APK_CONV_WINOGRAD
+                 ? (size_t)p->in_channels
+                 : (size_t)p->in_channels / (size_t)p->groups * (size_t)p->kernel_h *
+                       (size_t)p->kernel_w;
+  size_t one = (m + APK_MR_MAX - 1) * k;
+  one = (one + APK_VL_MAX - 1) / APK_VL_MAX * APK_VL_MAX;
+  return (algo == APK_CONV_WINOGRAD ? 16 : (size_t)p->groups) * one;
+}
+
+APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float *dst)
+{
+  apk_conv_algo algo = apk_conv2d_choose(p, APK_CONV_FORWARD);
+  size_t stride = apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) /
+                  (algo == APK_CONV_WINOGRAD ? 16 : (size_t)p->groups);
+  if (algo == APK_CONV_WINOGRAD) {
+    apk_wino g = apk_wino_of(p, APK_CONV_FORWARD);
+    apk_wino_weights(&g, w, 0, dst, stride);
+    return;
+  }
+  int mg = p->out_channels / p->groups;
+  int kg = p->in_channels / p->groups * p->kernel_h * p->kernel_w;
+  for (int g = 0; g < p->groups; g++)
+    apk_pack_a_all(0, mg, kg, w + (ptrdiff_t)g * mg * kg, kg, dst + (ptrdiff_t)g * stride);
+}
+
+/* The forward kernel, from w or (w NULL) from the packed weights pw. */
 static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
                                    apk_conv_algo algo, const float *x, const float *w,
-                                   const float *bias, float *y, float *work)
+                                   const float *pw, const float *bias, float *y, float *work)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   if (algo == APK_CONV_WINOGRAD) {
     apk_wino g = apk_wino_of(p, APK_CONV_FORWARD);
-    apk_wino_run(&g, p->batch, x, w, 0, bias, y, work);
+    apk_wino_run(&g, p->batch, x, w, 0, pw, bias, y, work);
     return;
   }
+  size_t pw_stride = pw ? apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) / (size_t)p->groups : 0;
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
   int kg = cg * p->kernel_h * p->kernel_w;
   ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w;
@@ -649,7 +710,8 @@ static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
     for (int g = 0; g < p->groups; g++) {
       const float *xg = x + ((ptrdiff_t)n * p->in_channels + (ptrdiff_t)g * cg) * hw;
       float *yg = y + ((ptrdiff_t)n * p->out_channels + (ptrdiff_t)g * mg) * ohw;
-      const float *wg = w + (ptrdiff_t)g * mg * kg;
+      const float *wg = pw ? NULL : w + (ptrdiff_t)g * mg * kg;
+      const float *pwg = pw ? pw + (ptrdiff_t)g * (ptrdiff_t)pw_stride : NULL;
       /* The bias is written first and the product accumulated onto it: one
        * pass over y instead of a second one after the GEMM. */
       float beta = 0.0f;
@@ -667,12 +729,20 @@ static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
           APK_OP(ops, im2col)(p, xg, cg, col);
           cols = col;
         }
-        apk_sgemm(0, 0, mg, ohw, kg, 1.0f, wg, kg, cols, ohw, beta, yg, ohw, gemm_work);
+        if (pwg) {
+          apk_matrix_b b = {0, cols, ohw};
+          apk_sgemm_ex_pa(mg, ohw, kg, pwg, apk_pack_b_matrix, &b, beta, yg, ohw, gemm_work);
+        } else {
+          apk_sgemm(0, 0, mg, ohw, kg, 1.0f, wg, kg, cols, ohw, beta, yg, ohw, gemm_work);
+        }
         continue;
       }
       apk_col_src src = {p, xg, NULL};
-      apk_sgemm_ex(0, mg, ohw, kg, wg, kg, APK_OP(ops, pack_col), &src, beta, yg, ohw, NULL, NULL,
-                   gemm_work);
+      if (pwg)
+        apk_sgemm_ex_pa(mg, ohw, kg, pwg, APK_OP(ops, pack_col), &src, beta, yg, ohw, gemm_work);
+      else
+        apk_sgemm_ex(0, mg, ohw, kg, wg, kg, APK_OP(ops, pack_col), &src, beta, yg, ohw, NULL,
+                     NULL, gemm_work);
     }
   }
 }
@@ -683,7 +753,7 @@ static void apk_conv2d_backward_data_run(const apk_conv2d *p, const apk_conv_ops
 {
   if (algo == APK_CONV_WINOGRAD) {
     apk_wino g = apk_wino_of(p, APK_CONV_BACKWARD_DATA);
-    apk_wino_run(&g, p->batch, dy, w, 1, NULL, dx, work);
+    apk_wino_run(&g, p->batch, dy, w, 1, NULL, NULL, dx, work);
     return;
   }
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
@@ -769,7 +839,7 @@ static void apk_conv2d_backward_weights_run(const apk_conv2d *p, const apk_conv_
 APK_API void apk_conv2d_forward_algo(const apk_conv2d *p, apk_conv_algo algo, const float *x,
                                      const float *w, const float *bias, float *y, float *work)
 {
-  apk_conv2d_forward_run(p, NULL, algo, x, w, bias, y, work);
+  apk_conv2d_forward_run(p, NULL, algo, x, w, NULL, bias, y, work);
 }
 
 APK_API void apk_conv2d_backward_data_algo(const apk_conv2d *p, apk_conv_algo algo,
@@ -808,7 +878,22 @@ APK_API void apk_conv2d_forward_ops(const apk_conv2d *p, const apk_conv_ops *ops
                                     const float *x, const float *w, const float *bias, float *y,
                                     float *work)
 {
-  apk_conv2d_forward_run(p, ops, apk_conv2d_choose(p, APK_CONV_FORWARD), x, w, bias, y, work);
+  apk_conv2d_forward_run(p, ops, apk_conv2d_choose(p, APK_CONV_FORWARD), x, w, NULL, bias, y,
+                         work);
+}
+
+APK_API void apk_conv2d_forward_packed_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                           const float *x, const float *pw, const float *bias,
+                                           float *y, float *work)
+{
+  apk_conv2d_forward_run(p, ops, apk_conv2d_choose(p, APK_CONV_FORWARD), x, NULL, pw, bias, y,
+                         work);
+}
+
+APK_API void apk_conv2d_forward_packed(const apk_conv2d *p, const float *x, const float *pw,
+                                       const float *bias, float *y, float *work)
+{
+  apk_conv2d_forward_packed_ops(p, NULL, x, pw, bias, y, work);
 }
 
 APK_API void apk_conv2d_backward_data_ops(const apk_conv2d *p, const apk_conv_ops *ops,

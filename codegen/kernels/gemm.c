@@ -30,13 +30,9 @@ static float *apk_align(float *p)
   return (float *)u;
 }
 
-/* At most this many rows of C, apk_sgemm reads B where it lies instead of
- * packing it (apk_sgemm_narrow): each element of B then serves so few
- * multiply-adds that copying it costs more than it saves, and the fully
- * connected layers of an inference at batch 1 are all m = 1 (docs/kernels.md). */
-#ifndef APK_NARROW_M
-#define APK_NARROW_M 8
-#endif
+_Static_assert(APK_MR <= APK_MR_MAX && APK_NR <= APK_NR_MAX && APK_VL <= APK_VL_MAX &&
+                   APK_VL_MAX % APK_VL == 0,
+               "the *_max sizes of kernels.h bound this build's packed layouts");
 
 APK_API size_t apk_sgemm_work_floats(int m, int n, int k)
 {
@@ -261,11 +257,14 @@ APK_API void apk_pack_b_matrix(const void *ctx, int pc, int kc, int jc, int nc, 
 /* The five loops, with op(B) packed by the caller's routine. Without store,
  * C = A * op(B) + beta * C (alpha applied too); with store, every k block's
  * MR x NR product tile is handed to store, which adds it wherever it
- * belongs (C is not used). */
+ * belongs (C is not used). An operand packed whole beforehand (packed_a as
+ * apk_pack_a_all writes it, packed_b as apk_pack_b_all does; NULL: packed
+ * here) is read in place: its blocks are already the micro-panels, k-major,
+ * so a block of k starts pc rows into each micro-panel. */
 static void apk_gemm_driver(int trans_a, int m, int n, int k, float alpha, const float *a,
-                            ptrdiff_t lda, apk_pack_b_fn pack_b, const void *b_ctx, float beta,
-                            float *c, ptrdiff_t ldc, apk_store_c_fn store, void *store_ctx,
-                            float *work)
+                            ptrdiff_t lda, const float *packed_a, apk_pack_b_fn pack_b,
+                            const void *b_ctx, const float *packed_b, float beta, float *c,
+                            ptrdiff_t ldc, apk_store_c_fn store, void *store_ctx, float *work)
 {
   int kc_max = apk_min(k, APK_KC);
   float *pa = apk_align(work);
@@ -277,18 +276,34 @@ static void apk_gemm_driver(int trans_a, int m, int n, int k, float alpha, const
       int kc = apk_min(APK_KC, k - pc);
       /* The first k block applies the caller's beta; later ones accumulate. */
       float beta_block = pc == 0 ? beta : 1.0f;
-      pack_b(b_ctx, pc, kc, jc, nc, pb);
+      /* Micro-panel strides and the block's start in them. */
+      const float *b_at = pb;
+      ptrdiff_t b_panel = kc;
+      if (packed_b) {
+        b_at = packed_b + (ptrdiff_t)jc * k + (ptrdiff_t)pc * APK_NR;
+        b_panel = k;
+      } else {
+        pack_b(b_ctx, pc, kc, jc, nc, pb);
+      }
       for (int ic = 0; ic < m; ic += APK_MC) {
         int mc = apk_min(APK_MC, m - ic);
-        const float *a_block = trans_a ? a + (ptrdiff_t)pc * lda + ic : a + (ptrdiff_t)ic * lda + pc;
-        apk_pack_a(trans_a, a_block, lda, mc, kc, pa);
+        const float *a_at = pa;
+        ptrdiff_t a_panel = kc;
+        if (packed_a) {
+          a_at = packed_a + (ptrdiff_t)ic * k + (ptrdiff_t)pc * APK_MR;
+          a_panel = k;
+        } else {
+          const float *a_block =
+              trans_a ? a + (ptrdiff_t)pc * lda + ic : a + (ptrdiff_t)ic * lda + pc;
+          apk_pack_a(trans_a, a_block, lda, mc, kc, pa);
+        }
         for (int jr = 0; jr < nc; jr += APK_NR) {
           int cols = apk_min(APK_NR, nc - jr);
           int nv = (cols + APK_VL - 1) / APK_VL;
-          const float *bp = pb + (ptrdiff_t)jr * kc;
+          const float *bp = b_at + (ptrdiff_t)jr * b_panel;
           for (int ir = 0; ir < mc; ir += APK_MR) {
             int rows = apk_min(APK_MR, mc - ir);
-            const float *ap = pa + (ptrdiff_t)ir * kc;
+            const float *ap = a_at + (ptrdiff_t)ir * a_panel;
             if (store) {
               _Alignas(64) float tile[APK_MR * APK_NR];
               apk_micro_kernel(nv, kc, ap, bp, alpha, 0.0f, tile, APK_NR);
@@ -436,8 +451,8 @@ APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alph
     return;
   }
   apk_matrix_b src = {trans_b, b, ldb};
-  apk_gemm_driver(trans_a, m, n, k, alpha, a, lda, apk_pack_b_matrix, &src, beta, c, ldc, NULL,
-                  NULL, work);
+  apk_gemm_driver(trans_a, m, n, k, alpha, a, lda, NULL, apk_pack_b_matrix, &src, NULL, beta, c,
+                  ldc, NULL, NULL, work);
 }
 
 APK_API void apk_sgemm_ex(int trans_a, int m, int n, int k, const float *a, ptrdiff_t lda,
@@ -449,7 +464,19 @@ APK_API void apk_sgemm_ex(int trans_a, int m, int n, int k, const float *a, ptrd
     if (!store) apk_scale(m, n, beta, c, ldc);
     return;
   }
-  apk_gemm_driver(trans_a, m, n, k, 1.0f, a, lda, pack_b, b_ctx, beta, c, ldc, store, store_ctx,
+  apk_gemm_driver(trans_a, m, n, k, 1.0f, a, lda, NULL, pack_b, b_ctx, NULL, beta, c, ldc, store,
+                  store_ctx, work);
+}
+
+APK_API void apk_sgemm_ex_pa(int m, int n, int k, const float *pa, apk_pack_b_fn pack_b,
+                            const void *b_ctx, float beta, float *c, ptrdiff_t ldc, float *work)
+{
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    apk_scale(m, n, beta, c, ldc);
+    return;
+  }
+  apk_gemm_driver(0, m, n, k, 1.0f, NULL, 0, pa, pack_b, b_ctx, NULL, beta, c, ldc, NULL, NULL,
                   work);
 }
 
@@ -465,9 +492,32 @@ APK_API size_t apk_packed_b_floats(int k, int n)
   return n <= 0 || k <= 0 ? 0 : (size_t)apk_round_up(n, APK_NR) * (size_t)k;
 }
 
+APK_API size_t apk_packed_b_floats_max(int k, int n)
+{
+  return n <= 0 || k <= 0 ? 0 : (size_t)(n + APK_NR_MAX - 1) * (size_t)k;
+}
+
 APK_API void apk_pack_a_all(int trans_a, int m, int k, const float *a, ptrdiff_t lda, float *dst)
 {
   if (m > 0 && k > 0) apk_pack_a(trans_a, a, lda, m, k, dst);
+}
+
+APK_API void apk_pack_b_all(int trans_b, int k, int n, const float *b, ptrdiff_t ldb, float *dst)
+{
+  if (n > 0 && k > 0) apk_pack_b(trans_b, b, ldb, k, n, dst);
+}
+
+APK_API void apk_sgemm_pb(int trans_a, int m, int n, int k, float alpha, const float *a,
+                          ptrdiff_t lda, const float *pb, float beta, float *c, ptrdiff_t ldc,
+                          float *work)
+{
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.0f) {
+    apk_scale(m, n, beta, c, ldc);
+    return;
+  }
+  apk_gemm_driver(trans_a, m, n, k, alpha, a, lda, NULL, NULL, NULL, pb, beta, c, ldc, NULL, NULL,
+                  work);
 }
 
 APK_API void apk_sgemm_prepacked(int m, int n, int k, const float *pa, const float *pb,

@@ -37,6 +37,15 @@ APK_API void apk_sgemm(int trans_a, int trans_b, int m, int n, int k, float alph
                        const float *a, ptrdiff_t lda, const float *b, ptrdiff_t ldb,
                        float beta, float *c, ptrdiff_t ldc, float *work);
 
+/* At most this many rows of C, apk_sgemm reads B where it lies instead of
+ * packing it (apk_sgemm_narrow): each element of B then serves so few
+ * multiply-adds that copying it costs more than it saves, and the fully
+ * connected layers of an inference at batch 1 are all m = 1 (docs/kernels.md).
+ * Code generation packs a constant B beforehand only above it. */
+#ifndef APK_NARROW_M
+#define APK_NARROW_M 8
+#endif
+
 /* Workspace (in floats) apk_sgemm needs for these sizes. */
 APK_API size_t apk_sgemm_work_floats(int m, int n, int k);
 
@@ -91,6 +100,27 @@ APK_API void apk_pack_a_all(int trans_a, int m, int k, const float *a, ptrdiff_t
 /* C = pa * pb + beta * C from operands packed whole (vector-aligned). */
 APK_API void apk_sgemm_prepacked(int m, int n, int k, const float *pa, const float *pb,
                                  float beta, float *c, ptrdiff_t ldc);
+
+/* ---- constant operands packed once (docs/kernels.md, "Packed weights") ----
+ * Every build's register tile and vector width are at most these (gemm.c
+ * checks), so the *_max sizes bound the packed layouts of every build: code
+ * generation sizes the buffers of a program whose kernels are compiled
+ * later, maybe for another ISA, and the program packs into them at run
+ * time with its own kernels. */
+enum { APK_MR_MAX = 16, APK_NR_MAX = 64, APK_VL_MAX = 16 };
+APK_API size_t apk_packed_b_floats_max(int k, int n);
+/* Packs all of op(B) (k x n): micro-panel q (columns q*NR...) at dst + q*NR*k. */
+APK_API void apk_pack_b_all(int trans_b, int k, int n, const float *b, ptrdiff_t ldb, float *dst);
+/* apk_sgemm with op(B) packed by apk_pack_b_all into pb (vector-aligned);
+ * workspace apk_sgemm_work_floats(m, n, k). m may be any size (the narrow
+ * path is not taken: B is no longer where it lay). */
+APK_API void apk_sgemm_pb(int trans_a, int m, int n, int k, float alpha, const float *a,
+                          ptrdiff_t lda, const float *pb, float beta, float *c, ptrdiff_t ldc,
+                          float *work);
+/* apk_sgemm_ex without store, with op(A) packed by apk_pack_a_all into pa
+ * (vector-aligned): the convolutions' constant weights. */
+APK_API void apk_sgemm_ex_pa(int m, int n, int k, const float *pa, apk_pack_b_fn pack_b,
+                             const void *b_ctx, float beta, float *c, ptrdiff_t ldc, float *work);
 
 /* ---- conv.c ---- */
 
@@ -195,5 +225,21 @@ APK_API void apk_conv2d_backward_data_ops(const apk_conv2d *p, const apk_conv_op
 APK_API void apk_conv2d_backward_weights_ops(const apk_conv2d *p, const apk_conv_ops *ops,
                                              const float *x, const float *dy, float *dw,
                                              float *dbias, float *work);
+
+/* The forward kernel's weights packed once (constant weights of an
+ * inference): per group as the GEMM's A, or Winograd's transformed U, as
+ * the algorithm apk_conv2d_choose picks for the forward kernel wants them.
+ * apk_conv2d_packed_floats is this build's size, _max a bound over every
+ * build (for sizing a buffer at compile time); dst is vector-aligned. */
+APK_API size_t apk_conv2d_packed_floats(const apk_conv2d *p);
+APK_API size_t apk_conv2d_packed_floats_max(const apk_conv2d *p);
+APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float *dst);
+/* apk_conv2d_forward(_ops) reading the weights apk_conv2d_pack_weights
+ * packed into pw; the workspace is the same. */
+APK_API void apk_conv2d_forward_packed(const apk_conv2d *p, const float *x, const float *pw,
+                                       const float *bias, float *y, float *work);
+APK_API void apk_conv2d_forward_packed_ops(const apk_conv2d *p, const apk_conv_ops *ops,
+                                           const float *x, const float *pw, const float *bias,
+                                           float *y, float *work);
 
 #endif

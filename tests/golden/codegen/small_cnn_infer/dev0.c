@@ -18,15 +18,23 @@ int ap_device_0(aprt_comm *c) {
     return aprt_fail(c, APRT_ERR_NOMEM, "device 0: out of memory (2560 bytes)");
   (void)work;
   aprt_status s = APRT_OK;
+  int packed_new;
+  unsigned char *packed = aprt_buffer_new(c, 5, 704, &packed_new);
+  if (!packed)
+    return aprt_fail(c, APRT_ERR_NOMEM, "device 0: out of memory (704 bytes of packed weights)");
+  if (packed_new) {
+    /* pack Conv 'conv' */
+    cgk_0(((float *)(ap_blob + 0)), ((float *)(packed + 0)));
+  }
   const void *in0 = aprt_input(c, 0)->data; /* 'x' */
   (void)in0;
   aprt_phase_begin(c, APRT_PHASE_FORWARD);
   /* fused relu Conv 'conv' */
-  cgk_0(((float *)in0), ((float *)(ap_blob + 0)), ((float *)(ap_blob + 192)), ((float *)(arena + 0)), work);
+  cgk_1(((float *)in0), ((float *)(packed + 0)), ((float *)(ap_blob + 192)), ((float *)(arena + 0)), work);
   /* forward MaxPool 'pool' */
-  cgk_1(((float *)(arena + 0)), ((float *)(arena + 2048)));
+  cgk_2(((float *)(arena + 0)), ((float *)(arena + 2048)));
   /* forward Gemm 'fc' */
-  cgk_2(((float *)(arena + 2048)), ((float *)(ap_blob + 256)), ((float *)(ap_blob + 2816)), ((float *)(arena + 0)), work);
+  cgk_3(((float *)(arena + 2048)), ((float *)(ap_blob + 256)), ((float *)(ap_blob + 2816)), ((float *)(arena + 0)), work);
   aprt_phase_end(c);
   {
     static const int64_t shape[] = {2, 10}, start[] = {0, 0}, size[] = {2, 10};

@@ -26,11 +26,19 @@ AP_MINMAX(uint64_t)
 #include "gemm.c"
 #include "conv.c"
 
-/* Conv fused relu x0:float[2,1,8,8] x1:float[4,1,3,3] x2:float[4] y0:float[2,4,8,8] pads=1,1,1,1 */
-void cgk_0(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work) {
+/* pack conv M=4 C=1 3x3 groups=1 */
+void cgk_0(const float *restrict x0, float *restrict y0) {
   {
     static const apk_conv2d conv = {.batch = 2, .in_channels = 1, .in_h = 8, .in_w = 8, .out_channels = 4, .kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1, .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .dilation_h = 1, .dilation_w = 1, .groups = 1};
-    apk_conv2d_forward(&conv, x0, x1, x2, y0, work);
+    apk_conv2d_pack_weights(&conv, x0, y0);
+  }
+}
+
+/* Conv fused relu x0:float[2,1,8,8] x1:float[4,1,3,3] x2:float[4] y0:float[2,4,8,8] pads=1,1,1,1 */
+void cgk_1(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work) {
+  {
+    static const apk_conv2d conv = {.batch = 2, .in_channels = 1, .in_h = 8, .in_w = 8, .out_channels = 4, .kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1, .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .dilation_h = 1, .dilation_w = 1, .groups = 1};
+    apk_conv2d_forward_packed(&conv, x0, x1, x2, y0, work);
   }
   for (int64_t n = 0; n < 2; n++) {
     for (int64_t c = 0; c < 4; c++) {
@@ -46,7 +54,7 @@ void cgk_0(const float *restrict x0, const float *restrict x1, const float *rest
 }
 
 /* MaxPool forward x0:float[2,4,8,8] y0:float[2,4,4,4] kernel_shape=2,2 strides=2,2 */
-void cgk_1(const float *restrict x0, float *restrict y0) {
+void cgk_2(const float *restrict x0, float *restrict y0) {
   int64_t o = 0;
   for (int64_t nc = 0; nc < 8; nc++) {
     for (int64_t o0 = 0; o0 < 4; o0++) {
@@ -74,7 +82,7 @@ void cgk_1(const float *restrict x0, float *restrict y0) {
 }
 
 /* Gemm forward x0:float[2,64] x1:float[10,64] x2:float[10] y0:float[2,10] transB=1 */
-void cgk_2(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work) {
+void cgk_3(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work) {
   int64_t o = 0;
   for (int64_t i0 = 0; i0 < 2; i0++) {
     for (int64_t i1 = 0; i1 < 10; i1++) {

@@ -6,8 +6,9 @@
 
 /* Floats of scratch the largest kernel needs. */
 size_t cgk_work_floats(void);
-void cgk_0(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
-void cgk_1(const float *restrict x0, float *restrict y0);
-void cgk_2(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
+void cgk_0(const float *restrict x0, float *restrict y0);
+void cgk_1(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
+void cgk_2(const float *restrict x0, float *restrict y0);
+void cgk_3(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
 
 #endif

@@ -21,6 +21,14 @@ int ap_device_1(aprt_comm *c) {
     return aprt_fail(c, APRT_ERR_NOMEM, "device 1: out of memory (512 bytes of inputs)");
   (void)work;
   aprt_status s = APRT_OK;
+  int packed_new;
+  unsigned char *packed = aprt_buffer_new(c, 5, 704, &packed_new);
+  if (!packed)
+    return aprt_fail(c, APRT_ERR_NOMEM, "device 1: out of memory (704 bytes of packed weights)");
+  if (packed_new) {
+    /* pack Conv 'conv' */
+    cgk_5(((float *)(ap_blob + 0)), ((float *)(packed + 0)));
+  }
   const void *in0 = aprt_input(c, 0)->data; /* 'x' */
   (void)in0;
   {
@@ -29,9 +37,9 @@ int ap_device_1(aprt_comm *c) {
   }
   aprt_phase_begin(c, APRT_PHASE_FORWARD);
   /* fused relu Conv 'conv' */
-  cgk_4(((float *)(inbox + 0)), ((float *)(ap_blob + 0)), ((float *)(ap_blob + 192)), ((float *)(arena + 0)), work);
+  cgk_6(((float *)(inbox + 0)), ((float *)(packed + 0)), ((float *)(ap_blob + 192)), ((float *)(arena + 0)), work);
   /* forward MaxPool 'pool' */
-  cgk_5(((float *)(arena + 0)), ((float *)(arena + 2048)));
+  cgk_7(((float *)(arena + 0)), ((float *)(arena + 2048)));
   /* transfer Gemm 'fc', of 'flat' */
   {
     static const aprt_xfer sends[] = {
@@ -49,7 +57,7 @@ int ap_device_1(aprt_comm *c) {
       goto done;
   }
   /* forward Gemm 'fc' */
-  cgk_6(((float *)(arena + 0)), ((float *)(ap_blob + 1216)), ((float *)(arena + 384)), work);
+  cgk_8(((float *)(arena + 0)), ((float *)(ap_blob + 1216)), ((float *)(arena + 384)), work);
   /* partial sums Gemm 'fc', of 'y' */
   {
     static const int group[] = {0, 1, 2};
@@ -58,7 +66,7 @@ int ap_device_1(aprt_comm *c) {
       goto done;
   }
   /* bias Gemm 'fc' */
-  cgk_3(((float *)(ap_blob + 1152)), ((float *)(arena + 384)));
+  cgk_4(((float *)(ap_blob + 1152)), ((float *)(arena + 384)));
   aprt_phase_end(c);
   {
     static const int64_t shape[] = {4, 10}, start[] = {0, 0}, size[] = {4, 10};

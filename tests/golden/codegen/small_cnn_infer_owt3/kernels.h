@@ -6,12 +6,14 @@
 
 /* Floats of scratch the largest kernel needs. */
 size_t cgk_work_floats(void);
-void cgk_0(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
-void cgk_1(const float *restrict x0, float *restrict y0);
-void cgk_2(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work);
-void cgk_3(const float *restrict x0, float *restrict y0);
-void cgk_4(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
+void cgk_0(const float *restrict x0, float *restrict y0);
+void cgk_1(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
+void cgk_2(const float *restrict x0, float *restrict y0);
+void cgk_3(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work);
+void cgk_4(const float *restrict x0, float *restrict y0);
 void cgk_5(const float *restrict x0, float *restrict y0);
-void cgk_6(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work);
+void cgk_6(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
+void cgk_7(const float *restrict x0, float *restrict y0);
+void cgk_8(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work);
 
 #endif

@@ -5,6 +5,7 @@
  * distribution of boxes (distribute.c) follows too. */
 #include <string.h>
 
+#include "kernels.h"
 #include "passes/distribute.h"
 #include "passes/passes.h"
 
@@ -118,6 +119,49 @@ static int chain_axis(ap_graph *g, const ap_node *n, int slot, int a, src *s, in
   return q;
 }
 
+/* The kernel library's description of a 2-D float convolution, from the
+ * shapes and attributes (the pads' split from the attribute, else the
+ * shapes' total halved as SAME_UPPER does), or NULL. */
+static const apk_conv2d *conv_of(ap_graph *g, const ap_node *n) {
+  const ap_value *x = &g->values[n->in[0]], *w = &g->values[n->in[1]],
+                 *y = &g->values[n->out[0]];
+  if (x->rank != 4 || w->rank != 4 || y->rank != 4 || x->dtype != AP_DT_FLOAT)
+    return NULL;
+  int ns, nd, np;
+  const int64_t *st = ap_attr_ints(n, "strides", &ns), *dl = ap_attr_ints(n, "dilations", &nd),
+                *pads = ap_attr_ints(n, "pads", &np);
+  apk_conv2d *c = ap_arena_array(g->arena, 1, sizeof *c);
+  if (!c)
+    return NULL;
+  int64_t pad[4], s[2], d[2];
+  for (int a = 0; a < 2; a++) {
+    s[a] = st && ns == 2 ? st[a] : 1;
+    d[a] = dl && nd == 2 ? dl[a] : 1;
+    int64_t total = (y->dims[2 + a] - 1) * s[a] + d[a] * (w->dims[2 + a] - 1) + 1 - x->dims[2 + a];
+    if (total < 0)
+      total = 0;
+    pad[a] = pads && np == 4 ? pads[a] : total / 2;
+    pad[2 + a] = pads && np == 4 ? pads[2 + a] : total - pad[a];
+  }
+  c->stride_h = (int)s[0];
+  c->stride_w = (int)s[1];
+  c->dilation_h = (int)d[0];
+  c->dilation_w = (int)d[1];
+  c->batch = (int)x->dims[0];
+  c->in_channels = (int)x->dims[1];
+  c->in_h = (int)x->dims[2];
+  c->in_w = (int)x->dims[3];
+  c->out_channels = (int)w->dims[0];
+  c->kernel_h = (int)w->dims[2];
+  c->kernel_w = (int)w->dims[3];
+  c->pad_top = (int)pad[0];
+  c->pad_left = (int)pad[1];
+  c->pad_bottom = (int)pad[2];
+  c->pad_right = (int)pad[3];
+  c->groups = (int)ap_attr_int(n, "group", 1);
+  return c;
+}
+
 /* Fills a layer vertex from its role. */
 static void layer_ports(ap_graph *g, const ap_node *n, layer_role role, ap_vertex *vx,
                         const src *from) {
@@ -141,6 +185,7 @@ static void layer_ports(ap_graph *g, const ap_node *n, layer_role role, ap_verte
       macs = (double)out_numel * (double)dim_of(g, w, 1) * kernel;
     else
       macs = (double)ap_numel(r, g->values[x].dims) * (double)dim_of(g, w, 1) * kernel;
+    vx->conv = role == ROLE_CONV ? conv_of(g, n) : NULL;
     break;
   }
   case ROLE_GEMM: {

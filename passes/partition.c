@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "passes/passes.h"
 #include "runtime/accpar_rt.h"
 
@@ -267,6 +268,63 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
   }
 }
 
+/* Floats a device's kernels of a layer load and store beyond the products'
+ * arithmetic, which peak_flops prices: each of a training step's three
+ * GEMMs packs its B operand (loaded, stored, loaded again by the
+ * micro-kernel: 3 per element), which for the small batches of training
+ * costs as much as the products. A layer of rows x k inputs and n outputs
+ * packs its weight (forward, and backward data unless the input is a graph
+ * input) and, for its weight's gradient, its input (Gemm: dW = dY^T X) or
+ * its output's error (MatMul: dW = X^T dY). Splitting the batch leaves every
+ * device packing the whole weight. */
+static double gemm_packing_floats(bool gemm, bool first, double rows, double k, double n) {
+  return 3 * (k * n * (first ? 1 : 2) + rows * (gemm ? k : n));
+}
+
+/* The same for a convolution, whose B operands are the column matrix
+ * (forward, weight gradient) and the output's error (backward data), for
+ * the device's box (batch n, input channels c, output channels m) of
+ * convolution `whole` with the algorithm the kernel library picks for that
+ * box (apk_conv2d_choose). Per column matrix element: the implicit packing
+ * loads the input and stores the panel the micro-kernel loads (3); forming
+ * the matrix whole adds its store and load (5); backward data stores the
+ * product and adds it into the input's error, loaded and stored (2, plus the
+ * matrix's store and load when formed whole, and the error's zeroing).
+ * Winograd stores and loads 4x4 transformed tiles per 2x2 output tile on
+ * both sides. A pointwise convolution's column matrix is its input. The
+ * column matrix covers the device's whole input: splitting the output
+ * channels leaves every device lowering all of it. */
+static double conv_packing_floats(const apk_conv2d *whole, bool first, int64_t n, int64_t c,
+                                  int64_t m) {
+  if (n <= 0 || c <= 0 || m <= 0)
+    return 0;
+  apk_conv2d p = *whole;
+  p.batch = (int)n;
+  p.in_channels = (int)c;
+  p.out_channels = (int)m;
+  bool pointwise = p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
+                   p.pad_top == 0 && p.pad_left == 0 && p.pad_bottom == 0 && p.pad_right == 0;
+  double oh = apk_conv2d_out_h(&p), ow = apk_conv2d_out_w(&p);
+  double col = (double)n * (double)c * p.kernel_h * p.kernel_w * oh * ow;
+  double x = (double)n * (double)c * p.in_h * p.in_w, dy = (double)n * (double)m * oh * ow;
+  double floats = 0;
+  for (int k = APK_CONV_FORWARD; k <= APK_CONV_BACKWARD_WEIGHTS; k++) {
+    if (k == APK_CONV_BACKWARD_DATA && first)
+      continue;
+    apk_conv_algo a = apk_conv2d_choose(&p, (apk_conv_kernel)k);
+    if (a == APK_CONV_WINOGRAD) {
+      bool fwd = k == APK_CONV_FORWARD;
+      double th = ceil((fwd ? oh : p.in_h) / 2), tw = ceil((fwd ? ow : p.in_w) / 2);
+      floats += 2 * 16 * (double)n * th * tw * (double)(c + m);
+    } else if (k == APK_CONV_BACKWARD_DATA) {
+      floats += 3 * dy + (pointwise ? 0 : a == APK_CONV_IM2COL ? 4 * col + x : 2 * col);
+    } else {
+      floats += a == APK_CONV_IM2COL && !pointwise ? 5 * col : 3 * col;
+    }
+  }
+  return floats;
+}
+
 /* Compute and memory-traffic time of vertex v (with its chain ops) on a
  * group of `count` devices of kind dk holding extents ext (its own ports at
  * ext + 0). Used at every level and for the devices themselves. */
@@ -288,6 +346,19 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
     fr = fb * fi * f0[1];
     t += vx->flops * fr / (count * dk->peak_flops) +
          vx->traffic * fr / (count * dk->mem_bw_bytes_s);
+    double packed;
+    if (vx->conv) {
+      packed = conv_packing_floats(vx->conv, vx->first, ext[2], ext[3], ext[1]);
+    } else {
+      const ap_value *xv = &g->values[in->value];
+      const ap_port *out = &vx->port[0];
+      double rows = (double)ap_numel(xv->rank, xv->dims) / full(g, in->value, in->dim[1]) * fb;
+      packed = vx->flops > 0 ? gemm_packing_floats(g->nodes[vx->node].op == AP_OP_GEMM,
+                                                    vx->first, rows, (double)ext[3],
+                                                    out->dim[1] >= 0 ? (double)ext[1] : 1)
+                             : 0;
+    }
+    t += packed * elem_bytes(g, in->value) / (count * dk->mem_bw_bytes_s);
   } else {
     double traffic = 0;
     for (int port = 0; port < vx->n_ports; port++) {

@@ -119,6 +119,8 @@ typedef struct ap_vertex {
   double traffic;   /* layers: bytes a training step moves instead of flops (an
                        embedding's rows), counted like flops over B and O */
   bool first;       /* its input is a graph input: no error to propagate back */
+  const struct apk_conv2d *conv; /* a 2-D float convolution: the kernel library's description
+                                    of the whole layer; NULL for other layers */
   ap_chain_op *chain;
   int n_chain;
   ap_wsum *wsum;    /* the trainable weights of the node (a layer's besides its own) and of

@@ -427,9 +427,12 @@ Test(devices, device_file) {
 Test(cost, one_layer_data_parallel_homogeneous) {
   /* Gemm 8x16 . 16x4 on two devices of 1 GFLOP/s, links of 1 GB/s and
    * 1 us. The first layer has no input error: forward and gradient only,
-   * 2 x 2 x 8 x 16 x 4 = 2048 FLOP, half each: 1.024e-6 s. Type I all-
-   * reduces dW (16 x 4 floats = 256 bytes): each device sends 2(k-1)/k x
-   * 256 = 256 bytes in 2 messages: 2.56e-7 + 2e-6 s. Step: 3.28e-6 s. */
+   * 2 x 2 x 8 x 16 x 4 = 2048 FLOP, half each: 1.024e-6 s. Each device's
+   * two GEMMs pack their B operands, the whole weight (16 x 4) forward and
+   * its 4 x 16 rows of input for the gradient, 3 accesses per float:
+   * 384 floats, 1536 bytes at 1 GB/s, 1.536e-6 s. Type I all-reduces dW
+   * (16 x 4 floats = 256 bytes): each device sends 2(k-1)/k x 256 = 256
+   * bytes in 2 messages: 2.56e-7 + 2e-6 s. Step: 4.816e-6 s. */
   new_graph();
   int64_t d[2] = {8, 16};
   finish_graph(gemm(input(2, d), 4));
@@ -437,7 +440,8 @@ Test(cost, one_layer_data_parallel_homogeneous) {
   k.count = 2;
   ap_devices dv = array_of(1, &k);
   ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
-  cr_expect_float_eq(s.step_time_s, 1.024e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g", s.step_time_s);
+  cr_expect_float_eq(s.step_time_s, 1.024e-6 + 1.536e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g",
+                     s.step_time_s);
   cr_expect_float_eq(s.comm_bytes, 512, 1e-9, "%.9g", s.comm_bytes);
   /* Memory: the 256-byte weight and its gradient, and the 4 x 16 floats of
    * input kept for the gradient: 768 bytes per device. */
@@ -449,11 +453,12 @@ Test(cost, one_layer_data_parallel_homogeneous) {
 
 Test(cost, two_levels_add_their_all_reduces) {
   /* The same Gemm on four 1 GFLOP/s devices: two levels of two. Data
-   * parallelism computes 2048/4 FLOP per device (5.12e-7 s). Level 0: the
+   * parallelism computes 2048/4 FLOP per device (5.12e-7 s) and packs the
+   * weight and its 2 x 16 rows of input (3 x 96 floats, 1.152e-6 s). Level 0: the
    * two groups all-reduce the 256-byte gradient, each group sending 256
    * bytes spread over its 2 devices (128 bytes, 1.28e-7 s) in 2 messages
    * (2e-6 s); level 1: inside each group, each device sends 256 bytes
-   * (2.56e-7 s) in 2 messages (2e-6 s). Step: 4.896e-6 s. Bytes sent:
+   * (2.56e-7 s) in 2 messages (2e-6 s). Step: 6.048e-6 s. Bytes sent:
    * 2 x 256 at level 0 and 4 x 256 at level 1. */
   new_graph();
   int64_t d[2] = {8, 16};
@@ -463,37 +468,40 @@ Test(cost, two_levels_add_their_all_reduces) {
   ap_devices dv = array_of(1, &k);
   ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
   cr_expect_eq(s.n_levels, 2);
-  cr_expect_float_eq(s.step_time_s, 5.12e-7 + 1.28e-7 + 2e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g",
-                     s.step_time_s);
+  cr_expect_float_eq(s.step_time_s, 5.12e-7 + 1.152e-6 + 1.28e-7 + 2e-6 + 2.56e-7 + 2e-6, 1e-15,
+                     "%.9g", s.step_time_s);
   cr_expect_float_eq(s.comm_bytes, 1536, 1e-9, "%.9g", s.comm_bytes);
-  cr_expect_float_eq(s.compute_time_s, 5.12e-7, 1e-15);
+  cr_expect_float_eq(s.compute_time_s, 5.12e-7 + 1.152e-6, 1e-15);
   drop_graph();
 }
 
 Test(cost, one_layer_heterogeneous_ratios) {
-  /* The same Gemm on a 3 GFLOP/s and a 1 GFLOP/s device. Data parallelism
-   * splits by device count, 4 rows each: the slow device computes 1024
-   * FLOP in 1.024e-6 s; plus the 256-byte all-reduce (2.56e-7 + 2e-6 s).
-   * AccPar balances: with equal links the all-reduce times are equal, so
-   * the ratio is 3:1, 6 and 2 rows, 1536/3e9 = 512/1e9 = 5.12e-7 s, and
-   * type I costs 5.12e-7 + 2.256e-6. Type II (split the 16 input columns
-   * 12/4, all-reduce the 8x4 output: 128 bytes) costs 5.12e-7 + 1.28e-7 +
-   * 2e-6, which is less; type III (split the 4 output columns 3/1, no
-   * input error to reduce) costs 3 columns: 1536/3e9 = 5.12e-7, and the
-   * loss, which reads whole rows (4 each), brings the fast device rows 0-3
-   * of column 3 (16 bytes) and the slow one rows 4-7 of columns 0-2 (48
-   * bytes), their errors going back: 64 bytes in 2 messages each, 6.4e-8 +
-   * 2e-6 s. AccPar must find type III at 5.12e-7 + 2.064e-6 s. */
+  /* The same Gemm on a 3 GFLOP/s and a 1 GFLOP/s device, memory at 1 GB/s.
+   * Data parallelism splits by device count, 4 rows each: the slow device
+   * computes 1024 FLOP in 1.024e-6 s and packs the weight and its rows
+   * (1.536e-6 s, as above); plus the 256-byte all-reduce (2.56e-7 + 2e-6
+   * s). AccPar balances. Type I: a device of b rows computes 256 FLOP per
+   * row and packs the whole weight (3 x 64 floats, 7.68e-7 s) and 16
+   * floats per row (1.92e-7 s): the fast device 2.773e-7 s per row, the
+   * slow one 4.48e-7; 5 and 3 rows, the fast device slowest at 7.68e-7 +
+   * 5 x 2.773e-7 s, plus the all-reduce. Type II (split the 16 input
+   * columns) all-reduces the 8x4 output forward and its error backward, 2 x
+   * (1.28e-7 + 2e-6) s; type III (split the 4 output columns) packs every
+   * input row on both devices (3 x 128 floats, 1.536e-6 s) and brings the
+   * loss its rows (2.064e-6 s): both cost more. AccPar must find type I at
+   * 5:3. */
   new_graph();
   int64_t d[2] = {8, 16};
   finish_graph(gemm(input(2, d), 4));
   ap_device_kind k[2] = {round_kind("fast", 3e9), round_kind("slow", 1e9)};
   ap_devices dv = array_of(2, k);
   ap_plan_summary dp = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
-  cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g", dp.step_time_s);
+  cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 1.536e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g",
+                     dp.step_time_s);
   ap_plan_summary ap = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
-  cr_expect_float_eq(ap.step_time_s, 5.12e-7 + 2.064e-6, 1e-15, "%.9g", ap.step_time_s);
-  cr_expect_eq(G->nodes[0].types[0], 3);
+  cr_expect_float_eq(ap.step_time_s, 7.68e-7 + 5 * (256 / 3e9 + 1.92e-7) + 2.56e-7 + 2e-6, 1e-15,
+                     "%.9g", ap.step_time_s);
+  cr_expect_eq(G->nodes[0].types[0], 1);
   drop_graph();
 }
 

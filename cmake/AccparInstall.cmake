@@ -54,7 +54,8 @@ target_link_options(accpar_shared PRIVATE "LINKER:--no-undefined"
 set_property(TARGET accpar_shared APPEND PROPERTY LINK_DEPENDS "${CMAKE_SOURCE_DIR}/cmake/accpar.map")
 
 # Installed, the runtime's users also get the kernels' folder: every
-# generated program includes kernels.h, and kernels.c includes gemm.c.
+# generated program includes kernels.h, and kernels.c includes apk_math.h and
+# gemm.c.
 foreach(rt accpar_rt accpar_rt_mpi)
   if(TARGET ${rt})
     target_include_directories(${rt} INTERFACE
@@ -82,7 +83,8 @@ install(FILES "${CMAKE_SOURCE_DIR}/include/accpar/accpar.h" "${CMAKE_SOURCE_DIR}
 install(FILES "${CMAKE_SOURCE_DIR}/runtime/accpar_rt.h"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/accpar/runtime")
 set(_ap_kernels "${CMAKE_SOURCE_DIR}/codegen/kernels")
-install(FILES "${_ap_kernels}/kernels.h" "${_ap_kernels}/apk_tile.h" "${_ap_kernels}/gemm.c"
+install(FILES "${_ap_kernels}/kernels.h" "${_ap_kernels}/apk_tile.h" "${_ap_kernels}/apk_math.h"
+              "${_ap_kernels}/gemm.c"
               "${_ap_kernels}/conv.c" DESTINATION "${CMAKE_INSTALL_DATADIR}/accpar/kernels")
 
 install(EXPORT accparTargets NAMESPACE accpar::

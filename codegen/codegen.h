@@ -71,7 +71,9 @@ typedef enum cg_xop {
  * float version (expf); each is the C library's function, with its
  * semantics (rint rounds halves to even in the default rounding mode, fmod
  * takes the dividend's sign), which an LLVM backend maps to its intrinsics
- * (llvm.exp, llvm.rint, frem...) or to the same library calls. */
+ * (llvm.exp, llvm.rint, frem...) or to the same library calls. Float tanh
+ * is the exception: both backends call apk_tanhf (codegen/kernels/
+ * apk_math.h, within 1.371 ulp), which vectorises. */
 #define CG_FNS(X) \
   X(EXP, "exp", 1) X(LOG, "log", 1) X(SQRT, "sqrt", 1) X(TANH, "tanh", 1) X(ERF, "erf", 1) \
   X(FABS, "fabs", 1) X(POW, "pow", 2) X(SIN, "sin", 1) X(COS, "cos", 1)                     \

@@ -112,7 +112,7 @@ static math_fn math_of(cg_fn fn) {
   case CG_FN_EXP: return (math_fn){"exp", "expf", NULL, 1};
   case CG_FN_LOG: return (math_fn){"log", "logf", NULL, 1};
   case CG_FN_SQRT: return (math_fn){"sqrt", "sqrtf", "llvm.sqrt", 1};
-  case CG_FN_TANH: return (math_fn){"tanh", "tanhf", NULL, 1};
+  case CG_FN_TANH: return (math_fn){"tanh", "apk_tanhf", NULL, 1}; /* conv_spec.c's */
   case CG_FN_ERF: return (math_fn){"erf", "erff", NULL, 1};
   case CG_FN_FABS: return (math_fn){"fabs", "fabsf", "llvm.fabs", 1};
   case CG_FN_POW: return (math_fn){"pow", "powf", NULL, 2};
@@ -401,6 +401,19 @@ static ap_status link_conv_spec(lb *L, ap_diag *d) {
   if (LLVMLinkModules2(L->m, src))
     return ap_error(d, CG_ERR_INTERNAL, L->p->g->path, NULL, NULL,
                     "internal error: LLVM cannot link the convolution's bitcode");
+  /* apk_math.h's tanh: inlined where called, then dropped, not exported.
+   * Without clang's target-cpu and target-features, which the kernels do
+   * not carry (they get the target machine's), since the inliner refuses a
+   * callee whose features it cannot prove the caller's (LLVM 15 spells
+   * the host's otherwise than clang). */
+  LLVMValueRef tanh_fn = LLVMGetNamedFunction(L->m, "apk_tanhf");
+  if (!tanh_fn)
+    ap_die("the convolution's bitcode has no apk_tanhf");
+  LLVMSetLinkage(tanh_fn, LLVMInternalLinkage);
+  static const char *const target_attrs[] = {"target-cpu", "target-features", "tune-cpu"};
+  for (size_t i = 0; i < sizeof target_attrs / sizeof *target_attrs; i++)
+    LLVMRemoveStringAttributeAtIndex(tanh_fn, LLVMAttributeFunctionIndex, target_attrs[i],
+                                     (unsigned)strlen(target_attrs[i]));
   return AP_OK;
 }
 

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "apk_math.h"
 #include "kernels.h"
 
 /* Max and Min as numpy's maximum and minimum: a NaN operand wins. */

@@ -353,7 +353,8 @@ static LLVMValueRef conv_ops(lb *L, LLVMValueRef conv, const int64_t *v, cg_conv
   apk_conv_kernel which = forward                       ? APK_CONV_FORWARD
                           : fn == CG_CONV_BACKWARD_DATA ? APK_CONV_BACKWARD_DATA
                                                         : APK_CONV_BACKWARD_WEIGHTS;
-  apk_conv_algo algo = apk_conv2d_choose(&c, which);
+  apk_conv_algo algo =
+      fn == CG_CONV_FORWARD_PACKED ? apk_conv2d_choose_packed(&c) : apk_conv2d_choose(&c, which);
   if (algo != APK_CONV_IMPLICIT && algo != APK_CONV_IM2COL)
     return LLVMConstNull(L->ptr);
   bool implicit = algo == APK_CONV_IMPLICIT;

@@ -600,6 +600,19 @@ APK_API apk_conv_algo apk_conv2d_choose(const apk_conv2d *p, apk_conv_kernel whi
   return which == APK_CONV_BACKWARD_DATA ? APK_CONV_IM2COL : APK_CONV_IMPLICIT;
 }
 
+APK_API apk_conv_algo apk_conv2d_choose_packed(const apk_conv2d *p)
+{
+  /* Measured on ResNet-50 at batch 1 (docs/kernels.md, "Packed weights"):
+   * with the weights transformed once, Winograd also wins on the 7x7
+   * stage's 16 tiles, which apk_conv2d_choose declines for the transform it
+   * would redo on every call. */
+  if (!apk_conv2d_is_pointwise(p) && apk_conv2d_supports(p, APK_CONV_WINOGRAD, APK_CONV_FORWARD)) {
+    apk_wino g = apk_wino_of(p, APK_CONV_FORWARD);
+    if (apk_imin(g.c, g.m) >= 16 && (long)p->batch * g.tiles >= 16) return APK_CONV_WINOGRAD;
+  }
+  return apk_conv2d_choose(p, APK_CONV_FORWARD);
+}
+
 APK_API size_t apk_conv2d_algo_work_floats(const apk_conv2d *p, apk_conv_algo algo,
                                            apk_conv_kernel which)
 {
@@ -629,6 +642,8 @@ APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p)
     apk_conv_kernel which = (apk_conv_kernel)k;
     most = apk_size_max(most, apk_conv2d_algo_work_floats(p, apk_conv2d_choose(p, which), which));
   }
+  most = apk_size_max(most, apk_conv2d_algo_work_floats(p, apk_conv2d_choose_packed(p),
+                                                        APK_CONV_FORWARD));
   return most;
 }
 
@@ -653,13 +668,13 @@ static size_t apk_conv2d_packed_size(const apk_conv2d *p, apk_conv_algo algo, si
 
 APK_API size_t apk_conv2d_packed_floats(const apk_conv2d *p)
 {
-  apk_conv_algo algo = apk_conv2d_choose(p, APK_CONV_FORWARD);
+  apk_conv_algo algo = apk_conv2d_choose_packed(p);
   return apk_conv2d_packed_size(p, algo, APK_MR, APK_VL);
 }
 
 APK_API size_t apk_conv2d_packed_floats_max(const apk_conv2d *p)
 {
-  apk_conv_algo algo = apk_conv2d_choose(p, APK_CONV_FORWARD);
+  apk_conv_algo algo = apk_conv2d_choose_packed(p);
   /* (m + MR - 1) rounded to MR is at most m + MR_MAX - 1 rows. */
   size_t m = (size_t)p->out_channels / (algo == APK_CONV_WINOGRAD ? 1 : (size_t)p->groups);
   size_t k = algo == APK_CONV_WINOGRAD
@@ -673,7 +688,7 @@ APK_API size_t apk_conv2d_packed_floats_max(const apk_conv2d *p)
 
 APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float *dst)
 {
-  apk_conv_algo algo = apk_conv2d_choose(p, APK_CONV_FORWARD);
+  apk_conv_algo algo = apk_conv2d_choose_packed(p);
   size_t stride = apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) /
                   (algo == APK_CONV_WINOGRAD ? 16 : (size_t)p->groups);
   if (algo == APK_CONV_WINOGRAD) {
@@ -886,8 +901,7 @@ APK_API void apk_conv2d_forward_packed_ops(const apk_conv2d *p, const apk_conv_o
                                            const float *x, const float *pw, const float *bias,
                                            float *y, float *work)
 {
-  apk_conv2d_forward_run(p, ops, apk_conv2d_choose(p, APK_CONV_FORWARD), x, NULL, pw, bias, y,
-                         work);
+  apk_conv2d_forward_run(p, ops, apk_conv2d_choose_packed(p), x, NULL, pw, bias, y, work);
 }
 
 APK_API void apk_conv2d_forward_packed(const apk_conv2d *p, const float *x, const float *pw,

@@ -161,6 +161,10 @@ APK_API int apk_conv2d_supports(const apk_conv2d *p, apk_conv_algo algo, apk_con
 /* The algorithm apk_conv2d_forward, _backward_data and _backward_weights use
  * for p: a rule from measurements on the tuning machine (docs/kernels.md). */
 APK_API apk_conv_algo apk_conv2d_choose(const apk_conv2d *p, apk_conv_kernel which);
+/* The algorithm of the forward kernel with its weights packed once
+ * (apk_conv2d_pack_weights, apk_conv2d_forward_packed): Winograd on fewer
+ * tiles than apk_conv2d_choose, whose rule counts the weight transform. */
+APK_API apk_conv_algo apk_conv2d_choose_packed(const apk_conv2d *p);
 
 /* Workspace (in floats) the three convolution kernels need for p, each with
  * the algorithm apk_conv2d_choose picks. */

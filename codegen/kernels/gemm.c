@@ -254,6 +254,15 @@ APK_API void apk_pack_b_matrix(const void *ctx, int pc, int kc, int jc, int nc, 
   apk_pack_b(m->trans_b, panel, m->ldb, kc, nc, dst);
 }
 
+/* Where the block of k starting at pc begins in an operand packed whole
+ * with all of k (apk_pack_a_all, apk_pack_b_all): micro-panels of width
+ * `width` stored k-major, so the block whose first row (A) or column (B) is
+ * `first` starts pc rows into its micro-panel, and panels stride k * width. */
+static const float *apk_packed_block(const float *packed, int first, int pc, int k, int width)
+{
+  return packed + (ptrdiff_t)first * k + (ptrdiff_t)pc * width;
+}
+
 /* The five loops, with op(B) packed by the caller's routine. Without store,
  * C = A * op(B) + beta * C (alpha applied too); with store, every k block's
  * MR x NR product tile is handed to store, which adds it wherever it
@@ -277,26 +286,17 @@ static void apk_gemm_driver(int trans_a, int m, int n, int k, float alpha, const
       /* The first k block applies the caller's beta; later ones accumulate. */
       float beta_block = pc == 0 ? beta : 1.0f;
       /* Micro-panel strides and the block's start in them. */
-      const float *b_at = pb;
-      ptrdiff_t b_panel = kc;
-      if (packed_b) {
-        b_at = packed_b + (ptrdiff_t)jc * k + (ptrdiff_t)pc * APK_NR;
-        b_panel = k;
-      } else {
+      const float *b_at = packed_b ? apk_packed_block(packed_b, jc, pc, k, APK_NR) : pb;
+      ptrdiff_t b_panel = packed_b ? k : kc;
+      if (!packed_b)
         pack_b(b_ctx, pc, kc, jc, nc, pb);
-      }
       for (int ic = 0; ic < m; ic += APK_MC) {
         int mc = apk_min(APK_MC, m - ic);
-        const float *a_at = pa;
-        ptrdiff_t a_panel = kc;
-        if (packed_a) {
-          a_at = packed_a + (ptrdiff_t)ic * k + (ptrdiff_t)pc * APK_MR;
-          a_panel = k;
-        } else {
-          const float *a_block =
-              trans_a ? a + (ptrdiff_t)pc * lda + ic : a + (ptrdiff_t)ic * lda + pc;
-          apk_pack_a(trans_a, a_block, lda, mc, kc, pa);
-        }
+        const float *a_at = packed_a ? apk_packed_block(packed_a, ic, pc, k, APK_MR) : pa;
+        ptrdiff_t a_panel = packed_a ? k : kc;
+        if (!packed_a)
+          apk_pack_a(trans_a, trans_a ? a + (ptrdiff_t)pc * lda + ic : a + (ptrdiff_t)ic * lda + pc,
+                     lda, mc, kc, pa);
         for (int jr = 0; jr < nc; jr += APK_NR) {
           int cols = apk_min(APK_NR, nc - jr);
           int nv = (cols + APK_VL - 1) / APK_VL;

@@ -14,6 +14,10 @@
  *                    large message, ping-pong between two devices, its
  *                    per-message cost taken out
  *   link_latency_s   half the round trip of an 8-byte message
+ *   exp_s            one libm exp in double, as the loss's softmax calls it
+ *                    per logit (twice) and Softmax's float loop per element
+ *   tanh_s           one element of the element-wise loops' vectorised tanh
+ *                    (apk_tanhf, which GELU's tanh form and Tanh call)
  *   mem_bytes        physical memory over the processors online (devices
  *                    that are threads of one host share it)
  * Each figure is the median of several samples; the spread of the samples
@@ -21,6 +25,7 @@
  * name and renamed into place, so a failed run leaves nothing. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +39,16 @@ enum { SAMPLES = 7, MAX_SAMPLES = 16 };
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The calling thread's CPU time: a device is one thread, and its compute is
+ * what the cost model prices; other processes sharing the cores then do not
+ * count (on a quiet machine the two clocks agree). The transport's figures
+ * keep wall time, since waiting is what they measure. */
+static double cpu_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -71,11 +86,11 @@ static int gemm_rate(const aprt_calibrate_kernels *k, int m, int n, int kk, doub
     double flop = 2.0 * m * n * kk;
     for (int s = 0; s < SAMPLES; s++) {
       int reps = 0;
-      double t0 = now_s(), t;
+      double t0 = cpu_s(), t;
       do {
         k->sgemm(0, 0, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n, work);
         reps++;
-      } while ((t = now_s() - t0) < quantum_s);
+      } while ((t = cpu_s() - t0) < quantum_s);
       rate[s] = flop * reps / t;
     }
   }
@@ -96,18 +111,58 @@ static int copy_rate(double quantum_s, double *rate) {
     memset(dst, 2, bytes);
     for (int s = 0; s < SAMPLES; s++) {
       int reps = 0;
-      double t0 = now_s(), t;
+      double t0 = cpu_s(), t;
       do {
         memcpy(dst, src, bytes);
         __asm__ volatile("" : : "r"(dst) : "memory");
         reps++;
-      } while ((t = now_s() - t0) < quantum_s);
+      } while ((t = cpu_s() - t0) < quantum_s);
       rate[s] = 2.0 * (double)bytes * reps / t;
     }
   }
   free(src);
   free(dst);
   return ok;
+}
+
+/* ---- transcendental functions ---- */
+
+enum { TRANSCENDENTAL_N = 4096 }; /* floats: in L1, so only the function counts */
+
+/* Seconds per element of libm's exp in double over logits minus their
+ * maximum, as the generated loss computes it, per sample. */
+static void exp_time(double quantum_s, double *per) {
+  static float x[TRANSCENDENTAL_N];
+  for (int i = 0; i < TRANSCENDENTAL_N; i++)
+    x[i] = -8.0f * (float)i / TRANSCENDENTAL_N;
+  for (int s = 0; s < SAMPLES; s++) {
+    long reps = 0;
+    double sum = 0, t0 = cpu_s(), t;
+    do {
+      for (int i = 0; i < TRANSCENDENTAL_N; i++)
+        sum += exp((double)x[i]);
+      __asm__ volatile("" : : "r"(&sum) : "memory");
+      reps++;
+    } while ((t = cpu_s() - t0) < quantum_s);
+    per[s] = t / ((double)reps * TRANSCENDENTAL_N);
+  }
+}
+
+/* The same for the kernels' tanh loop. */
+static void tanh_time(const aprt_calibrate_kernels *k, double quantum_s, double *per) {
+  static float x[TRANSCENDENTAL_N], y[TRANSCENDENTAL_N];
+  for (int i = 0; i < TRANSCENDENTAL_N; i++)
+    x[i] = 8.0f * (float)i / TRANSCENDENTAL_N - 4.0f;
+  for (int s = 0; s < SAMPLES; s++) {
+    long reps = 0;
+    double t0 = cpu_s(), t;
+    do {
+      k->tanh_n(y, x, TRANSCENDENTAL_N);
+      __asm__ volatile("" : : "r"(y) : "memory");
+      reps++;
+    } while ((t = cpu_s() - t0) < quantum_s);
+    per[s] = t / ((double)reps * TRANSCENDENTAL_N);
+  }
 }
 
 /* ---- the threads transport ---- */
@@ -169,8 +224,8 @@ static int one_way(size_t bytes, int trips, double *t, char *err, size_t err_len
 /* ---- the device file ---- */
 
 static int write_file(const char *path, const char *name, figure flops, figure bw,
-                      double mem_bytes, figure link_bw, figure latency, char *err,
-                      size_t err_len) {
+                      double mem_bytes, figure link_bw, figure latency, figure exp_t,
+                      figure tanh_t, char *err, size_t err_len) {
   size_t len = strlen(path) + 8;
   char *tmp = malloc(len);
   if (!tmp) {
@@ -197,10 +252,15 @@ static int write_file(const char *path, const char *name, figure flops, figure b
           "# threads transport, one-way, 16 MiB messages; spread %.0f%%\n"
           "link_bw_bytes_s = %.4g\n"
           "# threads transport, half an 8-byte round trip; spread %.0f%%\n"
-          "link_latency_s = %.4g\n",
+          "link_latency_s = %.4g\n"
+          "# libm exp in double, per call (the loss, Softmax); spread %.0f%%\n"
+          "exp_s = %.4g\n"
+          "# the kernels' vectorised tanh, per element (GELU, Tanh); spread %.0f%%\n"
+          "tanh_s = %.4g\n",
           SAMPLES, name, 100 * flops.spread, flops.median, 100 * bw.spread, bw.median,
           mem_bytes, 100 * link_bw.spread, link_bw.median, 100 * latency.spread,
-          latency.median);
+          latency.median, 100 * exp_t.spread, exp_t.median, 100 * tanh_t.spread,
+          tanh_t.median);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
@@ -251,6 +311,10 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
     return 1;
   }
   figure bw = summarise(samples, SAMPLES);
+  exp_time(quantum_s, samples);
+  figure exp_t = summarise(samples, SAMPLES);
+  tanh_time(k, quantum_s, samples);
+  figure tanh_t = summarise(samples, SAMPLES);
   double small[SAMPLES], large[SAMPLES];
   if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, small, err, sizeof err) ||
       !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, large, err, sizeof err)) {
@@ -268,13 +332,16 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   long procs = sysconf(_SC_NPROCESSORS_ONLN);
   double mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 4294967296.0;
   mem_bytes /= procs > 0 ? (double)procs : 1.0;
-  if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, err, sizeof err)) {
+  if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, exp_t, tanh_t, err,
+                  sizeof err)) {
     fprintf(stderr, "calibrate: %s\n", err);
     return 1;
   }
   printf("peak_flops %.4g FLOP/s (spread %.0f%%), mem_bw %.4g B/s (%.0f%%), "
-         "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%)\n",
+         "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%), exp %.3g s (%.0f%%), "
+         "tanh %.3g s (%.0f%%)\n",
          flops.median, 100 * flops.spread, bw.median, 100 * bw.spread, link_bw.median,
-         100 * link_bw.spread, latency.median, 100 * latency.spread);
+         100 * link_bw.spread, latency.median, 100 * latency.spread, exp_t.median,
+         100 * exp_t.spread, tanh_t.median, 100 * tanh_t.spread);
   return 0;
 }

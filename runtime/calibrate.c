@@ -4,7 +4,7 @@
  * same C compiler and flags, the kernels of codegen/kernels, this runtime)
  * whose main calls aprt_calibrate_main, so every figure is what a generated
  * program gets on this machine:
- *   peak_flops       the median rate of apk_sgemm over a few layer shapes
+ *   peak_flops       the median over a few layer shapes of apk_sgemm's rate
  *                    (2 m n k FLOP per product, the cost model's count), one
  *                    thread: one device
  *   mem_bw_bytes_s   memcpy of a buffer larger than the caches, bytes read
@@ -20,8 +20,12 @@
  *                    (apk_tanhf, which GELU's tanh form and Tanh call)
  *   mem_bytes        physical memory over the processors online (devices
  *                    that are threads of one host share it)
- * Each figure is the median of several samples; the spread of the samples
- * is written beside it as a comment. The file is written to a temporary
+ * The compute, memory and transcendental figures are each the fastest of
+ * several samples timed by the thread's CPU time (other processes on the
+ * cores only ever slow a sample down, through the caches and memory they
+ * share), the GEMM rate the median over its shapes of each shape's fastest;
+ * the transport's figures are medians of wall times. The spread of the
+ * samples is written beside each figure as a comment. The file is written to a temporary
  * name and renamed into place, so a failed run leaves nothing. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -57,15 +61,23 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* A figure: the median of its samples and their relative spread. */
+/* A figure: its value and the relative spread of its samples. */
 typedef struct figure {
-  double median, spread;
+  double value, spread; /* the figure; (largest - smallest) / value */
 } figure;
 
+/* The median of the samples. */
 static figure summarise(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   double m = v[n / 2];
   return (figure){m, m > 0 ? (v[n - 1] - v[0]) / m : 0};
+}
+
+/* The fastest sample: the largest rate, or the smallest time. */
+static figure fastest(double *v, int n, int rate) {
+  figure f = summarise(v, n);
+  double best = rate ? v[n - 1] : v[0];
+  return (figure){best, f.value > 0 ? f.spread * f.value / best : 0};
 }
 
 /* ---- compute and memory ---- */
@@ -240,8 +252,9 @@ static int write_file(const char *path, const char *name, figure flops, figure b
     return 0;
   }
   fprintf(f,
-          "# This machine, measured by accparc calibrate (median of %d samples each;\n"
-          "# spread = (largest - smallest) / median). One device is one thread.\n"
+          "# This machine, measured by accparc calibrate (the fastest of %d samples\n"
+          "# timed by CPU time; the transport's, their median; spread = (largest -\n"
+          "# smallest) / figure). One device is one thread.\n"
           "name = %s\n"
           "# apk_sgemm, 2 m n k FLOP per product; spread %.0f%%\n"
           "peak_flops = %.4g\n"
@@ -257,10 +270,10 @@ static int write_file(const char *path, const char *name, figure flops, figure b
           "exp_s = %.4g\n"
           "# the kernels' vectorised tanh, per element (GELU, Tanh); spread %.0f%%\n"
           "tanh_s = %.4g\n",
-          SAMPLES, name, 100 * flops.spread, flops.median, 100 * bw.spread, bw.median,
-          mem_bytes, 100 * link_bw.spread, link_bw.median, 100 * latency.spread,
-          latency.median, 100 * exp_t.spread, exp_t.median, 100 * tanh_t.spread,
-          tanh_t.median);
+          SAMPLES, name, 100 * flops.spread, flops.value, 100 * bw.spread, bw.value,
+          mem_bytes, 100 * link_bw.spread, link_bw.value, 100 * latency.spread,
+          latency.value, 100 * exp_t.spread, exp_t.value, 100 * tanh_t.spread,
+          tanh_t.value);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
@@ -304,17 +317,23 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
       fprintf(stderr, "calibrate: out of memory\n");
       return 1;
     }
-  /* The median over every shape's samples: no one shape decides. */
+  /* The median over the shapes of each one's fastest: no one shape decides. */
+  double best[N_SHAPES];
+  for (int s = 0; s < N_SHAPES; s++)
+    best[s] = fastest(rates + s * SAMPLES, SAMPLES, 1).value;
   figure flops = summarise(rates, N_SHAPES * SAMPLES);
+  flops.spread *= flops.value;
+  flops.value = summarise(best, N_SHAPES).value;
+  flops.spread /= flops.value;
   if (!copy_rate(quantum_s, samples)) {
     fprintf(stderr, "calibrate: out of memory\n");
     return 1;
   }
-  figure bw = summarise(samples, SAMPLES);
+  figure bw = fastest(samples, SAMPLES, 1);
   exp_time(quantum_s, samples);
-  figure exp_t = summarise(samples, SAMPLES);
+  figure exp_t = fastest(samples, SAMPLES, 0);
   tanh_time(k, quantum_s, samples);
-  figure tanh_t = summarise(samples, SAMPLES);
+  figure tanh_t = fastest(samples, SAMPLES, 0);
   double small[SAMPLES], large[SAMPLES];
   if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, small, err, sizeof err) ||
       !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, large, err, sizeof err)) {
@@ -324,7 +343,7 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   figure latency = summarise(small, SAMPLES);
   double link[SAMPLES];
   for (int s = 0; s < SAMPLES; s++) {
-    double t = large[s] - latency.median;
+    double t = large[s] - latency.value;
     link[s] = (double)((size_t)16 << 20) / (t > 0 ? t : large[s]);
   }
   figure link_bw = summarise(link, SAMPLES);
@@ -340,8 +359,8 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   printf("peak_flops %.4g FLOP/s (spread %.0f%%), mem_bw %.4g B/s (%.0f%%), "
          "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%), exp %.3g s (%.0f%%), "
          "tanh %.3g s (%.0f%%)\n",
-         flops.median, 100 * flops.spread, bw.median, 100 * bw.spread, link_bw.median,
-         100 * link_bw.spread, latency.median, 100 * latency.spread, exp_t.median,
-         100 * exp_t.spread, tanh_t.median, 100 * tanh_t.spread);
+         flops.value, 100 * flops.spread, bw.value, 100 * bw.spread, link_bw.value,
+         100 * link_bw.spread, latency.value, 100 * latency.spread, exp_t.value,
+         100 * exp_t.spread, tanh_t.value, 100 * tanh_t.spread);
   return 0;
 }

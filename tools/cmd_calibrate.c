@@ -20,9 +20,10 @@
 static const char usage_text[] =
     "usage: accparc calibrate -o HOST.dev [--name NAME] [--quick]\n"
     "  -o HOST.dev   the device file to write (name, peak_flops, mem_bw_bytes_s,\n"
-    "                mem_bytes, link_bw_bytes_s, link_latency_s): this machine's\n"
-    "                one-thread GEMM rate of the programs' kernels, copy bandwidth,\n"
-    "                the threads transport's bandwidth and per-message latency\n"
+    "                mem_bytes, link_bw_bytes_s, link_latency_s, exp_s, tanh_s):\n"
+    "                this machine's one-thread GEMM rate of the programs' kernels,\n"
+    "                copy bandwidth, the threads transport's bandwidth and\n"
+    "                per-message latency, an exp's and a vectorised tanh's time\n"
     "  --name NAME   the device kind's name in plans (default: host)\n"
     "  --quick       shorter samples (about a second in all; noisier)\n"
     "Use it as --devices HOST.dev:N. The measuring program is built with $CC and\n"

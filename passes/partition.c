@@ -353,7 +353,6 @@ static double transcendental_s(const ap_node *n, const ap_device_kind *dk) {
  * vertex computing graph output 0 also runs the loss on its share of the
  * rows: two exp in double per logit (its softmax and that softmax's
  * gradient), the logits read and their error written. */
-
 static double group_compute(const ap_plan *p, const ap_graph *g, int v, const int64_t *ext,
                             const ap_device_kind *dk, int count) {
   const ap_vertex *vx = &p->v[v];

@@ -8,8 +8,11 @@ step time (the program's --report, predicted_step_time_s) beside the median
 measured one (the report's step_time_s: from one step's loss to the next, as
 the slowest device ran it), their ratio, and whether the strategies rank the
 same by predicted and by measured time (pairs of plans the cost model tells
-apart by more than 5%; equal plans are noise). Figures are measurements of this
-machine, not assertions; nothing here is run by ctest.
+apart by more than 5%; equal plans are noise). Beside them, the busiest
+device's CPU time per step (S steps less one step, start-up cancels), which
+other processes on the cores barely change: on one device it is the step's
+time; on several it leaves out the waits for messages. Figures are
+measurements of this machine, not assertions; nothing here is run by ctest.
 
 Usage: bench/predict.py [--build DIR] [--batch N] [--steps S] [--runs R]
                         [--device-file F] [MODEL...]
@@ -32,16 +35,25 @@ def run(cmd):
 
 
 def measure(exe, work, steps, runs):
-    """Median measured step time over runs and the predicted one."""
-    times, predicted = [], None
+    """Median measured step time over runs, the median CPU time of a step of
+    the busiest device (a run of `steps` steps less a run of one, so start-up
+    cancels), and the predicted step time."""
+    times, cpu, predicted = [], [], None
     report = os.path.join(work, "report.json")
-    for _ in range(runs):
-        run([exe, "--steps", str(steps), "--lr", "0.01", "--seed", "1", "--report", report])
+
+    def busiest_cpu(n):
+        run([exe, "--steps", str(n), "--lr", "0.01", "--seed", "1", "--report", report])
         with open(report) as f:
             r = json.load(f)
+        return max(r["cpu_time_s"]), r
+
+    for _ in range(runs):
+        c, r = busiest_cpu(steps)
+        c1, _ = busiest_cpu(1)
         times += r["step_time_s"]
+        cpu.append((c - c1) / (steps - 1))
         predicted = r["predicted_step_time_s"]
-    return statistics.median(times), predicted
+    return statistics.median(times), statistics.median(cpu), predicted
 
 
 def main():
@@ -49,7 +61,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(root, "build"))
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=6)  # 2 or more
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--device-file", help="use this device file instead of calibrating")
     ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
@@ -65,8 +77,9 @@ def main():
             print("".join("    " + line for line in f))
         run([zoo, "--seed", "1", "--batch", str(a.batch), "-o", work] + a.models)
         print(f"batch {a.batch}, {a.runs} runs of {a.steps} steps; times in ms\n")
-        print("| model | devices | strategy | predicted | measured | predicted/measured |")
-        print("|---|--:|---|--:|--:|--:|")
+        print("| model | devices | strategy | predicted | measured | predicted/measured "
+              "| busiest CPU | predicted/CPU |")
+        print("|---|--:|---|--:|--:|--:|--:|--:|")
         rankings = []
         for m in a.models:
             rows = []
@@ -75,29 +88,31 @@ def main():
                     out = os.path.join(work, f"{m}.{n}.{s}")
                     run([accparc, "compile", os.path.join(work, m + ".onnx"), "--devices",
                          f"{dev}:{n}", "--strategy", s, "--mode", "train", "-o", out])
-                    t, p = measure(os.path.join(out, "model"), work, a.steps, a.runs)
-                    ratio = p / t if p else float("nan")
+                    t, c, p = measure(os.path.join(out, "model"), work, a.steps, a.runs)
                     print(f"| {m} | {n} | {s if n > 1 else '-'} | {1e3 * p:.3f} | "
-                          f"{1e3 * t:.3f} | {ratio:.2f} |", flush=True)
+                          f"{1e3 * t:.3f} | {p / t:.2f} | {1e3 * c:.3f} | {p / c:.2f} |",
+                          flush=True)
                     if n == 2:
-                        rows.append((s, p, t))
+                        rows.append((s, p, t, c))
             rankings.append((m, rows))
         print("\nTwo devices: the strategies fastest first by predicted and by measured time;"
               "\npairs: of the pairs of strategies whose predicted times differ by more than"
-              "\n5%, how many the measured times order the same way.\n")
-        print("| model | predicted | measured | pairs in the same order |")
-        print("|---|---|---|--:|")
+              "\n5%, how many the measured times (and the busiest device's CPU times) order"
+              "\nthe same way.\n")
+        print("| model | predicted | measured | pairs in the same order | by CPU |")
+        print("|---|---|---|--:|--:|")
         for m, rows in rankings:
-            by_p = " < ".join(s for s, _, _ in sorted(rows, key=lambda r: r[1]))
-            by_t = " < ".join(s for s, _, _ in sorted(rows, key=lambda r: r[2]))
-            agree = total = 0
+            by_p = " < ".join(r[0] for r in sorted(rows, key=lambda r: r[1]))
+            by_t = " < ".join(r[0] for r in sorted(rows, key=lambda r: r[2]))
+            agree = agree_cpu = total = 0
             for i in range(len(rows)):
                 for j in range(i + 1, len(rows)):
-                    (_, pi, ti), (_, pj, tj) = rows[i], rows[j]
+                    (_, pi, ti, ci), (_, pj, tj, cj) = rows[i], rows[j]
                     if abs(pi - pj) > 0.05 * min(pi, pj):
                         total += 1
                         agree += (pi < pj) == (ti < tj)
-            print(f"| {m} | {by_p} | {by_t} | {agree}/{total} |")
+                        agree_cpu += (pi < pj) == (ci < cj)
+            print(f"| {m} | {by_p} | {by_t} | {agree}/{total} | {agree_cpu}/{total} |")
     return 0
 
 

@@ -12,23 +12,33 @@
 typedef struct preset {
   const char *name;
   double peak_flops, mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s;
+  double exp_s, tanh_s;
 } preset;
+
+/* Transcendental functions (exp_s, tanh_s). A TPU computes them on its
+ * vector unit of 8 x 128 lanes (Jouppi et al., CACM 2020), at an assumed 10
+ * cycles per element: 10 / (1024 lanes x 700 MHz) = 1.4e-11 s for v2,
+ * 10 / (1024 x 940 MHz) = 1.0e-11 s for v3 (rounded, so that a plan's JSON
+ * reads back exactly). Eyeriss has no such unit; 10 of its operations per
+ * element are assumed (10 / 84e9 = 1.2e-10 s). The cpu preset's figures are
+ * this host's, measured by `accparc calibrate` (2026-11-27): libm's exp in
+ * double 5.1 ns, the kernels' vectorised tanh 0.62 ns per element. */
 
 static const preset presets[] = {
     /* Cloud TPU v2 chip: 45 TFLOP/s bf16, 16 GiB HBM at 600 GB/s; ICI links of
      * 496 Gbit/s (Jouppi et al., CACM 2020, table 3). */
-    {"tpuv2", 45e12, 600e9, 16.0 * 1073741824.0, 496e9 / 8, 1e-6},
+    {"tpuv2", 45e12, 600e9, 16.0 * 1073741824.0, 496e9 / 8, 1e-6, 1.4e-11, 1.4e-11},
     /* Cloud TPU v3 chip: 123 TFLOP/s bf16, 32 GiB HBM2 at 900 GB/s; ICI links
      * of 656 Gbit/s (same sources). */
-    {"tpuv3", 123e12, 900e9, 32.0 * 1073741824.0, 656e9 / 8, 1e-6},
+    {"tpuv3", 123e12, 900e9, 32.0 * 1073741824.0, 656e9 / 8, 1e-6, 1.0e-11, 1.0e-11},
     /* HyPar's evaluation: Eyeriss-like accelerators of 84 GOP/s, each with an
      * HMC cube (8 GiB, 320 GB/s) on an H-tree of 1.6 GB/s-per-direction links. */
-    {"eyeriss", 84e9, 320e9, 8.0 * 1073741824.0, 1.6e9, 1e-6},
+    {"eyeriss", 84e9, 320e9, 8.0 * 1073741824.0, 1.6e9, 1e-6, 1.2e-10, 1.2e-10},
     /* This host, measured by `plan_time --measure-cpu` (bench/plan_time.c,
      * 2026-11-21): one core's float32 matrix multiply (31 GFLOP/s) and copy
      * bandwidth (11.3 GB/s read+write); a link between threads is a copy,
      * half that; 4 GiB per device and 5 us per hand-off are assumptions. */
-    {"cpu", 3.1e10, 1.13e10, 4.0 * 1073741824.0, 5.66e9, 5e-6},
+    {"cpu", 3.1e10, 1.13e10, 4.0 * 1073741824.0, 5.66e9, 5e-6, 5.1e-9, 6.2e-10},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
 
@@ -48,6 +58,8 @@ bool ap_device_preset(const char *name, ap_device_kind *out) {
       out->mem_bytes = presets[i].mem_bytes;
       out->link_bw_bytes_s = presets[i].link_bw_bytes_s;
       out->link_latency_s = presets[i].link_latency_s;
+      out->exp_s = presets[i].exp_s;
+      out->tanh_s = presets[i].tanh_s;
       return true;
     }
   return false;
@@ -71,9 +83,12 @@ ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d)
   struct { const char *key; double *field; } keys[] = {
       {"peak_flops", &out->peak_flops},         {"mem_bw_bytes_s", &out->mem_bw_bytes_s},
       {"mem_bytes", &out->mem_bytes},           {"link_bw_bytes_s", &out->link_bw_bytes_s},
-      {"link_latency_s", &out->link_latency_s},
+      {"link_latency_s", &out->link_latency_s}, {"exp_s", &out->exp_s},
+      {"tanh_s", &out->tanh_s},
   };
-  bool seen[5] = {false};
+  enum { N_KEYS = sizeof keys / sizeof keys[0], N_REQUIRED = 5 }; /* files older than the
+                                                                     transcendentals lack them */
+  bool seen[N_KEYS] = {false};
   char line[512];
   int lineno = 0;
   ap_status st = AP_OK;
@@ -98,15 +113,15 @@ ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d)
       continue;
     }
     int k = 0;
-    while (k < 5 && strcmp(keys[k].key, key) != 0)
+    while (k < N_KEYS && strcmp(keys[k].key, key) != 0)
       k++;
     char *end;
-    double x = k < 5 ? strtod(val, &end) : 0;
-    if (k == 5)
+    double x = k < N_KEYS ? strtod(val, &end) : 0;
+    if (k == N_KEYS)
       st = ap_error(d, AP_ERR_PARSE, path, NULL, NULL, "line %d: unknown key '%s'", lineno,
                     key);
     else if (end == val || *end || !(x >= 0) || isinf(x) ||
-             (x == 0 && k != 4))
+             (x == 0 && k < N_REQUIRED && k != 4))
       st = ap_error(d, AP_ERR_PARSE, path, NULL, NULL,
                     "line %d: '%s' needs a positive number, got '%s'", lineno, key, val);
     else {
@@ -117,7 +132,7 @@ ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d)
   fclose(f);
   if (st != AP_OK)
     return st;
-  for (int k = 0; k < 5; k++)
+  for (int k = 0; k < N_REQUIRED; k++)
     if (!seen[k])
       return ap_error(d, AP_ERR_PARSE, path, NULL, NULL, "missing key '%s'", keys[k].key);
   if (!out->name[0]) {

@@ -325,9 +325,34 @@ static double conv_packing_floats(const apk_conv2d *whole, bool first, int64_t n
   return floats;
 }
 
+/* Seconds per output element of node n's transcendental functions in a
+ * training step, which neither peak_flops nor the memory traffic price:
+ * libm's exp in Softmax's and Sigmoid's loops, once forward (their
+ * backward reuses the output); the vectorised tanh forward, and again
+ * backward where the gradient recomputes it (GELU). */
+static double transcendental_s(const ap_node *n, const ap_device_kind *dk) {
+  switch (n->op) {
+  case AP_OP_SOFTMAX:
+  case AP_OP_LOG_SOFTMAX:
+  case AP_OP_SIGMOID:
+  case AP_OP_EXP:
+    return dk->exp_s;
+  case AP_OP_TANH:
+  case AP_OP_ERF:
+    return dk->tanh_s;
+  case AP_OP_GELU:
+    return 2 * dk->tanh_s;
+  default:
+    return 0;
+  }
+}
+
 /* Compute and memory-traffic time of vertex v (with its chain ops) on a
  * group of `count` devices of kind dk holding extents ext (its own ports at
- * ext + 0). Used at every level and for the devices themselves. */
+ * ext + 0). Used at every level and for the devices themselves. The
+ * vertex computing graph output 0 also runs the loss on its share of the
+ * rows: two exp in double per logit (its softmax and that softmax's
+ * gradient), the logits read and their error written. */
 static double group_compute(const ap_plan *p, const ap_graph *g, int v, const int64_t *ext,
                             const ap_device_kind *dk, int count) {
   const ap_vertex *vx = &p->v[v];
@@ -388,6 +413,16 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
     double b = elem_bytes(g, op->in_value) * (double)ap_numel(iv->rank, iv->dims) * fi +
                elem_bytes(g, op->out_value) * (double)ap_numel(ov->rank, ov->dims) * fo;
     t += 2 * b / (count * dk->mem_bw_bytes_s);
+    t += (double)ap_numel(ov->rank, ov->dims) * fo * transcendental_s(&g->nodes[op->node], dk) /
+         count;
+  }
+  if (v == p->loss_vertex && g->n_outputs > 0) {
+    const ap_value *yv = &g->values[g->outputs[0]];
+    double share = (double)ap_numel(yv->rank, yv->dims);
+    for (int c = 0; c < 2; c++)
+      if (p->loss_map[c] >= 0)
+        share *= f0[c];
+    t += share * (2 * dk->exp_s + 2 * elem_bytes(g, g->outputs[0]) / dk->mem_bw_bytes_s) / count;
   }
   return t;
 }

@@ -229,6 +229,17 @@ static ap_status read_devices(const loader *x, const jval *list, ap_devices *dv)
                         "device kind '%s' has no number \"%s\"", dk->name, figures[f]);
       *field[f] = num->num;
     }
+    /* Plans written before the transcendentals were priced lack them: 0, unpriced. */
+    static const char *const optional[] = {"exp_s", "tanh_s"};
+    double *ofield[] = {&dk->exp_s, &dk->tanh_s};
+    for (int f = 0; f < 2; f++) {
+      const jval *num = member(list->item[k], optional[f]);
+      if (num && (num->kind != J_NUM || !(num->num >= 0) || isinf(num->num)))
+        return ap_error(x->d, AP_ERR_INVALID, x->file, NULL, NULL,
+                        "device kind '%s' has no number \"%s\"", dk->name, optional[f]);
+      if (num)
+        *ofield[f] = num->num;
+    }
     dv->n_kinds++;
     dv->n_devices += dk->count;
   }

@@ -317,13 +317,15 @@ int aprt_main(int argc, char **argv, const aprt_program *prog);
  * The main of the program `accparc calibrate` builds beside the kernels of
  * codegen/kernels: measures this machine as generated programs see it (the
  * kernels' GEMM rate, copy bandwidth, the threads transport's bandwidth and
- * per-message latency) and writes a device file.
+ * per-message latency, exp and tanh per element) and writes a device file.
  *   program OUT.dev [--name NAME] [--quick] */
 typedef struct aprt_calibrate_kernels {
   void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                 ptrdiff_t lda, const float *b, ptrdiff_t ldb, float beta, float *c,
                 ptrdiff_t ldc, float *work);
   size_t (*sgemm_work_floats)(int m, int n, int k);
+  void (*tanh_n)(float *y, const float *x, size_t n); /* y = tanh(x), the element-wise
+                                                          loops' form */
 } aprt_calibrate_kernels;
 int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k);
 

@@ -4,7 +4,7 @@
  * same C compiler and flags, the kernels of codegen/kernels, this runtime)
  * whose main calls aprt_calibrate_main, so every figure is what a generated
  * program gets on this machine:
- *   peak_flops       the median rate of apk_sgemm over a few layer shapes
+ *   peak_flops       the median over a few layer shapes of apk_sgemm's rate
  *                    (2 m n k FLOP per product, the cost model's count), one
  *                    thread: one device
  *   mem_bw_bytes_s   memcpy of a buffer larger than the caches, bytes read
@@ -14,13 +14,22 @@
  *                    large message, ping-pong between two devices, its
  *                    per-message cost taken out
  *   link_latency_s   half the round trip of an 8-byte message
+ *   exp_s            one libm exp in double, as the loss's softmax calls it
+ *                    per logit (twice) and Softmax's float loop per element
+ *   tanh_s           one element of the element-wise loops' vectorised tanh
+ *                    (apk_tanhf, which GELU's tanh form and Tanh call)
  *   mem_bytes        physical memory over the processors online (devices
  *                    that are threads of one host share it)
- * Each figure is the median of several samples; the spread of the samples
- * is written beside it as a comment. The file is written to a temporary
+ * The compute, memory and transcendental figures are each the fastest of
+ * several samples timed by the thread's CPU time (other processes on the
+ * cores only ever slow a sample down, through the caches and memory they
+ * share), the GEMM rate the median over its shapes of each shape's fastest;
+ * the transport's figures are medians of wall times. The spread of the
+ * samples is written beside each figure as a comment. The file is written to a temporary
  * name and renamed into place, so a failed run leaves nothing. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,20 +46,38 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The calling thread's CPU time: a device is one thread, and its compute is
+ * what the cost model prices; other processes sharing the cores then do not
+ * count (on a quiet machine the two clocks agree). The transport's figures
+ * keep wall time, since waiting is what they measure. */
+static double cpu_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
-/* A figure: the median of its samples and their relative spread. */
+/* A figure: its value and the relative spread of its samples. */
 typedef struct figure {
-  double median, spread;
+  double value, spread; /* the figure; (largest - smallest) / value */
 } figure;
 
+/* The median of the samples. */
 static figure summarise(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   double m = v[n / 2];
   return (figure){m, m > 0 ? (v[n - 1] - v[0]) / m : 0};
+}
+
+/* The fastest sample: the largest rate, or the smallest time. */
+static figure fastest(double *v, int n, int rate) {
+  figure f = summarise(v, n);
+  double best = rate ? v[n - 1] : v[0];
+  return (figure){best, f.value > 0 ? f.spread * f.value / best : 0};
 }
 
 /* ---- compute and memory ---- */
@@ -71,11 +98,11 @@ static int gemm_rate(const aprt_calibrate_kernels *k, int m, int n, int kk, doub
     double flop = 2.0 * m * n * kk;
     for (int s = 0; s < SAMPLES; s++) {
       int reps = 0;
-      double t0 = now_s(), t;
+      double t0 = cpu_s(), t;
       do {
         k->sgemm(0, 0, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n, work);
         reps++;
-      } while ((t = now_s() - t0) < quantum_s);
+      } while ((t = cpu_s() - t0) < quantum_s);
       rate[s] = flop * reps / t;
     }
   }
@@ -96,18 +123,58 @@ static int copy_rate(double quantum_s, double *rate) {
     memset(dst, 2, bytes);
     for (int s = 0; s < SAMPLES; s++) {
       int reps = 0;
-      double t0 = now_s(), t;
+      double t0 = cpu_s(), t;
       do {
         memcpy(dst, src, bytes);
         __asm__ volatile("" : : "r"(dst) : "memory");
         reps++;
-      } while ((t = now_s() - t0) < quantum_s);
+      } while ((t = cpu_s() - t0) < quantum_s);
       rate[s] = 2.0 * (double)bytes * reps / t;
     }
   }
   free(src);
   free(dst);
   return ok;
+}
+
+/* ---- transcendental functions ---- */
+
+enum { TRANSCENDENTAL_N = 4096 }; /* floats: in L1, so only the function counts */
+
+/* Seconds per element of libm's exp in double over logits minus their
+ * maximum, as the generated loss computes it, per sample. */
+static void exp_time(double quantum_s, double *per) {
+  static float x[TRANSCENDENTAL_N];
+  for (int i = 0; i < TRANSCENDENTAL_N; i++)
+    x[i] = -8.0f * (float)i / TRANSCENDENTAL_N;
+  for (int s = 0; s < SAMPLES; s++) {
+    long reps = 0;
+    double sum = 0, t0 = cpu_s(), t;
+    do {
+      for (int i = 0; i < TRANSCENDENTAL_N; i++)
+        sum += exp((double)x[i]);
+      __asm__ volatile("" : : "r"(&sum) : "memory");
+      reps++;
+    } while ((t = cpu_s() - t0) < quantum_s);
+    per[s] = t / ((double)reps * TRANSCENDENTAL_N);
+  }
+}
+
+/* The same for the kernels' tanh loop. */
+static void tanh_time(const aprt_calibrate_kernels *k, double quantum_s, double *per) {
+  static float x[TRANSCENDENTAL_N], y[TRANSCENDENTAL_N];
+  for (int i = 0; i < TRANSCENDENTAL_N; i++)
+    x[i] = 8.0f * (float)i / TRANSCENDENTAL_N - 4.0f;
+  for (int s = 0; s < SAMPLES; s++) {
+    long reps = 0;
+    double t0 = cpu_s(), t;
+    do {
+      k->tanh_n(y, x, TRANSCENDENTAL_N);
+      __asm__ volatile("" : : "r"(y) : "memory");
+      reps++;
+    } while ((t = cpu_s() - t0) < quantum_s);
+    per[s] = t / ((double)reps * TRANSCENDENTAL_N);
+  }
 }
 
 /* ---- the threads transport ---- */
@@ -169,8 +236,8 @@ static int one_way(size_t bytes, int trips, double *t, char *err, size_t err_len
 /* ---- the device file ---- */
 
 static int write_file(const char *path, const char *name, figure flops, figure bw,
-                      double mem_bytes, figure link_bw, figure latency, char *err,
-                      size_t err_len) {
+                      double mem_bytes, figure link_bw, figure latency, figure exp_t,
+                      figure tanh_t, char *err, size_t err_len) {
   size_t len = strlen(path) + 8;
   char *tmp = malloc(len);
   if (!tmp) {
@@ -185,8 +252,9 @@ static int write_file(const char *path, const char *name, figure flops, figure b
     return 0;
   }
   fprintf(f,
-          "# This machine, measured by accparc calibrate (median of %d samples each;\n"
-          "# spread = (largest - smallest) / median). One device is one thread.\n"
+          "# This machine, measured by accparc calibrate (the fastest of %d samples\n"
+          "# timed by CPU time; the transport's, their median; spread = (largest -\n"
+          "# smallest) / figure). One device is one thread.\n"
           "name = %s\n"
           "# apk_sgemm, 2 m n k FLOP per product; spread %.0f%%\n"
           "peak_flops = %.4g\n"
@@ -197,10 +265,15 @@ static int write_file(const char *path, const char *name, figure flops, figure b
           "# threads transport, one-way, 16 MiB messages; spread %.0f%%\n"
           "link_bw_bytes_s = %.4g\n"
           "# threads transport, half an 8-byte round trip; spread %.0f%%\n"
-          "link_latency_s = %.4g\n",
-          SAMPLES, name, 100 * flops.spread, flops.median, 100 * bw.spread, bw.median,
-          mem_bytes, 100 * link_bw.spread, link_bw.median, 100 * latency.spread,
-          latency.median);
+          "link_latency_s = %.4g\n"
+          "# libm exp in double, per call (the loss, Softmax); spread %.0f%%\n"
+          "exp_s = %.4g\n"
+          "# the kernels' vectorised tanh, per element (GELU, Tanh); spread %.0f%%\n"
+          "tanh_s = %.4g\n",
+          SAMPLES, name, 100 * flops.spread, flops.value, 100 * bw.spread, bw.value,
+          mem_bytes, 100 * link_bw.spread, link_bw.value, 100 * latency.spread,
+          latency.value, 100 * exp_t.spread, exp_t.value, 100 * tanh_t.spread,
+          tanh_t.value);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
@@ -244,13 +317,23 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
       fprintf(stderr, "calibrate: out of memory\n");
       return 1;
     }
-  /* The median over every shape's samples: no one shape decides. */
+  /* The median over the shapes of each one's fastest: no one shape decides. */
+  double best[N_SHAPES];
+  for (int s = 0; s < N_SHAPES; s++)
+    best[s] = fastest(rates + s * SAMPLES, SAMPLES, 1).value;
   figure flops = summarise(rates, N_SHAPES * SAMPLES);
+  flops.spread *= flops.value;
+  flops.value = summarise(best, N_SHAPES).value;
+  flops.spread /= flops.value;
   if (!copy_rate(quantum_s, samples)) {
     fprintf(stderr, "calibrate: out of memory\n");
     return 1;
   }
-  figure bw = summarise(samples, SAMPLES);
+  figure bw = fastest(samples, SAMPLES, 1);
+  exp_time(quantum_s, samples);
+  figure exp_t = fastest(samples, SAMPLES, 0);
+  tanh_time(k, quantum_s, samples);
+  figure tanh_t = fastest(samples, SAMPLES, 0);
   double small[SAMPLES], large[SAMPLES];
   if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, small, err, sizeof err) ||
       !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, large, err, sizeof err)) {
@@ -260,7 +343,7 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   figure latency = summarise(small, SAMPLES);
   double link[SAMPLES];
   for (int s = 0; s < SAMPLES; s++) {
-    double t = large[s] - latency.median;
+    double t = large[s] - latency.value;
     link[s] = (double)((size_t)16 << 20) / (t > 0 ? t : large[s]);
   }
   figure link_bw = summarise(link, SAMPLES);
@@ -268,13 +351,16 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   long procs = sysconf(_SC_NPROCESSORS_ONLN);
   double mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 4294967296.0;
   mem_bytes /= procs > 0 ? (double)procs : 1.0;
-  if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, err, sizeof err)) {
+  if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, exp_t, tanh_t, err,
+                  sizeof err)) {
     fprintf(stderr, "calibrate: %s\n", err);
     return 1;
   }
   printf("peak_flops %.4g FLOP/s (spread %.0f%%), mem_bw %.4g B/s (%.0f%%), "
-         "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%)\n",
-         flops.median, 100 * flops.spread, bw.median, 100 * bw.spread, link_bw.median,
-         100 * link_bw.spread, latency.median, 100 * latency.spread);
+         "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%), exp %.3g s (%.0f%%), "
+         "tanh %.3g s (%.0f%%)\n",
+         flops.value, 100 * flops.spread, bw.value, 100 * bw.spread, link_bw.value,
+         100 * link_bw.spread, latency.value, 100 * latency.spread, exp_t.value,
+         100 * exp_t.spread, tanh_t.value, 100 * tanh_t.spread);
   return 0;
 }

@@ -358,9 +358,10 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
   fmt(path, sizeof path, "%s/host.dev", dir);
   char *dev = slurp(path);
   cr_assert(strstr(dev, "\nname = thishost\n"), "%s", dev);
-  static const char *const keys[] = {"peak_flops", "mem_bw_bytes_s", "mem_bytes",
-                                     "link_bw_bytes_s", "link_latency_s"};
-  for (int k = 0; k < 5; k++) {
+  static const char *const keys[] = {"peak_flops",     "mem_bw_bytes_s", "mem_bytes",
+                                     "link_bw_bytes_s", "link_latency_s", "exp_s",
+                                     "tanh_s"};
+  for (int k = 0; k < 7; k++) {
     char pat[64];
     fmt(pat, sizeof pat, "\n%s = ", keys[k]);
     const char *s = strstr(dev, pat);

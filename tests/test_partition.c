@@ -413,6 +413,15 @@ Test(devices, device_file) {
   cr_expect_str_eq(dv.kinds[0].name, "toy");
   cr_expect_eq(dv.kinds[0].peak_flops, 2e12);
   cr_expect_eq(dv.kinds[0].count, 4);
+  /* A file without the transcendentals (written before they were priced)
+   * leaves them free; one with them sets them. */
+  cr_expect_eq(dv.kinds[0].exp_s, 0);
+  f = fopen(path, "a");
+  fprintf(f, "exp_s = 5e-9\ntanh_s = 6e-10\n");
+  fclose(f);
+  cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK, "%s", d.message);
+  cr_expect_eq(dv.kinds[0].exp_s, 5e-9);
+  cr_expect_eq(dv.kinds[0].tanh_s, 6e-10);
   f = fopen(path, "w");
   fprintf(f, "name = toy\npeak_flops = fast\n");
   fclose(f);
@@ -432,7 +441,9 @@ Test(cost, one_layer_data_parallel_homogeneous) {
    * its 4 x 16 rows of input for the gradient, 3 accesses per float:
    * 384 floats, 1536 bytes at 1 GB/s, 1.536e-6 s. Type I all-reduces dW
    * (16 x 4 floats = 256 bytes): each device sends 2(k-1)/k x 256 = 256
-   * bytes in 2 messages: 2.56e-7 + 2e-6 s. Step: 4.816e-6 s. */
+   * bytes in 2 messages: 2.56e-7 + 2e-6 s. The loss reads each device's 4
+   * rows of 4 logits and writes their error (128 bytes, 1.28e-7 s; the
+   * round kind's exp is free). Step: 4.944e-6 s. */
   new_graph();
   int64_t d[2] = {8, 16};
   finish_graph(gemm(input(2, d), 4));
@@ -440,8 +451,8 @@ Test(cost, one_layer_data_parallel_homogeneous) {
   k.count = 2;
   ap_devices dv = array_of(1, &k);
   ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
-  cr_expect_float_eq(s.step_time_s, 1.024e-6 + 1.536e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g",
-                     s.step_time_s);
+  cr_expect_float_eq(s.step_time_s, 1.024e-6 + 1.536e-6 + 2.56e-7 + 2e-6 + 1.28e-7, 1e-15,
+                     "%.9g", s.step_time_s);
   cr_expect_float_eq(s.comm_bytes, 512, 1e-9, "%.9g", s.comm_bytes);
   /* Memory: the 256-byte weight and its gradient, and the 4 x 16 floats of
    * input kept for the gradient: 768 bytes per device. */
@@ -458,7 +469,8 @@ Test(cost, two_levels_add_their_all_reduces) {
    * two groups all-reduce the 256-byte gradient, each group sending 256
    * bytes spread over its 2 devices (128 bytes, 1.28e-7 s) in 2 messages
    * (2e-6 s); level 1: inside each group, each device sends 256 bytes
-   * (2.56e-7 s) in 2 messages (2e-6 s). Step: 6.048e-6 s. Bytes sent:
+   * (2.56e-7 s) in 2 messages (2e-6 s). The loss on 2 rows: 64 bytes,
+   * 6.4e-8 s. Step: 6.112e-6 s. Bytes sent:
    * 2 x 256 at level 0 and 4 x 256 at level 1. */
   new_graph();
   int64_t d[2] = {8, 16};
@@ -468,10 +480,11 @@ Test(cost, two_levels_add_their_all_reduces) {
   ap_devices dv = array_of(1, &k);
   ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
   cr_expect_eq(s.n_levels, 2);
-  cr_expect_float_eq(s.step_time_s, 5.12e-7 + 1.152e-6 + 1.28e-7 + 2e-6 + 2.56e-7 + 2e-6, 1e-15,
+  cr_expect_float_eq(s.step_time_s,
+                     5.12e-7 + 1.152e-6 + 6.4e-8 + 1.28e-7 + 2e-6 + 2.56e-7 + 2e-6, 1e-15,
                      "%.9g", s.step_time_s);
   cr_expect_float_eq(s.comm_bytes, 1536, 1e-9, "%.9g", s.comm_bytes);
-  cr_expect_float_eq(s.compute_time_s, 5.12e-7 + 1.152e-6, 1e-15);
+  cr_expect_float_eq(s.compute_time_s, 5.12e-7 + 1.152e-6 + 6.4e-8, 1e-15);
   drop_graph();
 }
 
@@ -479,12 +492,13 @@ Test(cost, one_layer_heterogeneous_ratios) {
   /* The same Gemm on a 3 GFLOP/s and a 1 GFLOP/s device, memory at 1 GB/s.
    * Data parallelism splits by device count, 4 rows each: the slow device
    * computes 1024 FLOP in 1.024e-6 s and packs the weight and its rows
-   * (1.536e-6 s, as above); plus the 256-byte all-reduce (2.56e-7 + 2e-6
-   * s). AccPar balances. Type I: a device of b rows computes 256 FLOP per
-   * row and packs the whole weight (3 x 64 floats, 7.68e-7 s) and 16
-   * floats per row (1.92e-7 s): the fast device 2.773e-7 s per row, the
-   * slow one 4.48e-7; 5 and 3 rows, the fast device slowest at 7.68e-7 +
-   * 5 x 2.773e-7 s, plus the all-reduce. Type II (split the 16 input
+   * (1.536e-6 s, as above) and runs the loss on its rows (1.28e-7 s); plus
+   * the 256-byte all-reduce (2.56e-7 + 2e-6 s). AccPar balances. Type I: a
+   * device of b rows computes 256 FLOP per row and packs the whole weight
+   * (3 x 64 floats, 7.68e-7 s) and 16 floats per row (1.92e-7 s), and its
+   * loss moves 32 bytes per row (3.2e-8 s): the fast device 3.093e-7 s per
+   * row, the slow one 4.8e-7; 5 and 3 rows, the fast device slowest at
+   * 7.68e-7 + 5 x 3.093e-7 s, plus the all-reduce. Type II (split the 16 input
    * columns) all-reduces the 8x4 output forward and its error backward, 2 x
    * (1.28e-7 + 2e-6) s; type III (split the 4 output columns) packs every
    * input row on both devices (3 x 128 floats, 1.536e-6 s) and brings the
@@ -496,10 +510,11 @@ Test(cost, one_layer_heterogeneous_ratios) {
   ap_device_kind k[2] = {round_kind("fast", 3e9), round_kind("slow", 1e9)};
   ap_devices dv = array_of(2, k);
   ap_plan_summary dp = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
-  cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 1.536e-6 + 2.56e-7 + 2e-6, 1e-15, "%.9g",
-                     dp.step_time_s);
+  cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 1.536e-6 + 1.28e-7 + 2.56e-7 + 2e-6, 1e-15,
+                     "%.9g", dp.step_time_s);
   ap_plan_summary ap = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
-  cr_expect_float_eq(ap.step_time_s, 7.68e-7 + 5 * (256 / 3e9 + 1.92e-7) + 2.56e-7 + 2e-6, 1e-15,
+  cr_expect_float_eq(ap.step_time_s,
+                     7.68e-7 + 5 * (256 / 3e9 + 1.92e-7 + 3.2e-8) + 2.56e-7 + 2e-6, 1e-15,
                      "%.9g", ap.step_time_s);
   cr_expect_eq(G->nodes[0].types[0], 1);
   drop_graph();

@@ -30,6 +30,8 @@ typedef struct ap_device_kind {
   double mem_bytes;              /* memory capacity, bytes */
   double link_bw_bytes_s;        /* link bandwidth to the other devices, bytes/s */
   double link_latency_s;         /* per message, seconds */
+  double exp_s;                  /* one exp in double (the loss, Softmax), seconds; 0: free */
+  double tanh_s;                 /* one element of a vectorised tanh (GELU, Tanh), seconds */
   int count;                     /* devices of this kind in the array */
 } ap_device_kind;
 
@@ -48,7 +50,8 @@ AP_API const char *const *ap_device_preset_names(void);
  * a device file (see docs/partition.md), or a device file alone. */
 AP_API ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
 /* Reads one device file: "key = value" lines (name, peak_flops,
- * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s; # comments). */
+ * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s, and optionally
+ * exp_s and tanh_s, 0 when absent; # comments). */
 AP_API ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
 
 typedef enum ap_strategy {

@@ -1420,23 +1420,210 @@ static double class_memory(const ap_plan *p, const ap_graph *g, const ap_class *
   return m;
 }
 
+/* Where each device sits in the tree: at level l, its group splits into
+ * k children, it is in child i, which holds m devices. */
+typedef struct dev_paths {
+  int *k, *i, *m; /* [n_devices * n_levels] */
+} dev_paths;
+
+/* A partial sum every level resolves: the program sums it in one
+ * all-reduce over all the devices, device d holding summand d
+ * (ap_distribute's reduction, ap_distribute_train's weight_sum: every
+ * device's box is the same, and every device's path is a summand of its
+ * own), where each level charges an all-reduce among its groups' children,
+ * spread evenly over a child's devices. */
+typedef struct whole_sum {
+  int64_t count;     /* elements summed, the same box on every device */
+  double elem;       /* bytes per element */
+  int fwd, step;     /* all-reduces in the forward pass, in a training step */
+} whole_sum;
+
+/* The sums of vertex v that every level resolves, into out (at most 1 +
+ * n_wsum): a layer's weight gradient when every level is type I, its
+ * output (and, backward, the output's error) when every level is type II,
+ * a bias's gradient when no level splits it with the output features. A
+ * weight summed with other readers (ap_wjoint) is priced by joint_sum. */
+static int whole_sums(const ap_plan *p, const ap_graph *g, int v, whole_sum *out) {
+  const ap_vertex *vx = &p->v[v];
+  int L = p->n_levels, V = p->n_vertices, n = 0;
+  if (vx->join || published_model(p))
+    return 0;
+  bool all_i = true, all_ii = true, out_split = false;
+  double zero[AP_MAX_CHILDREN] = {0};
+  for (int l = 0; l < L; l++) {
+    int s = p->state[(size_t)l * V + v];
+    all_i &= state_type(s) == 0;
+    all_ii &= state_type(s) == 1;
+    ap_layout o = ap_plan_port_layout(p, v, 0, s, zero);
+    out_split |= split_slot(p, v, 0, &o) == 1;
+  }
+  const int64_t *e0 = port_ext(p, p->cls[0][0].ext, v, 0), *e1 = e0 + 2;
+  int64_t box[AP_MAX_RANK];
+  if (all_i && !vx->weight_joint) { /* the box intra_allreduce sums */
+    const ap_value *w = &g->values[vx->weight];
+    int64_t c = 1;
+    for (int a = 0; a < w->rank; a++)
+      box[a] = w->dims[a];
+    if (vx->port[1].dim[1] >= 0)
+      box[vx->w_dim[0]] = e1[1];
+    if (vx->w_dim[1] >= 0)
+      box[vx->w_dim[1]] = e0[1];
+    for (int a = 0; a < w->rank; a++)
+      c *= box[a];
+    out[n++] = (whole_sum){c, elem_bytes(g, vx->weight), 0, 1};
+  }
+  if (all_ii) {
+    int rank = port_box(p, g, p->cls[0][0].ext, v, 0, box);
+    int64_t c = 1;
+    for (int a = 0; a < rank; a++)
+      c *= box[a];
+    out[n++] = (whole_sum){c, elem_bytes(g, vx->port[0].value), 1, 2};
+  }
+  for (int k = 0; k < vx->n_wsum; k++) {
+    const ap_wsum *ws = &vx->wsum[k];
+    if (ws->joint || (ws->dim >= 0 && out_split))
+      continue;
+    const ap_value *wv = &g->values[ws->value];
+    int64_t c = 1;
+    for (int a = 0; a < wv->rank; a++)
+      c *= a == ws->dim ? (int64_t)llround((double)e0[1] * ws->scale) : wv->dims[a];
+    out[n++] = (whole_sum){c, elem_bytes(g, ws->value), 0, 1};
+  }
+  return n;
+}
+
+/* What sum s changes for each device when priced as the program runs it
+ * rather than level by level: the bytes it sends, into delta[n_devices].
+ * The messages stay the levels' (the time model's latency terms are its
+ * own). */
+static void whole_sum_delta(const ap_plan *p, const dev_paths *dp, const whole_sum *s,
+                            double *delta) {
+  int L = p->n_levels, N = p->dev.n_devices;
+  double scale = s->elem / 4;
+  for (int d = 0; d < N; d++) {
+    double b = scale * (double)aprt_allreduce_bytes(N, s->count, NULL, d);
+    for (int l = 0; l < L; l++) {
+      int k = dp->k[d * L + l], i = dp->i[d * L + l], m = dp->m[d * L + l];
+      if (k > 1)
+        b -= scale * (double)aprt_allreduce_bytes(k, s->count, NULL, i) / m;
+    }
+    delta[d] = b;
+  }
+}
+
+/* The deltas of a sum, computed once per size: layers of one shape repeat. */
+typedef struct delta_memo {
+  int n, key_cap, delta_cap;
+  whole_sum *key;  /* [n]: count and elem; fwd and step unused */
+  double **delta;  /* [n][n_devices] */
+} delta_memo;
+
+static const double *memo_delta(ap_arena *a, const ap_plan *p, const dev_paths *dp,
+                                delta_memo *m, const whole_sum *s) {
+  for (int i = 0; i < m->n; i++)
+    if (m->key[i].count == s->count && m->key[i].elem == s->elem)
+      return m->delta[i];
+  if (!ap_arena_grow(a, (void **)&m->key, &m->key_cap, m->n + 1, sizeof *m->key) ||
+      !ap_arena_grow(a, (void **)&m->delta, &m->delta_cap, m->n + 1, sizeof *m->delta))
+    return NULL;
+  double *delta = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *delta);
+  if (!delta)
+    return NULL;
+  whole_sum_delta(p, dp, s, delta);
+  m->key[m->n] = *s;
+  m->delta[m->n++] = delta;
+  return delta;
+}
+
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
+  int N = p->dev.n_devices;
   ap_arena *a = g->arena;
   p->row_time_s = ap_arena_array(a, (size_t)V + 1, sizeof(double));
   p->class_mem = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
-  p->dev_class = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
-  if (!p->row_time_s || !p->class_mem || !p->dev_class)
+  p->dev_class = ap_arena_array(a, (size_t)N + 1, sizeof(int));
+  /* Each device's class and path: follow the tree down, group by group. */
+  ap_group *cur = ap_arena_array(a, (size_t)N + 1, sizeof *cur);
+  ap_group *nxt = ap_arena_array(a, (size_t)N + 1, sizeof *nxt);
+  int *ccur = ap_arena_array(a, (size_t)N + 1, sizeof(int));
+  int *cnxt = ap_arena_array(a, (size_t)N + 1, sizeof(int));
+  double *compute = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
+  int most = 0;
+  for (int v = 0; v < V; v++)
+    most = p->v[v].n_wsum > most ? p->v[v].n_wsum : most;
+  whole_sum *sums = ap_arena_array(a, (size_t)most + 2, sizeof *sums);
+  const double **delta = ap_arena_array(a, (size_t)most + 2, sizeof *delta);
+  dev_paths dp = {ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
+                  ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
+                  ap_arena_array(a, (size_t)N * L + 1, sizeof(int))};
+  p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
+  p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
+  if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
+      !compute || !sums || !delta || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
+      !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int dv = 0; dv < N; dv++)
+    p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = 0;
+  int n = 1;
+  cur[0] = ap_group_root(&p->dev);
+  ccur[0] = 0;
+  for (int l = 0; l < L; l++) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      ap_group ch[AP_MAX_CHILDREN];
+      int k = ap_group_children(&p->dev, &cur[i], ch);
+      for (int j = 0; j < k; j++) {
+        /* A child group's bytes are spread evenly over its devices, as
+         * comm_time assumes. */
+        int at = ccur[i] * AP_MAX_CHILDREN + j;
+        for (int dv = ch[j].first_dev; dv < ch[j].first_dev + ch[j].count; dv++) {
+          p->dev_fwd_bytes[dv] += p->child_fwd[l][at] / ch[j].count;
+          p->dev_step_bytes[dv] += p->child_sent[l][at] / ch[j].count;
+          dp.k[dv * L + l] = k;
+          dp.i[dv * L + l] = j;
+          dp.m[dv * L + l] = ch[j].count;
+        }
+        nxt[m] = ch[j];
+        cnxt[m++] = child_map[l][at];
+      }
+    }
+    ap_group *t = cur;
+    cur = nxt, nxt = t;
+    int *tc = ccur;
+    ccur = cnxt, cnxt = tc;
+    n = m;
+  }
+  for (int i = 0; i < n; i++)
+    for (int dv = 0; dv < cur[i].count; dv++)
+      p->dev_class[cur[i].first_dev + dv] = ccur[i];
   p->step_time_s = p->compute_time_s = 0;
+  delta_memo memo = {0};
   for (int v = 0; v < V; v++) {
     double worst = 0, worst_compute = 0;
     for (int ci = 0; ci < nl; ci++) {
       const ap_class *c = &p->cls[L][ci];
-      double t = group_compute(p, g, v, port_ext(p, c->ext, v, 0), &p->dev.kinds[c->g.kind],
-                               c->g.count);
-      worst = fmax(worst, t + c->acc_v[v]);
-      worst_compute = fmax(worst_compute, t);
+      compute[ci] = group_compute(p, g, v, port_ext(p, c->ext, v, 0),
+                                  &p->dev.kinds[c->g.kind], c->g.count);
+      worst = fmax(worst, compute[ci] + c->acc_v[v]);
+      worst_compute = fmax(worst_compute, compute[ci]);
+    }
+    int ns = L > 1 ? whole_sums(p, g, v, sums) : 0;
+    if (ns > 0) /* the levels' charges of these sums give way to the program's */
+      worst = 0;
+    for (int q = 0; q < ns; q++)
+      if (!(delta[q] = memo_delta(a, p, &dp, &memo, &sums[q])))
+        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+    for (int dv = 0; dv < N && ns > 0; dv++) {
+      int ci = p->dev_class[dv];
+      double b = 0;
+      for (int q = 0; q < ns; q++) {
+        p->dev_fwd_bytes[dv] += sums[q].fwd * delta[q][dv];
+        p->dev_step_bytes[dv] += sums[q].step * delta[q][dv];
+        b += sums[q].step * delta[q][dv];
+      }
+      p->comm_bytes += b;
+      worst = fmax(worst, compute[ci] + p->cls[L][ci].acc_v[v] +
+                              b / p->dev.kinds[p->cls[L][ci].g.kind].link_bw_bytes_s);
     }
     p->row_time_s[v] = worst;
     p->compute_time_s += worst_compute;
@@ -1455,48 +1642,6 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     p->class_mem[ci] = class_memory(p, g, &p->cls[L][ci]);
     p->max_mem_bytes = fmax(p->max_mem_bytes, p->class_mem[ci]);
   }
-  /* Each device's class: follow the tree down, group by group. */
-  ap_group *cur = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *cur);
-  ap_group *nxt = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *nxt);
-  int *ccur = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
-  int *cnxt = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
-  if (!cur || !nxt || !ccur || !cnxt)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  p->dev_fwd_bytes = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(double));
-  p->dev_step_bytes = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(double));
-  if (!p->dev_fwd_bytes || !p->dev_step_bytes)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  for (int dv = 0; dv < p->dev.n_devices; dv++)
-    p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = 0;
-  int n = 1;
-  cur[0] = ap_group_root(&p->dev);
-  ccur[0] = 0;
-  for (int l = 0; l < L; l++) {
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-      ap_group ch[AP_MAX_CHILDREN];
-      int k = ap_group_children(&p->dev, &cur[i], ch);
-      for (int j = 0; j < k; j++) {
-        /* A child group's bytes are spread evenly over its devices, as
-         * comm_time assumes. */
-        int at = ccur[i] * AP_MAX_CHILDREN + j;
-        for (int dv = ch[j].first_dev; dv < ch[j].first_dev + ch[j].count; dv++) {
-          p->dev_fwd_bytes[dv] += p->child_fwd[l][at] / ch[j].count;
-          p->dev_step_bytes[dv] += p->child_sent[l][at] / ch[j].count;
-        }
-        nxt[m] = ch[j];
-        cnxt[m++] = child_map[l][at];
-      }
-    }
-    ap_group *t = cur;
-    cur = nxt, nxt = t;
-    int *tc = ccur;
-    ccur = cnxt, cnxt = tc;
-    n = m;
-  }
-  for (int i = 0; i < n; i++)
-    for (int dv = 0; dv < cur[i].count; dv++)
-      p->dev_class[cur[i].first_dev + dv] = ccur[i];
   /* The IR annotation: per layer, one type per level. */
   for (int v = 0; v < V; v++) {
     if (p->v[v].join)

@@ -682,20 +682,13 @@ static double meet(int rank, const int64_t *alo, const int64_t *ahi, const int64
   return v;
 }
 
-/* The sum of joint weight j's gradient among the children: each child's box
- * the smallest holding its readers' boxes; an all-reduce in each group of
- * children with equal boxes when the groups' boxes are disjoint, else every
- * child sends every other its contribution where their boxes meet
- * (ap_distribute_train's weight_sum). */
-static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
-                      double (*ratio)[AP_MAX_CHILDREN], ap_exchange *ex) {
-  const ap_value *wv = &x->g->values[j->value];
-  int rank = wv->rank, k = x->k;
-  int64_t lo[AP_MAX_CHILDREN][AP_MAX_RANK], hi[AP_MAX_CHILDREN][AP_MAX_RANK];
-  double vol[AP_MAX_CHILDREN];
-  memset(ex, 0, sizeof *ex);
-  ex->k = k;
-  for (int i = 0; i < k; i++) {
+/* Child i's box of joint weight j: the smallest holding its readers'
+ * boxes, [lo, hi) with vol elements (all 0 when no reader reads any). */
+static void joint_boxes(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
+                        double (*ratio)[AP_MAX_CHILDREN], int64_t (*lo)[AP_MAX_RANK],
+                        int64_t (*hi)[AP_MAX_RANK], double *vol) {
+  int rank = x->g->values[j->value].rank;
+  for (int i = 0; i < x->k; i++) {
     bool any = false;
     for (int q = 0; q < j->n_readers; q++) {
       const ap_wreader *r = &j->r[q];
@@ -715,6 +708,22 @@ static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
       vol[i] *= (double)(hi[i][a] - lo[i][a]);
     }
   }
+}
+
+/* The sum of joint weight j's gradient among the children, each holding
+ * joint_boxes: an all-reduce in each group of children with equal boxes
+ * when the groups' boxes are disjoint, else every child sends every other
+ * its contribution where their boxes meet (ap_distribute_train's
+ * weight_sum). */
+static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
+                      double (*ratio)[AP_MAX_CHILDREN], ap_exchange *ex) {
+  const ap_value *wv = &x->g->values[j->value];
+  int rank = wv->rank, k = x->k;
+  int64_t lo[AP_MAX_CHILDREN][AP_MAX_RANK], hi[AP_MAX_CHILDREN][AP_MAX_RANK];
+  double vol[AP_MAX_CHILDREN];
+  memset(ex, 0, sizeof *ex);
+  ex->k = k;
+  joint_boxes(x, j, st, ratio, lo, hi, vol);
   int cls[AP_MAX_CHILDREN];
   bool disjoint = true, shared = false;
   for (int i = 0; i < k; i++) {
@@ -1441,14 +1450,15 @@ typedef struct whole_sum {
 /* The sums of vertex v that every level resolves, into out (at most 1 +
  * n_wsum): a layer's weight gradient when every level is type I, its
  * output (and, backward, the output's error) when every level is type II,
- * a bias's gradient when no level splits it with the output features. A
- * weight summed with other readers (ap_wjoint) is priced by joint_sum. */
+ * a bias's or a normalization's gradient (a layer's or a join's chain op)
+ * when no level splits it with the output features. A weight summed with
+ * other readers (ap_wjoint) is priced by joint_whole. */
 static int whole_sums(const ap_plan *p, const ap_graph *g, int v, whole_sum *out) {
   const ap_vertex *vx = &p->v[v];
   int L = p->n_levels, V = p->n_vertices, n = 0;
-  if (vx->join || published_model(p))
+  if (published_model(p))
     return 0;
-  bool all_i = true, all_ii = true, out_split = false;
+  bool all_i = !vx->join, all_ii = !vx->join, out_split = false;
   double zero[AP_MAX_CHILDREN] = {0};
   for (int l = 0; l < L; l++) {
     int s = p->state[(size_t)l * V + v];
@@ -1490,6 +1500,40 @@ static int whole_sums(const ap_plan *p, const ap_graph *g, int v, whole_sum *out
     out[n++] = (whole_sum){c, elem_bytes(g, ws->value), 0, 1};
   }
   return n;
+}
+
+/* Whether no level splits joint weight j (every child's box, at every
+ * level, is its group's, of float elements): then the program sums its
+ * gradient in one all-reduce over all the devices, every box equal; *count
+ * is that box's elements. ratio is scratch of n_vertices entries. */
+static bool joint_whole(const ap_plan *p, const ap_graph *g, const ap_wjoint *j,
+                        double (*ratio)[AP_MAX_CHILDREN], int64_t *count) {
+  int V = p->n_vertices, rank = g->values[j->value].rank;
+  if (g->values[j->value].dtype != AP_DT_FLOAT || published_model(p))
+    return false;
+  *count = -1;
+  for (int l = 0; l < p->n_levels; l++)
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      const ap_class *c = &p->cls[l][ci];
+      const uint8_t *st = p->state + (size_t)l * V;
+      level_ctx x;
+      ctx_init(&x, p, g, c);
+      for (int q = 0; q < j->n_readers; q++) {
+        int v = j->r[q].vertex;
+        ap_plan_ratio(p, g, c, v, st[v], ratio[v]);
+      }
+      int64_t lo[AP_MAX_CHILDREN][AP_MAX_RANK], hi[AP_MAX_CHILDREN][AP_MAX_RANK];
+      double vol[AP_MAX_CHILDREN];
+      joint_boxes(&x, j, st, ratio, lo, hi, vol);
+      for (int i = 0; i < x.k; i++) {
+        if (vol[i] <= 0 || (*count >= 0 && vol[i] != (double)*count) ||
+            memcmp(lo[i], lo[0], sizeof(int64_t) * (size_t)rank) != 0 ||
+            memcmp(hi[i], hi[0], sizeof(int64_t) * (size_t)rank) != 0)
+          return false;
+        *count = (int64_t)vol[i];
+      }
+    }
+  return *count > 0;
 }
 
 /* What sum s changes for each device when priced as the program runs it
@@ -1551,15 +1595,18 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int most = 0;
   for (int v = 0; v < V; v++)
     most = p->v[v].n_wsum > most ? p->v[v].n_wsum : most;
-  whole_sum *sums = ap_arena_array(a, (size_t)most + 2, sizeof *sums);
-  const double **delta = ap_arena_array(a, (size_t)most + 2, sizeof *delta);
+  whole_sum *sums = ap_arena_array(a, (size_t)(most + 2 + p->n_wjoint), sizeof *sums);
+  const double **delta = ap_arena_array(a, (size_t)(most + 2 + p->n_wjoint), sizeof *delta);
+  /* A joint weight's sum is charged on its first reader's row (next_level). */
+  int64_t *joint_count = ap_arena_array(a, (size_t)p->n_wjoint + 1, sizeof *joint_count);
+  double(*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
   dev_paths dp = {ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int))};
   p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
-      !compute || !sums || !delta || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
+      !compute || !sums || !delta || !joint_count || !ratio || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
       !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int dv = 0; dv < N; dv++)
@@ -1596,6 +1643,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   for (int i = 0; i < n; i++)
     for (int dv = 0; dv < cur[i].count; dv++)
       p->dev_class[cur[i].first_dev + dv] = ccur[i];
+  for (int jw = 0; jw < p->n_wjoint; jw++)
+    if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
+      joint_count[jw] = -1;
   p->step_time_s = p->compute_time_s = 0;
   delta_memo memo = {0};
   for (int v = 0; v < V; v++) {
@@ -1608,6 +1658,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       worst_compute = fmax(worst_compute, compute[ci]);
     }
     int ns = L > 1 ? whole_sums(p, g, v, sums) : 0;
+    for (int jw = 0; jw < p->n_wjoint; jw++)
+      if (joint_count[jw] > 0 && p->wjoint[jw].r[0].vertex == v)
+        sums[ns++] = (whole_sum){joint_count[jw], elem_bytes(g, p->wjoint[jw].value), 0, 1};
     if (ns > 0) /* the levels' charges of these sums give way to the program's */
       worst = 0;
     for (int q = 0; q < ns; q++)

@@ -1536,47 +1536,47 @@ static bool joint_whole(const ap_plan *p, const ap_graph *g, const ap_wjoint *j,
   return *count > 0;
 }
 
-/* What sum s changes for each device when priced as the program runs it
- * rather than level by level: the bytes it sends, into delta[n_devices].
- * The messages stay the levels' (the time model's latency terms are its
- * own). */
-static void whole_sum_delta(const ap_plan *p, const dev_paths *dp, const whole_sum *s,
-                            double *delta) {
+/* Sum s priced for each device as the program runs it, into
+ * exact[n_devices], and what that changes from the levels' charges, into
+ * delta[n_devices]. The messages stay the levels' (the time model's latency
+ * terms are its own). */
+static void whole_sum_bytes(const ap_plan *p, const dev_paths *dp, const whole_sum *s,
+                            double *exact, double *delta) {
   int L = p->n_levels, N = p->dev.n_devices;
   double scale = s->elem / 4;
   for (int d = 0; d < N; d++) {
-    double b = scale * (double)aprt_allreduce_bytes(N, s->count, NULL, d);
+    exact[d] = delta[d] = scale * (double)aprt_allreduce_bytes(N, s->count, NULL, d);
     for (int l = 0; l < L; l++) {
       int k = dp->k[d * L + l], i = dp->i[d * L + l], m = dp->m[d * L + l];
       if (k > 1)
-        b -= scale * (double)aprt_allreduce_bytes(k, s->count, NULL, i) / m;
+        delta[d] -= scale * (double)aprt_allreduce_bytes(k, s->count, NULL, i) / m;
     }
-    delta[d] = b;
   }
 }
 
-/* The deltas of a sum, computed once per size: layers of one shape repeat. */
-typedef struct delta_memo {
-  int n, key_cap, delta_cap;
-  whole_sum *key;  /* [n]: count and elem; fwd and step unused */
-  double **delta;  /* [n][n_devices] */
-} delta_memo;
+/* A sum's bytes, computed once per size: layers of one shape repeat. */
+typedef struct sum_memo {
+  int n, key_cap, bytes_cap;
+  whole_sum *key; /* [n]: count and elem; fwd and step unused */
+  double **bytes; /* [n][2 * n_devices]: exact, then delta (whole_sum_bytes) */
+} sum_memo;
 
-static const double *memo_delta(ap_arena *a, const ap_plan *p, const dev_paths *dp,
-                                delta_memo *m, const whole_sum *s) {
+static const double *memo_bytes(ap_arena *a, const ap_plan *p, const dev_paths *dp,
+                                sum_memo *m, const whole_sum *s) {
   for (int i = 0; i < m->n; i++)
     if (m->key[i].count == s->count && m->key[i].elem == s->elem)
-      return m->delta[i];
+      return m->bytes[i];
+  int N = p->dev.n_devices;
   if (!ap_arena_grow(a, (void **)&m->key, &m->key_cap, m->n + 1, sizeof *m->key) ||
-      !ap_arena_grow(a, (void **)&m->delta, &m->delta_cap, m->n + 1, sizeof *m->delta))
+      !ap_arena_grow(a, (void **)&m->bytes, &m->bytes_cap, m->n + 1, sizeof *m->bytes))
     return NULL;
-  double *delta = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *delta);
-  if (!delta)
+  double *bytes = ap_arena_array(a, 2 * (size_t)N + 1, sizeof *bytes);
+  if (!bytes)
     return NULL;
-  whole_sum_delta(p, dp, s, delta);
+  whole_sum_bytes(p, dp, s, bytes, bytes + N);
   m->key[m->n] = *s;
-  m->delta[m->n++] = delta;
-  return delta;
+  m->bytes[m->n++] = bytes;
+  return bytes;
 }
 
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
@@ -1594,10 +1594,15 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   double *compute = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
   int most = 0;
   for (int v = 0; v < V; v++)
-    most = p->v[v].n_wsum > most ? p->v[v].n_wsum : most;
-  whole_sum *sums = ap_arena_array(a, (size_t)(most + 2 + p->n_wjoint), sizeof *sums);
-  const double **delta = ap_arena_array(a, (size_t)(most + 2 + p->n_wjoint), sizeof *delta);
-  /* A joint weight's sum is charged on its first reader's row (next_level). */
+    most += p->v[v].n_wsum + 2;
+  whole_sum *sums = ap_arena_array(a, (size_t)(most + p->n_wjoint) + 1, sizeof *sums);
+  const double **bytes = ap_arena_array(a, (size_t)(most + p->n_wjoint) + 1, sizeof *bytes);
+  int *first_sum = ap_arena_array(a, (size_t)V + 1, sizeof *first_sum);
+  /* The levels' charges of the sums, by a group's child count and the child. */
+  double(*level_fwd)[AP_MAX_CHILDREN] =
+      ap_arena_array(a, AP_MAX_CHILDREN + 1, sizeof *level_fwd);
+  double(*level_step)[AP_MAX_CHILDREN] =
+      ap_arena_array(a, AP_MAX_CHILDREN + 1, sizeof *level_step);
   int64_t *joint_count = ap_arena_array(a, (size_t)p->n_wjoint + 1, sizeof *joint_count);
   double(*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
   dev_paths dp = {ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
@@ -1606,9 +1611,32 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
-      !compute || !sums || !delta || !joint_count || !ratio || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
+      !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
+      !joint_count || !ratio || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
       !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int jw = 0; jw < p->n_wjoint; jw++)
+    if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
+      joint_count[jw] = -1;
+  int ns = 0;
+  for (int v = 0; v < V; v++) {
+    first_sum[v] = ns;
+    ns += L > 1 ? whole_sums(p, g, v, sums + ns) : 0;
+    /* A joint weight's sum is charged on its first reader's row (next_level). */
+    for (int jw = 0; jw < p->n_wjoint; jw++)
+      if (joint_count[jw] > 0 && p->wjoint[jw].r[0].vertex == v)
+        sums[ns++] = (whole_sum){joint_count[jw], elem_bytes(g, p->wjoint[jw].value), 0, 1};
+  }
+  first_sum[V] = ns;
+  for (int k = 0; k <= AP_MAX_CHILDREN; k++)
+    for (int j = 0; j < AP_MAX_CHILDREN; j++) {
+      level_fwd[k][j] = level_step[k][j] = 0;
+      for (int q = 0; q < ns && k > 1 && j < k; q++) {
+        double b = sums[q].elem / 4 * (double)aprt_allreduce_bytes(k, sums[q].count, NULL, j);
+        level_fwd[k][j] += sums[q].fwd * b;
+        level_step[k][j] += sums[q].step * b;
+      }
+    }
   for (int dv = 0; dv < N; dv++)
     p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = 0;
   int n = 1;
@@ -1621,11 +1649,14 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       int k = ap_group_children(&p->dev, &cur[i], ch);
       for (int j = 0; j < k; j++) {
         /* A child group's bytes are spread evenly over its devices, as
-         * comm_time assumes. */
+         * comm_time assumes, but for the sums priced below as the program
+         * sends them. */
         int at = ccur[i] * AP_MAX_CHILDREN + j;
+        double f = p->child_fwd[l][at] - level_fwd[k][j];
+        double t = p->child_sent[l][at] - level_step[k][j];
         for (int dv = ch[j].first_dev; dv < ch[j].first_dev + ch[j].count; dv++) {
-          p->dev_fwd_bytes[dv] += p->child_fwd[l][at] / ch[j].count;
-          p->dev_step_bytes[dv] += p->child_sent[l][at] / ch[j].count;
+          p->dev_fwd_bytes[dv] += f / ch[j].count;
+          p->dev_step_bytes[dv] += t / ch[j].count;
           dp.k[dv * L + l] = k;
           dp.i[dv * L + l] = j;
           dp.m[dv * L + l] = ch[j].count;
@@ -1643,11 +1674,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   for (int i = 0; i < n; i++)
     for (int dv = 0; dv < cur[i].count; dv++)
       p->dev_class[cur[i].first_dev + dv] = ccur[i];
-  for (int jw = 0; jw < p->n_wjoint; jw++)
-    if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
-      joint_count[jw] = -1;
   p->step_time_s = p->compute_time_s = 0;
-  delta_memo memo = {0};
+  sum_memo memo = {0};
   for (int v = 0; v < V; v++) {
     double worst = 0, worst_compute = 0;
     for (int ci = 0; ci < nl; ci++) {
@@ -1657,26 +1685,23 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       worst = fmax(worst, compute[ci] + c->acc_v[v]);
       worst_compute = fmax(worst_compute, compute[ci]);
     }
-    int ns = L > 1 ? whole_sums(p, g, v, sums) : 0;
-    for (int jw = 0; jw < p->n_wjoint; jw++)
-      if (joint_count[jw] > 0 && p->wjoint[jw].r[0].vertex == v)
-        sums[ns++] = (whole_sum){joint_count[jw], elem_bytes(g, p->wjoint[jw].value), 0, 1};
-    if (ns > 0) /* the levels' charges of these sums give way to the program's */
+    int q0 = first_sum[v], q1 = first_sum[v + 1];
+    if (q1 > q0) /* the levels' charges of these sums give way to the program's */
       worst = 0;
-    for (int q = 0; q < ns; q++)
-      if (!(delta[q] = memo_delta(a, p, &dp, &memo, &sums[q])))
+    for (int q = q0; q < q1; q++)
+      if (!(bytes[q] = memo_bytes(a, p, &dp, &memo, &sums[q])))
         return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-    for (int dv = 0; dv < N && ns > 0; dv++) {
+    for (int dv = 0; dv < N && q1 > q0; dv++) {
       int ci = p->dev_class[dv];
-      double b = 0;
-      for (int q = 0; q < ns; q++) {
-        p->dev_fwd_bytes[dv] += sums[q].fwd * delta[q][dv];
-        p->dev_step_bytes[dv] += sums[q].step * delta[q][dv];
-        b += sums[q].step * delta[q][dv];
+      double delta = 0;
+      for (int q = q0; q < q1; q++) {
+        p->dev_fwd_bytes[dv] += sums[q].fwd * bytes[q][dv];
+        p->dev_step_bytes[dv] += sums[q].step * bytes[q][dv];
+        delta += sums[q].step * bytes[q][N + dv];
       }
-      p->comm_bytes += b;
+      p->comm_bytes += delta;
       worst = fmax(worst, compute[ci] + p->cls[L][ci].acc_v[v] +
-                              b / p->dev.kinds[p->cls[L][ci].g.kind].link_bw_bytes_s);
+                              delta / p->dev.kinds[p->cls[L][ci].g.kind].link_bw_bytes_s);
     }
     p->row_time_s[v] = worst;
     p->compute_time_s += worst_compute;

@@ -46,7 +46,8 @@ static void unzoo(const char *dir) {
 
 /* Plans model m on array a with strategy s and counts the devices whose
  * bytes differ (forward, or a training step), logging each. */
-static int mismatches(const char *dir, int m, int a, int s, bool train) {
+static int mismatches_on(const char *dir, int m, const char *array, const char *strategy,
+                         bool train) {
   char path[600];
   snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
   ap_graph *g = NULL;
@@ -55,8 +56,8 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
   ap_plan_opts o = {.devices = &dv};
   cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
   cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
-  cr_assert_eq(ap_devices_parse(arrays[a], &dv, &d), AP_OK, "%s", d.message);
-  cr_assert(ap_strategy_parse(strategies[s], &o.strategy));
+  cr_assert_eq(ap_devices_parse(array, &dv, &d), AP_OK, "%s", d.message);
+  cr_assert(ap_strategy_parse(strategy, &o.strategy));
   cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
   ap_dist *dist;
   cr_assert_eq(train ? ap_distribute_train(g, NULL, NULL, &dist, &d) : ap_distribute(g, &dist, &d),
@@ -72,11 +73,15 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
   }
   if (bad)
     cr_log_info("%s on %s with %s: %s bytes, cost model %.0f, program %.0f (%+.1f%%), "
-                "%d of %d devices differ", models[m], arrays[a], strategies[s],
+                "%d of %d devices differ", models[m], array, strategy,
                 train ? "step" : "forward", model, program,
                 program > 0 ? 100 * (model - program) / program : 0.0, bad, dv.n_devices);
   ap_graph_free(g);
   return bad;
+}
+
+static int mismatches(const char *dir, int m, int a, int s, bool train) {
+  return mismatches_on(dir, m, arrays[a], strategies[s], train);
 }
 
 /* The plans whose forward bytes the cost model does not yet predict device
@@ -267,4 +272,22 @@ Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
     remove(path);
   }
   remove(dir);
+}
+
+/* A partial sum every level resolves is priced as the program's one
+ * all-reduce over all the devices (whole_sums, joint_whole, partition.c):
+ * dp plans, whose every sum is one, are exact device by device on deeper
+ * and uneven trees too (three levels; a 2 x 3 split; kinds of unequal
+ * counts). */
+Test(plan_bytes, dp_plans_are_exact_on_deeper_trees, .timeout = 600) {
+  static const char *const deep[] = {"cpu:8", "cpu:6", "tpuv3:2,tpuv2:4", "tpuv3:1,tpuv2:6"};
+  char dir[] = "/tmp/accpar_bytesXXXXXX";
+  zoo(dir);
+  int failed = 0;
+  for (int m = 0; m < N_MODELS; m++)
+    for (size_t a = 0; a < sizeof deep / sizeof *deep; a++)
+      for (int train = 0; train < 2; train++)
+        failed += mismatches_on(dir, m, deep[a], "dp", train) > 0;
+  unzoo(dir);
+  cr_assert_eq(failed, 0, "%d dp plans differ from the program's bytes (see the log)", failed);
 }

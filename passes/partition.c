@@ -530,6 +530,32 @@ void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class 
 
 /* The communication of vertex v in state s at the context's level (its
  * compute is charged on the devices themselves, see below_vertex). */
+/* The loss reads whole rows of graph output 0 (dim 0): a level that
+ * splits another of its dims sends each child an even share of the rows,
+ * and their errors back (ap_distribute_train's loss transfer). Vertex v's
+ * output has layout out, splitting slot c; false: no transfer here. */
+static bool loss_exchange(const level_ctx *x, int v, const ap_layout *out, int c,
+                          ap_exchange *ex) {
+  const ap_plan *p = x->p;
+  const ap_graph *g = x->g;
+  if (v != p->loss_vertex || c < 0 || p->loss_map[c] <= 0 || published_model(p))
+    return false;
+  const ap_value *yv = &g->values[g->outputs[0]];
+  int64_t box[AP_MAX_RANK];
+  for (int i = 0; i < yv->rank; i++)
+    box[i] = yv->dims[i];
+  for (int c2 = 0; c2 < 2; c2++)
+    if (p->loss_map[c2] >= 0)
+      box[p->loss_map[c2]] = (int64_t)llround((double)yv->dims[p->loss_map[c2]] *
+                                              port_fraction(p, g, x->c->ext, v, 0, c2));
+  ap_layout from = *out, to = {.kind = AP_LAYOUT_SPLIT, .dim = 0, .unit = 1};
+  from.dim = p->loss_map[c];
+  for (int i = 0; i < x->k; i++)
+    to.ratio[i] = 1.0 / x->k;
+  ap_layout_convert(yv->rank, box, elem_bytes(g, g->outputs[0]), x->k, &from, &to, ex);
+  return true;
+}
+
 static void vertex_cost(const level_ctx *x, int v, int s, const double *r, bool joint,
                         child_cost *cc) {
   const ap_plan *p = x->p;
@@ -551,23 +577,7 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, bool 
   /* A chain op that needs whole the dimension this state splits gathers it. */
   ap_layout out = ap_plan_port_layout(p, v, 0, s, r);
   int c = split_slot(p, v, 0, &out);
-  /* The loss reads whole rows of graph output 0 (dim 0): a level that
-   * splits another of its dims sends each child an even share of the rows,
-   * and their errors back (ap_distribute_train's loss transfer). */
-  if (v == p->loss_vertex && c >= 0 && p->loss_map[c] > 0 && !published_model(p)) {
-    const ap_value *yv = &g->values[g->outputs[0]];
-    int64_t box[AP_MAX_RANK];
-    for (int i = 0; i < yv->rank; i++)
-      box[i] = yv->dims[i];
-    for (int c2 = 0; c2 < 2; c2++)
-      if (p->loss_map[c2] >= 0)
-        box[p->loss_map[c2]] = (int64_t)llround((double)yv->dims[p->loss_map[c2]] *
-                                                port_fraction(p, g, x->c->ext, v, 0, c2));
-    ap_layout from = out, to = {.kind = AP_LAYOUT_SPLIT, .dim = 0, .unit = 1};
-    from.dim = p->loss_map[c];
-    for (int i = 0; i < x->k; i++)
-      to.ratio[i] = 1.0 / x->k;
-    ap_layout_convert(yv->rank, box, elem_bytes(g, g->outputs[0]), x->k, &from, &to, &ex);
+  if (loss_exchange(x, v, &out, c, &ex)) {
     add_exchange(x, &ex, elem_bytes(g, g->outputs[0]), cc, elems, false);
     ap_exchange back;
     ap_exchange_reverse(&ex, &back);
@@ -1579,6 +1589,58 @@ static const double *memo_bytes(ap_arena *a, const ap_plan *p, const dev_paths *
   return bytes;
 }
 
+/* Whether every level charges the loss's transfer (a level splitting graph
+ * output 0 by a dim other than its rows: each device then holds whole rows
+ * of its own box, the boxes partitioning the output), with level[l][class *
+ * AP_MAX_CHILDREN + child] the bytes each child of each class sends for it
+ * at level l, forward and back (n_cls[l] * AP_MAX_CHILDREN each). ratio is
+ * scratch. */
+static bool loss_levels_charged(const ap_plan *p, const ap_graph *g, double *ratio,
+                                double **level) {
+  int v = p->loss_vertex, V = p->n_vertices;
+  if (v < 0 || published_model(p))
+    return false;
+  for (int l = 0; l < p->n_levels; l++) {
+    int s = p->state[(size_t)l * V + v];
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      level_ctx x;
+      ctx_init(&x, p, g, &p->cls[l][ci]);
+      ap_plan_ratio(p, g, x.c, v, s, ratio);
+      ap_layout out = ap_plan_port_layout(p, v, 0, s, ratio);
+      ap_exchange ex, back;
+      if (!loss_exchange(&x, v, &out, split_slot(p, v, 0, &out), &ex))
+        return false;
+      ap_exchange_reverse(&ex, &back);
+      for (int i = 0; i < x.k; i++)
+        level[l][ci * AP_MAX_CHILDREN + i] = ex.send_bytes[i] + back.send_bytes[i];
+    }
+  }
+  return true;
+}
+
+/* What device d sends for the loss when every level charges it
+ * (loss_levels_charged): it holds h of each of the R rows, all of them, and
+ * the loss reads an even share r of the rows whole (ap_distribute_train's
+ * loss_boxes), so it sends the other devices its box but for its own rows,
+ * (R - r) h, and back the errors of what it read but for its own box,
+ * r (T/R - h), T the output's elements. */
+static double loss_bytes(const ap_plan *p, const ap_graph *g, int d) {
+  const ap_value *y = &g->values[g->outputs[0]];
+  const int64_t *ext = p->cls[p->n_levels][p->dev_class[d]].ext;
+  double row = 1, h = 1;
+  for (int i = 1; i < y->rank; i++) {
+    double held = (double)y->dims[i];
+    for (int c = 0; c < 2; c++)
+      if (p->loss_map[c] == i)
+        held = (double)llround((double)y->dims[i] *
+                               port_fraction(p, g, ext, p->loss_vertex, 0, c));
+    row *= (double)y->dims[i];
+    h *= held;
+  }
+  double r = (double)aprt_even_share(y->dims[0], p->dev.n_devices, d);
+  return elem_bytes(g, g->outputs[0]) * ((double)(y->dims[0] - (int64_t)r) * h + r * (row - h));
+}
+
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
   int N = p->dev.n_devices;
@@ -1605,6 +1667,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       ap_arena_array(a, AP_MAX_CHILDREN + 1, sizeof *level_step);
   int64_t *joint_count = ap_arena_array(a, (size_t)p->n_wjoint + 1, sizeof *joint_count);
   double(*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
+  double **loss_level = ap_arena_array(a, (size_t)L + 1, sizeof *loss_level);
+  double *loss_exact = ap_arena_array(a, (size_t)N + 1, sizeof *loss_exact);
+  double *loss_levels = ap_arena_array(a, (size_t)N + 1, sizeof *loss_levels);
   dev_paths dp = {ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int))};
@@ -1612,7 +1677,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
       !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
-      !joint_count || !ratio || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
+      !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
       !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int jw = 0; jw < p->n_wjoint; jw++)
@@ -1637,8 +1702,13 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
         level_step[k][j] += sums[q].step * b;
       }
     }
+  for (int l = 0; l < L; l++)
+    if (!(loss_level[l] = ap_arena_array(a, (size_t)p->n_cls[l] * AP_MAX_CHILDREN + 1,
+                                         sizeof **loss_level)))
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  bool loss_whole = L > 1 && loss_levels_charged(p, g, ratio[0], loss_level);
   for (int dv = 0; dv < N; dv++)
-    p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = 0;
+    p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = loss_levels[dv] = 0;
   int n = 1;
   cur[0] = ap_group_root(&p->dev);
   ccur[0] = 0;
@@ -1654,9 +1724,11 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
         int at = ccur[i] * AP_MAX_CHILDREN + j;
         double f = p->child_fwd[l][at] - level_fwd[k][j];
         double t = p->child_sent[l][at] - level_step[k][j];
+        double lb = loss_whole ? loss_level[l][at] : 0;
         for (int dv = ch[j].first_dev; dv < ch[j].first_dev + ch[j].count; dv++) {
           p->dev_fwd_bytes[dv] += f / ch[j].count;
-          p->dev_step_bytes[dv] += t / ch[j].count;
+          p->dev_step_bytes[dv] += (t - lb) / ch[j].count;
+          loss_levels[dv] += lb / ch[j].count;
           dp.k[dv * L + l] = k;
           dp.i[dv * L + l] = j;
           dp.m[dv * L + l] = ch[j].count;
@@ -1674,6 +1746,10 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   for (int i = 0; i < n; i++)
     for (int dv = 0; dv < cur[i].count; dv++)
       p->dev_class[cur[i].first_dev + dv] = ccur[i];
+  for (int dv = 0; dv < N; dv++) {
+    loss_exact[dv] = loss_whole ? loss_bytes(p, g, dv) : 0;
+    p->dev_step_bytes[dv] += loss_exact[dv];
+  }
   p->step_time_s = p->compute_time_s = 0;
   sum_memo memo = {0};
   for (int v = 0; v < V; v++) {
@@ -1686,14 +1762,15 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       worst_compute = fmax(worst_compute, compute[ci]);
     }
     int q0 = first_sum[v], q1 = first_sum[v + 1];
-    if (q1 > q0) /* the levels' charges of these sums give way to the program's */
+    bool loss = loss_whole && v == p->loss_vertex, per_device = q1 > q0 || loss;
+    if (per_device) /* the levels' charges give way to the program's bytes */
       worst = 0;
     for (int q = q0; q < q1; q++)
       if (!(bytes[q] = memo_bytes(a, p, &dp, &memo, &sums[q])))
         return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-    for (int dv = 0; dv < N && q1 > q0; dv++) {
+    for (int dv = 0; dv < N && per_device; dv++) {
       int ci = p->dev_class[dv];
-      double delta = 0;
+      double delta = loss ? loss_exact[dv] - loss_levels[dv] : 0;
       for (int q = q0; q < q1; q++) {
         p->dev_fwd_bytes[dv] += sums[q].fwd * bytes[q][dv];
         p->dev_step_bytes[dv] += sums[q].step * bytes[q][dv];

@@ -1654,11 +1654,11 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int *ccur = ap_arena_array(a, (size_t)N + 1, sizeof(int));
   int *cnxt = ap_arena_array(a, (size_t)N + 1, sizeof(int));
   double *compute = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
-  int most = 0;
+  int max_sums = p->n_wjoint;
   for (int v = 0; v < V; v++)
-    most += p->v[v].n_wsum + 2;
-  whole_sum *sums = ap_arena_array(a, (size_t)(most + p->n_wjoint) + 1, sizeof *sums);
-  const double **bytes = ap_arena_array(a, (size_t)(most + p->n_wjoint) + 1, sizeof *bytes);
+    max_sums += p->v[v].n_wsum + 1;
+  whole_sum *sums = ap_arena_array(a, (size_t)max_sums + 1, sizeof *sums);
+  const double **bytes = ap_arena_array(a, (size_t)max_sums + 1, sizeof *bytes);
   int *first_sum = ap_arena_array(a, (size_t)V + 1, sizeof *first_sum);
   /* The levels' charges of the sums, by a group's child count and the child. */
   double(*level_fwd)[AP_MAX_CHILDREN] =
@@ -1677,8 +1677,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
       !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
-      !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k || !dp.i || !dp.m || !p->dev_fwd_bytes ||
-      !p->dev_step_bytes)
+      !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
+      !dp.i || !dp.m || !p->dev_fwd_bytes || !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int jw = 0; jw < p->n_wjoint; jw++)
     if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))

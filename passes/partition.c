@@ -777,35 +777,48 @@ static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
   }
 }
 
-void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int e,
-                           int su, int sv, const double *ru, const double *rv,
-                           ap_exchange *fwd, ap_exchange *bwd) {
+/* The layouts edge e converts between inside group c's box of the
+ * consumer's port (into box, its rank returned): from, the producer's,
+ * and to, the consumer's. */
+static int edge_layouts(const ap_plan *p, const ap_graph *g, const ap_class *c, int e, int su,
+                        int sv, const double *ru, const double *rv, ap_layout *from,
+                        ap_layout *to, int64_t *box) {
   const ap_edge *ed = &p->e[e];
   ap_group ch[AP_MAX_CHILDREN];
   int k = ap_group_children(&p->dev, &c->g, ch);
-  ap_layout from = ap_plan_port_layout(p, ed->from, 0, su, ru);
-  int slot = split_slot(p, ed->from, 0, &from);
-  if (from.kind == AP_LAYOUT_PARTIAL) /* resolved inside the producer */
-    from.kind = AP_LAYOUT_REPLICATED;
+  *from = ap_plan_port_layout(p, ed->from, 0, su, ru);
+  int slot = split_slot(p, ed->from, 0, from);
+  if (from->kind == AP_LAYOUT_PARTIAL) /* resolved inside the producer */
+    from->kind = AP_LAYOUT_REPLICATED;
   if (slot >= 0) {
     if (ed->map[slot] < 0) {
-      from.kind = AP_LAYOUT_REPLICATED; /* gathered by a chain op */
+      from->kind = AP_LAYOUT_REPLICATED; /* gathered by a chain op */
     } else {
-      from.dim = ed->map[slot];
+      from->dim = ed->map[slot];
       /* The producer's shares are whole units of its dim (heads), which
        * reshapes between scale into the port's (features). */
-      int64_t u = from.unit * ed->num[slot];
+      int64_t u = from->unit * ed->num[slot];
       if (ed->den[slot] > 0 && u % ed->den[slot] == 0)
-        from.unit = u / ed->den[slot];
+        from->unit = u / ed->den[slot];
     }
   }
   /* The consumer's input layout; type III's partial input error is
    * resolved inside the consumer, so backward it sends a replicated one. */
   double rp[AP_MAX_CHILDREN];
   ap_plan_port_ratio(p, g, port_ext(p, c->ext, ed->to, 0), ed->to, ed->port, sv, k, rv, rp);
-  ap_layout to = ap_plan_port_layout(p, ed->to, ed->port, sv, rp);
+  *to = ap_plan_port_layout(p, ed->to, ed->port, sv, rp);
+  return port_box(p, g, c->ext, ed->to, ed->port, box);
+}
+
+void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int e,
+                           int su, int sv, const double *ru, const double *rv,
+                           ap_exchange *fwd, ap_exchange *bwd) {
+  const ap_edge *ed = &p->e[e];
+  ap_group ch[AP_MAX_CHILDREN];
+  int k = ap_group_children(&p->dev, &c->g, ch);
+  ap_layout from, to;
   int64_t box[AP_MAX_RANK];
-  int rank = port_box(p, g, c->ext, ed->to, ed->port, box);
+  int rank = edge_layouts(p, g, c, e, su, sv, ru, rv, &from, &to, box);
   double elem = elem_bytes(g, p->v[ed->to].port[ed->port].value);
   ap_layout_convert(rank, box, elem, k, &from, &to, fwd);
   /* Backward, AccPar converts the consumer's error to the producer's
@@ -1439,10 +1452,10 @@ static double class_memory(const ap_plan *p, const ap_graph *g, const ap_class *
   return m;
 }
 
-/* Where each device sits in the tree: at level l, its group splits into
- * k children, it is in child i, which holds m devices. */
+/* Where each device sits in the tree: at level l, its group, of class c,
+ * splits into k children, it is in child i, which holds m devices. */
 typedef struct dev_paths {
-  int *k, *i, *m; /* [n_devices * n_levels] */
+  int *k, *i, *m, *c; /* [n_devices * n_levels] */
 } dev_paths;
 
 /* A partial sum every level resolves: the program sums it in one
@@ -1641,6 +1654,73 @@ static double loss_bytes(const ap_plan *p, const ap_graph *g, int d) {
   return elem_bytes(g, g->outputs[0]) * ((double)(y->dims[0] - (int64_t)r) * h + r * (row - h));
 }
 
+/* Whether every level gathers edge e whole: the producer splits its
+ * output at every level, so the devices' boxes partition the value, and the
+ * consumer reads it whole at every level. The program then sends each
+ * device's box to every other device, and back the errors of every other
+ * device's box (ap_distribute's exchange and its adjoint); each level
+ * charged a conversion inside its group's box, level[l][class *
+ * AP_MAX_CHILDREN + child] forward (fwd) and back (bwd), spread over the
+ * child's devices. ratio is scratch of two rows. */
+static bool edge_gathered(const ap_plan *p, const ap_graph *g, int e,
+                          double (*ratio)[AP_MAX_CHILDREN], double **fwd, double **bwd) {
+  const ap_edge *ed = &p->e[e];
+  int V = p->n_vertices;
+  if (published_model(p))
+    return false;
+  /* The layouts' kinds depend on the states only: a first pass without
+   * ratios turns most edges away. */
+  double zero[AP_MAX_CHILDREN] = {0};
+  for (int l = 0; l < p->n_levels; l++) {
+    int su = p->state[(size_t)l * V + ed->from], sv = p->state[(size_t)l * V + ed->to];
+    ap_layout from, to;
+    int64_t box[AP_MAX_RANK];
+    edge_layouts(p, g, &p->cls[l][0], e, su, sv, zero, zero, &from, &to, box);
+    if (from.kind != AP_LAYOUT_SPLIT || to.kind != AP_LAYOUT_REPLICATED)
+      return false;
+  }
+  for (int l = 0; l < p->n_levels; l++) {
+    int su = p->state[(size_t)l * V + ed->from], sv = p->state[(size_t)l * V + ed->to];
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      const ap_class *c = &p->cls[l][ci];
+      ap_plan_ratio(p, g, c, ed->from, su, ratio[0]);
+      ap_plan_ratio(p, g, c, ed->to, sv, ratio[1]);
+      ap_layout from, to;
+      int64_t box[AP_MAX_RANK];
+      edge_layouts(p, g, c, e, su, sv, ratio[0], ratio[1], &from, &to, box);
+      if (from.kind != AP_LAYOUT_SPLIT || to.kind != AP_LAYOUT_REPLICATED)
+        return false;
+      ap_exchange f, b;
+      ap_plan_edge_exchange(p, g, c, e, su, sv, ratio[0], ratio[1], &f, &b);
+      for (int i = 0; i < f.k; i++) {
+        fwd[l][ci * AP_MAX_CHILDREN + i] = f.send_bytes[i];
+        bwd[l][ci * AP_MAX_CHILDREN + i] = b.send_bytes[i];
+      }
+    }
+  }
+  return true;
+}
+
+/* Of a value edge e gathers whole (edge_gathered), the elements device d
+ * holds (*held) and all of them (*whole): its box is the producer's, the
+ * dims the producer splits shared as the producer's extents. */
+static void gathered_box(const ap_plan *p, const ap_graph *g, int e, int d, double *held,
+                         double *whole) {
+  const ap_edge *ed = &p->e[e];
+  int64_t box[AP_MAX_RANK];
+  int rank = port_box(p, g, p->cls[0][0].ext, ed->to, ed->port, box);
+  const int64_t *ext = p->cls[p->n_levels][p->dev_class[d]].ext;
+  *held = *whole = 1;
+  for (int i = 0; i < rank; i++) {
+    double n = (double)box[i];
+    *whole *= n;
+    for (int c = 0; c < 2; c++)
+      if (ed->map[c] == i)
+        n = (double)llround(n * port_fraction(p, g, ext, ed->from, 0, c));
+    *held *= n;
+  }
+}
+
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
   int N = p->dev.n_devices;
@@ -1672,13 +1752,20 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   double *loss_levels = ap_arena_array(a, (size_t)N + 1, sizeof *loss_levels);
   dev_paths dp = {ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
+                  ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int))};
+  bool *gathered = ap_arena_array(a, (size_t)E + 1, sizeof *gathered);
+  double *edge_worst = ap_arena_array(a, (size_t)E + 1, sizeof *edge_worst);
+  double **gather[4]; /* per level: an edge's charges forward, back; their sums */
+  for (int q = 0; q < 4; q++)
+    gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
   p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
       !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
-      !dp.i || !dp.m || !p->dev_fwd_bytes || !p->dev_step_bytes)
+      !dp.i || !dp.m || !dp.c || !gathered || !edge_worst || !gather[0] || !gather[1] ||
+      !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int jw = 0; jw < p->n_wjoint; jw++)
     if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
@@ -1707,6 +1794,22 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
                                          sizeof **loss_level)))
       return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   bool loss_whole = L > 1 && loss_levels_charged(p, g, ratio[0], loss_level);
+  for (int l = 0; l < L; l++)
+    for (int q = 0; q < 4; q++) {
+      size_t n_at = (size_t)p->n_cls[l] * AP_MAX_CHILDREN;
+      if (!(gather[q][l] = ap_arena_array(a, n_at + 1, sizeof ***gather)))
+        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+      for (size_t at = 0; at < n_at; at++)
+        gather[q][l][at] = 0;
+    }
+  for (int e = 0; e < E; e++) {
+    gathered[e] = L > 1 && edge_gathered(p, g, e, ratio, gather[0], gather[1]);
+    for (int l = 0; l < L && gathered[e]; l++)
+      for (int at = 0; at < p->n_cls[l] * AP_MAX_CHILDREN; at++) {
+        gather[2][l][at] += gather[0][l][at];
+        gather[3][l][at] += gather[0][l][at] + gather[1][l][at];
+      }
+  }
   for (int dv = 0; dv < N; dv++)
     p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = loss_levels[dv] = 0;
   int n = 1;
@@ -1722,8 +1825,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
          * comm_time assumes, but for the sums priced below as the program
          * sends them. */
         int at = ccur[i] * AP_MAX_CHILDREN + j;
-        double f = p->child_fwd[l][at] - level_fwd[k][j];
-        double t = p->child_sent[l][at] - level_step[k][j];
+        double f = p->child_fwd[l][at] - level_fwd[k][j] - gather[2][l][at];
+        double t = p->child_sent[l][at] - level_step[k][j] - gather[3][l][at];
         double lb = loss_whole ? loss_level[l][at] : 0;
         for (int dv = ch[j].first_dev; dv < ch[j].first_dev + ch[j].count; dv++) {
           p->dev_fwd_bytes[dv] += f / ch[j].count;
@@ -1732,6 +1835,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
           dp.k[dv * L + l] = k;
           dp.i[dv * L + l] = j;
           dp.m[dv * L + l] = ch[j].count;
+          dp.c[dv * L + l] = ccur[i];
         }
         nxt[m] = ch[j];
         cnxt[m++] = child_map[l][at];
@@ -1749,6 +1853,28 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   for (int dv = 0; dv < N; dv++) {
     loss_exact[dv] = loss_whole ? loss_bytes(p, g, dv) : 0;
     p->dev_step_bytes[dv] += loss_exact[dv];
+  }
+  for (int e = 0; e < E; e++) {
+    if (!gathered[e])
+      continue;
+    edge_gathered(p, g, e, ratio, gather[0], gather[1]);
+    double elem = elem_bytes(g, p->v[p->e[e].to].port[p->e[e].port].value);
+    edge_worst[e] = 0;
+    for (int dv = 0; dv < N; dv++) {
+      double levels = 0, held, whole;
+      for (int l = 0; l < L; l++) {
+        int at = dp.c[dv * L + l] * AP_MAX_CHILDREN + dp.i[dv * L + l];
+        levels += (gather[0][l][at] + gather[1][l][at]) / dp.m[dv * L + l];
+      }
+      gathered_box(p, g, e, dv, &held, &whole);
+      double f = (double)(N - 1) * held * elem, b = (whole - held) * elem;
+      const ap_class *c = &p->cls[L][p->dev_class[dv]];
+      p->dev_fwd_bytes[dv] += f;
+      p->dev_step_bytes[dv] += f + b;
+      p->comm_bytes += f + b - levels;
+      edge_worst[e] = fmax(edge_worst[e], c->acc_e[e] + (f + b - levels) /
+                                                           p->dev.kinds[c->g.kind].link_bw_bytes_s);
+    }
   }
   p->step_time_s = p->compute_time_s = 0;
   sum_memo memo = {0};
@@ -1784,8 +1910,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     p->compute_time_s += worst_compute;
   }
   for (int e = 0; e < E; e++) {
-    double worst = 0;
-    for (int ci = 0; ci < nl; ci++)
+    double worst = gathered[e] ? edge_worst[e] : 0;
+    for (int ci = 0; ci < nl && !gathered[e]; ci++)
       worst = fmax(worst, p->cls[L][ci].acc_e[e]);
     p->row_time_s[p->e[e].to] += worst; /* a conversion shows on its consumer's row */
   }

@@ -1654,42 +1654,46 @@ static double loss_bytes(const ap_plan *p, const ap_graph *g, int d) {
   return elem_bytes(g, g->outputs[0]) * ((double)(y->dims[0] - (int64_t)r) * h + r * (row - h));
 }
 
-/* Whether every level gathers edge e whole: the producer splits its
- * output at every level, so the devices' boxes partition the value, and the
- * consumer reads it whole at every level. The program then sends each
- * device's box to every other device, and back the errors of every other
- * device's box (ap_distribute's exchange and its adjoint); each level
- * charged a conversion inside its group's box, level[l][class *
- * AP_MAX_CHILDREN + child] forward (fwd) and back (bwd), spread over the
- * child's devices. ratio is scratch of two rows. */
-static bool edge_gathered(const ap_plan *p, const ap_graph *g, int e,
-                          double (*ratio)[AP_MAX_CHILDREN], double **fwd, double **bwd) {
+/* Whether the program sends edge e's value straight from the devices
+ * holding it, known by extents alone: the producer splits it at every level,
+ * so the devices' boxes partition it, and the consumer reads it whole at
+ * every level, or splits it at every level along other dims than the
+ * producer's, so its boxes partition it too and meet the producer's in
+ * extents. Each level charged a conversion inside its group's box,
+ * level[l][class * AP_MAX_CHILDREN + child] forward (fwd) and back (bwd),
+ * spread over the child's devices. ratio is scratch of two rows. */
+static bool edge_direct(const ap_plan *p, const ap_graph *g, int e,
+                        double (*ratio)[AP_MAX_CHILDREN], double **fwd, double **bwd) {
   const ap_edge *ed = &p->e[e];
   int V = p->n_vertices;
   if (published_model(p))
     return false;
-  /* The layouts' kinds depend on the states only: a first pass without
-   * ratios turns most edges away. */
+  /* The layouts' kinds and dims depend on the states only: a first pass
+   * without ratios turns most edges away. */
   double zero[AP_MAX_CHILDREN] = {0};
+  unsigned from_dims = 0, to_dims = 0;
+  int to_split = 0;
   for (int l = 0; l < p->n_levels; l++) {
     int su = p->state[(size_t)l * V + ed->from], sv = p->state[(size_t)l * V + ed->to];
     ap_layout from, to;
     int64_t box[AP_MAX_RANK];
     edge_layouts(p, g, &p->cls[l][0], e, su, sv, zero, zero, &from, &to, box);
-    if (from.kind != AP_LAYOUT_SPLIT || to.kind != AP_LAYOUT_REPLICATED)
+    if (from.kind != AP_LAYOUT_SPLIT || to.kind == AP_LAYOUT_PARTIAL)
       return false;
+    from_dims |= 1u << from.dim;
+    if (to.kind == AP_LAYOUT_SPLIT) {
+      to_dims |= 1u << to.dim;
+      to_split++;
+    }
   }
+  if ((to_split != 0 && to_split != p->n_levels) || (from_dims & to_dims))
+    return false;
   for (int l = 0; l < p->n_levels; l++) {
     int su = p->state[(size_t)l * V + ed->from], sv = p->state[(size_t)l * V + ed->to];
     for (int ci = 0; ci < p->n_cls[l]; ci++) {
       const ap_class *c = &p->cls[l][ci];
       ap_plan_ratio(p, g, c, ed->from, su, ratio[0]);
       ap_plan_ratio(p, g, c, ed->to, sv, ratio[1]);
-      ap_layout from, to;
-      int64_t box[AP_MAX_RANK];
-      edge_layouts(p, g, c, e, su, sv, ratio[0], ratio[1], &from, &to, box);
-      if (from.kind != AP_LAYOUT_SPLIT || to.kind != AP_LAYOUT_REPLICATED)
-        return false;
       ap_exchange f, b;
       ap_plan_edge_exchange(p, g, c, e, su, sv, ratio[0], ratio[1], &f, &b);
       for (int i = 0; i < f.k; i++) {
@@ -1701,24 +1705,39 @@ static bool edge_gathered(const ap_plan *p, const ap_graph *g, int e,
   return true;
 }
 
-/* Of a value edge e gathers whole (edge_gathered), the elements device d
- * holds (*held) and all of them (*whole): its box is the producer's, the
- * dims the producer splits shared as the producer's extents. */
-static void gathered_box(const ap_plan *p, const ap_graph *g, int e, int d, double *held,
-                         double *whole) {
+/* What device d sends for an edge edge_direct prices, forward (*fwd) and
+ * back (*bwd): its box h but for what it needs itself to the devices
+ * needing it, h - |h n|, and the errors of its box n but for what it holds
+ * back to the devices holding them, n - |h n| (a consumer reading the value
+ * whole: (N-1) h and T - h). The producer's and the consumer's boxes have
+ * their extents on the device; they split different dims, so they meet in
+ * the smaller extent of each. */
+static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, int d, double *fwd,
+                         double *bwd) {
   const ap_edge *ed = &p->e[e];
+  const ap_port *pt = &p->v[ed->to].port[ed->port];
   int64_t box[AP_MAX_RANK];
   int rank = port_box(p, g, p->cls[0][0].ext, ed->to, ed->port, box);
   const int64_t *ext = p->cls[p->n_levels][p->dev_class[d]].ext;
-  *held = *whole = 1;
+  const int64_t *need_ext = port_ext(p, ext, ed->to, ed->port);
+  double held = 1, need = 1, meet = 1, whole = 1;
   for (int i = 0; i < rank; i++) {
-    double n = (double)box[i];
-    *whole *= n;
-    for (int c = 0; c < 2; c++)
+    double h = (double)box[i], n = (double)box[i];
+    for (int c = 0; c < 2; c++) {
       if (ed->map[c] == i)
-        n = (double)llround(n * port_fraction(p, g, ext, ed->from, 0, c));
-    *held *= n;
+        h = (double)llround(h * port_fraction(p, g, ext, ed->from, 0, c));
+      if (pt->dim[c] == i)
+        n = (double)need_ext[c];
+    }
+    held *= h;
+    need *= n;
+    meet *= h < n ? h : n;
+    whole *= (double)box[i];
   }
+  double elem = elem_bytes(g, pt->value);
+  bool gathers = need == whole;
+  *fwd = elem * (gathers ? (double)(p->dev.n_devices - 1) * held : held - meet);
+  *bwd = elem * (gathers ? whole - held : need - meet);
 }
 
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
@@ -1754,9 +1773,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int))};
-  bool *gathered = ap_arena_array(a, (size_t)E + 1, sizeof *gathered);
+  bool *direct = ap_arena_array(a, (size_t)E + 1, sizeof *direct);
   double *edge_worst = ap_arena_array(a, (size_t)E + 1, sizeof *edge_worst);
-  double **gather[4]; /* per level: an edge's charges forward, back; their sums */
+  double **gather[4]; /* per level: an edge_direct's charges forward, back; their sums */
   for (int q = 0; q < 4; q++)
     gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
   p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
@@ -1764,7 +1783,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
       !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
-      !dp.i || !dp.m || !dp.c || !gathered || !edge_worst || !gather[0] || !gather[1] ||
+      !dp.i || !dp.m || !dp.c || !direct || !edge_worst || !gather[0] || !gather[1] ||
       !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int jw = 0; jw < p->n_wjoint; jw++)
@@ -1803,8 +1822,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
         gather[q][l][at] = 0;
     }
   for (int e = 0; e < E; e++) {
-    gathered[e] = L > 1 && edge_gathered(p, g, e, ratio, gather[0], gather[1]);
-    for (int l = 0; l < L && gathered[e]; l++)
+    direct[e] = L > 1 && edge_direct(p, g, e, ratio, gather[0], gather[1]);
+    for (int l = 0; l < L && direct[e]; l++)
       for (int at = 0; at < p->n_cls[l] * AP_MAX_CHILDREN; at++) {
         gather[2][l][at] += gather[0][l][at];
         gather[3][l][at] += gather[0][l][at] + gather[1][l][at];
@@ -1855,19 +1874,17 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     p->dev_step_bytes[dv] += loss_exact[dv];
   }
   for (int e = 0; e < E; e++) {
-    if (!gathered[e])
+    if (!direct[e])
       continue;
-    edge_gathered(p, g, e, ratio, gather[0], gather[1]);
-    double elem = elem_bytes(g, p->v[p->e[e].to].port[p->e[e].port].value);
+    edge_direct(p, g, e, ratio, gather[0], gather[1]);
     edge_worst[e] = 0;
     for (int dv = 0; dv < N; dv++) {
-      double levels = 0, held, whole;
+      double levels = 0, f, b;
       for (int l = 0; l < L; l++) {
         int at = dp.c[dv * L + l] * AP_MAX_CHILDREN + dp.i[dv * L + l];
         levels += (gather[0][l][at] + gather[1][l][at]) / dp.m[dv * L + l];
       }
-      gathered_box(p, g, e, dv, &held, &whole);
-      double f = (double)(N - 1) * held * elem, b = (whole - held) * elem;
+      direct_bytes(p, g, e, dv, &f, &b);
       const ap_class *c = &p->cls[L][p->dev_class[dv]];
       p->dev_fwd_bytes[dv] += f;
       p->dev_step_bytes[dv] += f + b;
@@ -1910,8 +1927,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     p->compute_time_s += worst_compute;
   }
   for (int e = 0; e < E; e++) {
-    double worst = gathered[e] ? edge_worst[e] : 0;
-    for (int ci = 0; ci < nl && !gathered[e]; ci++)
+    double worst = direct[e] ? edge_worst[e] : 0;
+    for (int ci = 0; ci < nl && !direct[e]; ci++)
       worst = fmax(worst, p->cls[L][ci].acc_e[e]);
     p->row_time_s[p->e[e].to] += worst; /* a conversion shows on its consumer's row */
   }

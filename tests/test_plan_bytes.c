@@ -91,43 +91,23 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
  * straight from the device holding it to the device needing it across
  * several levels at once and reduces partial sums of several levels in one
  * all-reduce over all summands (priced so only where every level makes
- * them, whole_sums, and where every level gathers a value its producer
- * splits at every level, edge_gathered, partition.c); on one level, a chain
- * op that gathers a
+ * them, whole_sums, and where both ends' boxes partition the value along
+ * different dims or the consumer reads it whole, edge_direct, partition.c);
+ * on one level, a chain op that gathers a
  * dimension the layer splits is priced on the group's box of its input
  * rather than on the devices' pieces, which no one-level plan here meets:
  * every plan on one level (cpu:2, tpuv3:1,tpuv2:1, cpu:3) is exact.
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact[][3] = {
-    {"lenet5", "cpu:4", "owt"},
-    {"lenet5", "cpu:4", "hypar"},
-    {"lenet5", "tpuv3:1,tpuv2:2", "owt"},
-    {"lenet5", "tpuv3:1,tpuv2:2", "hypar"},
-    {"lenet5", "tpuv3:2,tpuv2:2", "owt"},
-    {"lenet5", "tpuv3:2,tpuv2:2", "hypar"},
     {"lenet5", "tpuv3:2,tpuv2:2", "accpar"},
-    {"resnet_small", "cpu:4", "owt"},
-    {"resnet_small", "cpu:4", "hypar"},
     {"resnet_small", "cpu:4", "accpar"},
-    {"resnet_small", "tpuv3:1,tpuv2:2", "owt"},
-    {"resnet_small", "tpuv3:1,tpuv2:2", "hypar"},
     {"resnet_small", "tpuv3:1,tpuv2:2", "accpar"},
-    {"resnet_small", "tpuv3:2,tpuv2:2", "owt"},
-    {"resnet_small", "tpuv3:2,tpuv2:2", "hypar"},
     {"resnet_small", "tpuv3:2,tpuv2:2", "accpar"},
-    {"inception_block", "cpu:4", "owt"},
-    {"inception_block", "cpu:4", "hypar"},
     {"inception_block", "cpu:4", "accpar"},
-    {"inception_block", "tpuv3:1,tpuv2:2", "owt"},
-    {"inception_block", "tpuv3:1,tpuv2:2", "hypar"},
-    {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
-    {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
     {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
     {"gpt2_tiny", "cpu:4", "owt"},
     {"gpt2_tiny", "cpu:4", "accpar"},
-    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
     {"gpt2_tiny", "tpuv3:1,tpuv2:2", "accpar"},
-    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "owt"},
     {"gpt2_tiny", "tpuv3:2,tpuv2:2", "accpar"},
 };
 enum { N_KNOWN_INEXACT = sizeof known_inexact / sizeof known_inexact[0] };
@@ -166,7 +146,7 @@ static void check(const char *const (*list)[3], int n_list, bool train, int n_ex
 }
 
 Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
-  check(known_inexact, N_KNOWN_INEXACT, false, 90);
+  check(known_inexact, N_KNOWN_INEXACT, false, 110);
 }
 
 /* A training step: the program runs the forward transfers, the loss's
@@ -187,41 +167,21 @@ Test(plan_bytes, forward_bytes_of_the_cost_model_are_the_programs, .timeout = 60
  * the causes of the forward list above also apply backward.
  * Each entry must still differ, so fixing a cause shortens this list. */
 static const char *const known_inexact_step[][3] = {
-    {"lenet5", "cpu:4", "owt"},
-    {"lenet5", "cpu:4", "hypar"},
-    {"lenet5", "tpuv3:1,tpuv2:2", "owt"},
-    {"lenet5", "tpuv3:1,tpuv2:2", "hypar"},
-    {"lenet5", "tpuv3:2,tpuv2:2", "owt"},
-    {"lenet5", "tpuv3:2,tpuv2:2", "hypar"},
     {"lenet5", "tpuv3:2,tpuv2:2", "accpar"},
-    {"resnet_small", "cpu:4", "owt"},
-    {"resnet_small", "cpu:4", "hypar"},
     {"resnet_small", "cpu:4", "accpar"},
-    {"resnet_small", "tpuv3:1,tpuv2:2", "owt"},
-    {"resnet_small", "tpuv3:1,tpuv2:2", "hypar"},
     {"resnet_small", "tpuv3:1,tpuv2:2", "accpar"},
-    {"resnet_small", "tpuv3:2,tpuv2:2", "owt"},
-    {"resnet_small", "tpuv3:2,tpuv2:2", "hypar"},
     {"resnet_small", "tpuv3:2,tpuv2:2", "accpar"},
-    {"inception_block", "cpu:4", "owt"},
-    {"inception_block", "cpu:4", "hypar"},
     {"inception_block", "cpu:4", "accpar"},
-    {"inception_block", "tpuv3:1,tpuv2:2", "owt"},
-    {"inception_block", "tpuv3:1,tpuv2:2", "hypar"},
-    {"inception_block", "tpuv3:2,tpuv2:2", "owt"},
-    {"inception_block", "tpuv3:2,tpuv2:2", "hypar"},
     {"inception_block", "tpuv3:2,tpuv2:2", "accpar"},
     {"gpt2_tiny", "cpu:4", "owt"},
     {"gpt2_tiny", "cpu:4", "accpar"},
-    {"gpt2_tiny", "tpuv3:1,tpuv2:2", "owt"},
     {"gpt2_tiny", "tpuv3:1,tpuv2:2", "accpar"},
-    {"gpt2_tiny", "tpuv3:2,tpuv2:2", "owt"},
     {"gpt2_tiny", "tpuv3:2,tpuv2:2", "accpar"},
 };
 enum { N_KNOWN_INEXACT_STEP = sizeof known_inexact_step / sizeof known_inexact_step[0] };
 
 Test(plan_bytes, step_bytes_of_the_cost_model_are_the_programs, .timeout = 600) {
-  check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 90);
+  check(known_inexact_step, N_KNOWN_INEXACT_STEP, true, 110);
 }
 
 /* The training program's schedule (codegen/train.c) and the plan's figures

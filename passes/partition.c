@@ -1661,9 +1661,11 @@ static double loss_bytes(const ap_plan *p, const ap_graph *g, int d) {
  * producer's, so its boxes partition it too and meet the producer's in
  * extents. Each level charged a conversion inside its group's box,
  * level[l][class * AP_MAX_CHILDREN + child] forward (fwd) and back (bwd),
- * spread over the child's devices. ratio is scratch of two rows. */
+ * spread over the child's devices; *whole: the consumer reads it whole.
+ * ratio is scratch of two rows. */
 static bool edge_direct(const ap_plan *p, const ap_graph *g, int e,
-                        double (*ratio)[AP_MAX_CHILDREN], double **fwd, double **bwd) {
+                        double (*ratio)[AP_MAX_CHILDREN], double **fwd, double **bwd,
+                        bool *whole) {
   const ap_edge *ed = &p->e[e];
   int V = p->n_vertices;
   if (published_model(p))
@@ -1688,6 +1690,7 @@ static bool edge_direct(const ap_plan *p, const ap_graph *g, int e,
   }
   if ((to_split != 0 && to_split != p->n_levels) || (from_dims & to_dims))
     return false;
+  *whole = to_split == 0;
   for (int l = 0; l < p->n_levels; l++) {
     int su = p->state[(size_t)l * V + ed->from], sv = p->state[(size_t)l * V + ed->to];
     for (int ci = 0; ci < p->n_cls[l]; ci++) {
@@ -1712,8 +1715,8 @@ static bool edge_direct(const ap_plan *p, const ap_graph *g, int e,
  * whole: (N-1) h and T - h). The producer's and the consumer's boxes have
  * their extents on the device; they split different dims, so they meet in
  * the smaller extent of each. */
-static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, int d, double *fwd,
-                         double *bwd) {
+static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gathers, int d,
+                         double *fwd, double *bwd) {
   const ap_edge *ed = &p->e[e];
   const ap_port *pt = &p->v[ed->to].port[ed->port];
   int64_t box[AP_MAX_RANK];
@@ -1735,7 +1738,6 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, int d, doub
     whole *= (double)box[i];
   }
   double elem = elem_bytes(g, pt->value);
-  bool gathers = need == whole;
   *fwd = elem * (gathers ? (double)(p->dev.n_devices - 1) * held : held - meet);
   *bwd = elem * (gathers ? whole - held : need - meet);
 }
@@ -1774,6 +1776,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
                   ap_arena_array(a, (size_t)N * L + 1, sizeof(int))};
   bool *direct = ap_arena_array(a, (size_t)E + 1, sizeof *direct);
+  bool *whole_read = ap_arena_array(a, (size_t)E + 1, sizeof *whole_read);
   double *edge_worst = ap_arena_array(a, (size_t)E + 1, sizeof *edge_worst);
   double **gather[4]; /* per level: an edge_direct's charges forward, back; their sums */
   for (int q = 0; q < 4; q++)
@@ -1783,8 +1786,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
       !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
-      !dp.i || !dp.m || !dp.c || !direct || !edge_worst || !gather[0] || !gather[1] ||
-      !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes)
+      !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !gather[0] ||
+      !gather[1] || !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int jw = 0; jw < p->n_wjoint; jw++)
     if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
@@ -1822,7 +1825,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
         gather[q][l][at] = 0;
     }
   for (int e = 0; e < E; e++) {
-    direct[e] = L > 1 && edge_direct(p, g, e, ratio, gather[0], gather[1]);
+    direct[e] = L > 1 && edge_direct(p, g, e, ratio, gather[0], gather[1], &whole_read[e]);
     for (int l = 0; l < L && direct[e]; l++)
       for (int at = 0; at < p->n_cls[l] * AP_MAX_CHILDREN; at++) {
         gather[2][l][at] += gather[0][l][at];
@@ -1841,8 +1844,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       int k = ap_group_children(&p->dev, &cur[i], ch);
       for (int j = 0; j < k; j++) {
         /* A child group's bytes are spread evenly over its devices, as
-         * comm_time assumes, but for the sums priced below as the program
-         * sends them. */
+         * comm_time assumes, but for what is priced below as the program
+         * sends it: the sums every level makes, the loss's rows, the
+         * edges edge_direct prices. */
         int at = ccur[i] * AP_MAX_CHILDREN + j;
         double f = p->child_fwd[l][at] - level_fwd[k][j] - gather[2][l][at];
         double t = p->child_sent[l][at] - level_step[k][j] - gather[3][l][at];
@@ -1876,7 +1880,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   for (int e = 0; e < E; e++) {
     if (!direct[e])
       continue;
-    edge_direct(p, g, e, ratio, gather[0], gather[1]);
+    edge_direct(p, g, e, ratio, gather[0], gather[1], &whole_read[e]);
     edge_worst[e] = 0;
     for (int dv = 0; dv < N; dv++) {
       double levels = 0, f, b;
@@ -1884,7 +1888,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
         int at = dp.c[dv * L + l] * AP_MAX_CHILDREN + dp.i[dv * L + l];
         levels += (gather[0][l][at] + gather[1][l][at]) / dp.m[dv * L + l];
       }
-      direct_bytes(p, g, e, dv, &f, &b);
+      direct_bytes(p, g, e, whole_read[e], dv, &f, &b);
       const ap_class *c = &p->cls[L][p->dev_class[dv]];
       p->dev_fwd_bytes[dv] += f;
       p->dev_step_bytes[dv] += f + b;

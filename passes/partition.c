@@ -565,6 +565,32 @@ void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class 
 
 /* The communication of vertex v in state s at the context's level (its
  * compute is charged on the devices themselves, see below_vertex). */
+/* The loss reads whole rows of graph output 0 (dim 0): a level that
+ * splits another of its dims sends each child an even share of the rows,
+ * and their errors back (ap_distribute_train's loss transfer). Vertex v's
+ * output has layout out, splitting slot c; false: no transfer here. */
+static bool loss_exchange(const level_ctx *x, int v, const ap_layout *out, int c,
+                          ap_exchange *ex) {
+  const ap_plan *p = x->p;
+  const ap_graph *g = x->g;
+  if (v != p->loss_vertex || c < 0 || p->loss_map[c] <= 0 || published_model(p))
+    return false;
+  const ap_value *yv = &g->values[g->outputs[0]];
+  int64_t box[AP_MAX_RANK];
+  for (int i = 0; i < yv->rank; i++)
+    box[i] = yv->dims[i];
+  for (int c2 = 0; c2 < 2; c2++)
+    if (p->loss_map[c2] >= 0)
+      box[p->loss_map[c2]] = (int64_t)llround((double)yv->dims[p->loss_map[c2]] *
+                                              port_fraction(p, g, x->c->ext, v, 0, c2));
+  ap_layout from = *out, to = {.kind = AP_LAYOUT_SPLIT, .dim = 0, .unit = 1};
+  from.dim = p->loss_map[c];
+  for (int i = 0; i < x->k; i++)
+    to.ratio[i] = 1.0 / x->k;
+  ap_layout_convert(yv->rank, box, elem_bytes(g, g->outputs[0]), x->k, &from, &to, ex);
+  return true;
+}
+
 static void vertex_cost(const level_ctx *x, int v, int s, const double *r, bool joint,
                         child_cost *cc) {
   const ap_plan *p = x->p;
@@ -586,23 +612,7 @@ static void vertex_cost(const level_ctx *x, int v, int s, const double *r, bool 
   /* A chain op that needs whole the dimension this state splits gathers it. */
   ap_layout out = ap_plan_port_layout(p, v, 0, s, r);
   int c = split_slot(p, v, 0, &out);
-  /* The loss reads whole rows of graph output 0 (dim 0): a level that
-   * splits another of its dims sends each child an even share of the rows,
-   * and their errors back (ap_distribute_train's loss transfer). */
-  if (v == p->loss_vertex && c >= 0 && p->loss_map[c] > 0 && !published_model(p)) {
-    const ap_value *yv = &g->values[g->outputs[0]];
-    int64_t box[AP_MAX_RANK];
-    for (int i = 0; i < yv->rank; i++)
-      box[i] = yv->dims[i];
-    for (int c2 = 0; c2 < 2; c2++)
-      if (p->loss_map[c2] >= 0)
-        box[p->loss_map[c2]] = (int64_t)llround((double)yv->dims[p->loss_map[c2]] *
-                                                port_fraction(p, g, x->c->ext, v, 0, c2));
-    ap_layout from = out, to = {.kind = AP_LAYOUT_SPLIT, .dim = 0, .unit = 1};
-    from.dim = p->loss_map[c];
-    for (int i = 0; i < x->k; i++)
-      to.ratio[i] = 1.0 / x->k;
-    ap_layout_convert(yv->rank, box, elem_bytes(g, g->outputs[0]), x->k, &from, &to, &ex);
+  if (loss_exchange(x, v, &out, c, &ex)) {
     add_exchange(x, &ex, elem_bytes(g, g->outputs[0]), cc, elems, false);
     ap_exchange back;
     ap_exchange_reverse(&ex, &back);
@@ -717,20 +727,13 @@ static double meet(int rank, const int64_t *alo, const int64_t *ahi, const int64
   return v;
 }
 
-/* The sum of joint weight j's gradient among the children: each child's box
- * the smallest holding its readers' boxes; an all-reduce in each group of
- * children with equal boxes when the groups' boxes are disjoint, else every
- * child sends every other its contribution where their boxes meet
- * (ap_distribute_train's weight_sum). */
-static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
-                      double (*ratio)[AP_MAX_CHILDREN], ap_exchange *ex) {
-  const ap_value *wv = &x->g->values[j->value];
-  int rank = wv->rank, k = x->k;
-  int64_t lo[AP_MAX_CHILDREN][AP_MAX_RANK], hi[AP_MAX_CHILDREN][AP_MAX_RANK];
-  double vol[AP_MAX_CHILDREN];
-  memset(ex, 0, sizeof *ex);
-  ex->k = k;
-  for (int i = 0; i < k; i++) {
+/* Child i's box of joint weight j: the smallest holding its readers'
+ * boxes, [lo, hi) with vol elements (all 0 when no reader reads any). */
+static void joint_boxes(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
+                        double (*ratio)[AP_MAX_CHILDREN], int64_t (*lo)[AP_MAX_RANK],
+                        int64_t (*hi)[AP_MAX_RANK], double *vol) {
+  int rank = x->g->values[j->value].rank;
+  for (int i = 0; i < x->k; i++) {
     bool any = false;
     for (int q = 0; q < j->n_readers; q++) {
       const ap_wreader *r = &j->r[q];
@@ -750,6 +753,22 @@ static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
       vol[i] *= (double)(hi[i][a] - lo[i][a]);
     }
   }
+}
+
+/* The sum of joint weight j's gradient among the children, each holding
+ * joint_boxes: an all-reduce in each group of children with equal boxes
+ * when the groups' boxes are disjoint, else every child sends every other
+ * its contribution where their boxes meet (ap_distribute_train's
+ * weight_sum). */
+static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
+                      double (*ratio)[AP_MAX_CHILDREN], ap_exchange *ex) {
+  const ap_value *wv = &x->g->values[j->value];
+  int rank = wv->rank, k = x->k;
+  int64_t lo[AP_MAX_CHILDREN][AP_MAX_RANK], hi[AP_MAX_CHILDREN][AP_MAX_RANK];
+  double vol[AP_MAX_CHILDREN];
+  memset(ex, 0, sizeof *ex);
+  ex->k = k;
+  joint_boxes(x, j, st, ratio, lo, hi, vol);
   int cls[AP_MAX_CHILDREN];
   bool disjoint = true, shared = false;
   for (int i = 0; i < k; i++) {
@@ -793,35 +812,48 @@ static void joint_sum(const level_ctx *x, const ap_wjoint *j, const uint8_t *st,
   }
 }
 
-void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int e,
-                           int su, int sv, const double *ru, const double *rv,
-                           ap_exchange *fwd, ap_exchange *bwd) {
+/* The layouts edge e converts between inside group c's box of the
+ * consumer's port (into box, its rank returned): from, the producer's,
+ * and to, the consumer's. */
+static int edge_layouts(const ap_plan *p, const ap_graph *g, const ap_class *c, int e, int su,
+                        int sv, const double *ru, const double *rv, ap_layout *from,
+                        ap_layout *to, int64_t *box) {
   const ap_edge *ed = &p->e[e];
   ap_group ch[AP_MAX_CHILDREN];
   int k = ap_group_children(&p->dev, &c->g, ch);
-  ap_layout from = ap_plan_port_layout(p, ed->from, 0, su, ru);
-  int slot = split_slot(p, ed->from, 0, &from);
-  if (from.kind == AP_LAYOUT_PARTIAL) /* resolved inside the producer */
-    from.kind = AP_LAYOUT_REPLICATED;
+  *from = ap_plan_port_layout(p, ed->from, 0, su, ru);
+  int slot = split_slot(p, ed->from, 0, from);
+  if (from->kind == AP_LAYOUT_PARTIAL) /* resolved inside the producer */
+    from->kind = AP_LAYOUT_REPLICATED;
   if (slot >= 0) {
     if (ed->map[slot] < 0) {
-      from.kind = AP_LAYOUT_REPLICATED; /* gathered by a chain op */
+      from->kind = AP_LAYOUT_REPLICATED; /* gathered by a chain op */
     } else {
-      from.dim = ed->map[slot];
+      from->dim = ed->map[slot];
       /* The producer's shares are whole units of its dim (heads), which
        * reshapes between scale into the port's (features). */
-      int64_t u = from.unit * ed->num[slot];
+      int64_t u = from->unit * ed->num[slot];
       if (ed->den[slot] > 0 && u % ed->den[slot] == 0)
-        from.unit = u / ed->den[slot];
+        from->unit = u / ed->den[slot];
     }
   }
   /* The consumer's input layout; type III's partial input error is
    * resolved inside the consumer, so backward it sends a replicated one. */
   double rp[AP_MAX_CHILDREN];
   ap_plan_port_ratio(p, g, port_ext(p, c->ext, ed->to, 0), ed->to, ed->port, sv, k, rv, rp);
-  ap_layout to = ap_plan_port_layout(p, ed->to, ed->port, sv, rp);
+  *to = ap_plan_port_layout(p, ed->to, ed->port, sv, rp);
+  return port_box(p, g, c->ext, ed->to, ed->port, box);
+}
+
+void ap_plan_edge_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int e,
+                           int su, int sv, const double *ru, const double *rv,
+                           ap_exchange *fwd, ap_exchange *bwd) {
+  const ap_edge *ed = &p->e[e];
+  ap_group ch[AP_MAX_CHILDREN];
+  int k = ap_group_children(&p->dev, &c->g, ch);
+  ap_layout from, to;
   int64_t box[AP_MAX_RANK];
-  int rank = port_box(p, g, c->ext, ed->to, ed->port, box);
+  int rank = edge_layouts(p, g, c, e, su, sv, ru, rv, &from, &to, box);
   double elem = elem_bytes(g, p->v[ed->to].port[ed->port].value);
   ap_layout_convert(rank, box, elem, k, &from, &to, fwd);
   /* Backward, AccPar converts the consumer's error to the producer's
@@ -1455,54 +1487,388 @@ static double class_memory(const ap_plan *p, const ap_graph *g, const ap_class *
   return m;
 }
 
+/* Where each device sits in the tree: at level l, its group, of class c,
+ * splits into k children, it is in child i, which holds m devices. */
+typedef struct dev_paths {
+  int *k, *i, *m, *c; /* [n_devices * n_levels] */
+} dev_paths;
+
+/* A partial sum every level resolves: the program sums it in one
+ * all-reduce over all the devices, device d holding summand d
+ * (ap_distribute's reduction, ap_distribute_train's weight_sum: every
+ * device's box is the same, and every device's path is a summand of its
+ * own), where each level charges an all-reduce among its groups' children,
+ * spread evenly over a child's devices. */
+typedef struct whole_sum {
+  int64_t count;     /* elements summed, the same box on every device */
+  double elem;       /* bytes per element */
+  int fwd, step;     /* all-reduces in the forward pass, in a training step */
+} whole_sum;
+
+/* The sums of vertex v that every level resolves, into out (at most 1 +
+ * n_wsum): a layer's weight gradient when every level is type I, its
+ * output (and, backward, the output's error) when every level is type II,
+ * a bias's or a normalization's gradient (a layer's or a join's chain op)
+ * when no level splits it with the output features. A weight summed with
+ * other readers (ap_wjoint) is priced by joint_whole. */
+static int whole_sums(const ap_plan *p, const ap_graph *g, int v, whole_sum *out) {
+  const ap_vertex *vx = &p->v[v];
+  int L = p->n_levels, V = p->n_vertices, n = 0;
+  if (published_model(p))
+    return 0;
+  bool all_i = !vx->join, all_ii = !vx->join, out_split = false;
+  double zero[AP_MAX_CHILDREN] = {0};
+  for (int l = 0; l < L; l++) {
+    int s = p->state[(size_t)l * V + v];
+    all_i &= state_type(s) == 0;
+    all_ii &= state_type(s) == 1;
+    ap_layout o = ap_plan_port_layout(p, v, 0, s, zero);
+    out_split |= split_slot(p, v, 0, &o) == 1;
+  }
+  const int64_t *e0 = port_ext(p, p->cls[0][0].ext, v, 0), *e1 = e0 + 2;
+  int64_t box[AP_MAX_RANK];
+  if (all_i && !vx->weight_joint) { /* the box intra_allreduce sums */
+    const ap_value *w = &g->values[vx->weight];
+    int64_t c = 1;
+    for (int a = 0; a < w->rank; a++)
+      box[a] = w->dims[a];
+    if (vx->port[1].dim[1] >= 0)
+      box[vx->w_dim[0]] = e1[1];
+    if (vx->w_dim[1] >= 0)
+      box[vx->w_dim[1]] = e0[1];
+    for (int a = 0; a < w->rank; a++)
+      c *= box[a];
+    out[n++] = (whole_sum){c, elem_bytes(g, vx->weight), 0, 1};
+  }
+  if (all_ii) {
+    int rank = port_box(p, g, p->cls[0][0].ext, v, 0, box);
+    int64_t c = 1;
+    for (int a = 0; a < rank; a++)
+      c *= box[a];
+    out[n++] = (whole_sum){c, elem_bytes(g, vx->port[0].value), 1, 2};
+  }
+  for (int k = 0; k < vx->n_wsum; k++) {
+    const ap_wsum *ws = &vx->wsum[k];
+    if (ws->joint || (ws->dim >= 0 && out_split))
+      continue;
+    const ap_value *wv = &g->values[ws->value];
+    int64_t c = 1;
+    for (int a = 0; a < wv->rank; a++)
+      c *= a == ws->dim ? (int64_t)llround((double)e0[1] * ws->scale) : wv->dims[a];
+    out[n++] = (whole_sum){c, elem_bytes(g, ws->value), 0, 1};
+  }
+  return n;
+}
+
+/* Whether no level splits joint weight j (every child's box, at every
+ * level, is its group's, of float elements): then the program sums its
+ * gradient in one all-reduce over all the devices, every box equal; *count
+ * is that box's elements. ratio is scratch of n_vertices entries. */
+static bool joint_whole(const ap_plan *p, const ap_graph *g, const ap_wjoint *j,
+                        double (*ratio)[AP_MAX_CHILDREN], int64_t *count) {
+  int V = p->n_vertices, rank = g->values[j->value].rank;
+  if (g->values[j->value].dtype != AP_DT_FLOAT || published_model(p))
+    return false;
+  *count = -1;
+  for (int l = 0; l < p->n_levels; l++)
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      const ap_class *c = &p->cls[l][ci];
+      const uint8_t *st = p->state + (size_t)l * V;
+      level_ctx x;
+      ctx_init(&x, p, g, c);
+      for (int q = 0; q < j->n_readers; q++) {
+        int v = j->r[q].vertex;
+        ap_plan_ratio(p, g, c, v, st[v], ratio[v]);
+      }
+      int64_t lo[AP_MAX_CHILDREN][AP_MAX_RANK], hi[AP_MAX_CHILDREN][AP_MAX_RANK];
+      double vol[AP_MAX_CHILDREN];
+      joint_boxes(&x, j, st, ratio, lo, hi, vol);
+      for (int i = 0; i < x.k; i++) {
+        if (vol[i] <= 0 || (*count >= 0 && vol[i] != (double)*count) ||
+            memcmp(lo[i], lo[0], sizeof(int64_t) * (size_t)rank) != 0 ||
+            memcmp(hi[i], hi[0], sizeof(int64_t) * (size_t)rank) != 0)
+          return false;
+        *count = (int64_t)vol[i];
+      }
+    }
+  return *count > 0;
+}
+
+/* Sum s priced for each device as the program runs it, into
+ * exact[n_devices], and what that changes from the levels' charges, into
+ * delta[n_devices]. The messages stay the levels' (the time model's latency
+ * terms are its own). */
+static void whole_sum_bytes(const ap_plan *p, const dev_paths *dp, const whole_sum *s,
+                            double *exact, double *delta) {
+  int L = p->n_levels, N = p->dev.n_devices;
+  double scale = s->elem / 4;
+  for (int d = 0; d < N; d++) {
+    exact[d] = delta[d] = scale * (double)aprt_allreduce_bytes(N, s->count, NULL, d);
+    for (int l = 0; l < L; l++) {
+      int k = dp->k[d * L + l], i = dp->i[d * L + l], m = dp->m[d * L + l];
+      if (k > 1)
+        delta[d] -= scale * (double)aprt_allreduce_bytes(k, s->count, NULL, i) / m;
+    }
+  }
+}
+
+/* A sum's bytes, computed once per size: layers of one shape repeat. */
+typedef struct sum_memo {
+  int n, key_cap, bytes_cap;
+  whole_sum *key; /* [n]: count and elem; fwd and step unused */
+  double **bytes; /* [n][2 * n_devices]: exact, then delta (whole_sum_bytes) */
+} sum_memo;
+
+static const double *memo_bytes(ap_arena *a, const ap_plan *p, const dev_paths *dp,
+                                sum_memo *m, const whole_sum *s) {
+  for (int i = 0; i < m->n; i++)
+    if (m->key[i].count == s->count && m->key[i].elem == s->elem)
+      return m->bytes[i];
+  int N = p->dev.n_devices;
+  if (!ap_arena_grow(a, (void **)&m->key, &m->key_cap, m->n + 1, sizeof *m->key) ||
+      !ap_arena_grow(a, (void **)&m->bytes, &m->bytes_cap, m->n + 1, sizeof *m->bytes))
+    return NULL;
+  double *bytes = ap_arena_array(a, 2 * (size_t)N + 1, sizeof *bytes);
+  if (!bytes)
+    return NULL;
+  whole_sum_bytes(p, dp, s, bytes, bytes + N);
+  m->key[m->n] = *s;
+  m->bytes[m->n++] = bytes;
+  return bytes;
+}
+
+/* Whether every level charges the loss's transfer (a level splitting graph
+ * output 0 by a dim other than its rows: each device then holds whole rows
+ * of its own box, the boxes partitioning the output), with level[l][class *
+ * AP_MAX_CHILDREN + child] the bytes each child of each class sends for it
+ * at level l, forward and back (n_cls[l] * AP_MAX_CHILDREN each). ratio is
+ * scratch. */
+static bool loss_levels_charged(const ap_plan *p, const ap_graph *g, double *ratio,
+                                double **level) {
+  int v = p->loss_vertex, V = p->n_vertices;
+  if (v < 0 || published_model(p))
+    return false;
+  for (int l = 0; l < p->n_levels; l++) {
+    int s = p->state[(size_t)l * V + v];
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      level_ctx x;
+      ctx_init(&x, p, g, &p->cls[l][ci]);
+      ap_plan_ratio(p, g, x.c, v, s, ratio);
+      ap_layout out = ap_plan_port_layout(p, v, 0, s, ratio);
+      ap_exchange ex, back;
+      if (!loss_exchange(&x, v, &out, split_slot(p, v, 0, &out), &ex))
+        return false;
+      ap_exchange_reverse(&ex, &back);
+      for (int i = 0; i < x.k; i++)
+        level[l][ci * AP_MAX_CHILDREN + i] = ex.send_bytes[i] + back.send_bytes[i];
+    }
+  }
+  return true;
+}
+
+/* What device d sends for the loss when every level charges it
+ * (loss_levels_charged): it holds h of each of the R rows, all of them, and
+ * the loss reads an even share r of the rows whole (ap_distribute_train's
+ * loss_boxes), so it sends the other devices its box but for its own rows,
+ * (R - r) h, and back the errors of what it read but for its own box,
+ * r (T/R - h), T the output's elements. */
+static double loss_bytes(const ap_plan *p, const ap_graph *g, int d) {
+  const ap_value *y = &g->values[g->outputs[0]];
+  const int64_t *ext = p->cls[p->n_levels][p->dev_class[d]].ext;
+  double row = 1, h = 1;
+  for (int i = 1; i < y->rank; i++) {
+    double held = (double)y->dims[i];
+    for (int c = 0; c < 2; c++)
+      if (p->loss_map[c] == i)
+        held = (double)llround((double)y->dims[i] *
+                               port_fraction(p, g, ext, p->loss_vertex, 0, c));
+    row *= (double)y->dims[i];
+    h *= held;
+  }
+  double r = (double)aprt_even_share(y->dims[0], p->dev.n_devices, d);
+  return elem_bytes(g, g->outputs[0]) * ((double)(y->dims[0] - (int64_t)r) * h + r * (row - h));
+}
+
+/* Whether the program sends edge e's value straight from the devices
+ * holding it, known by extents alone: the producer splits it at every level,
+ * so the devices' boxes partition it, and the consumer reads it whole at
+ * every level, or splits it at every level along other dims than the
+ * producer's, so its boxes partition it too and meet the producer's in
+ * extents. Each level charged a conversion inside its group's box,
+ * level[l][class * AP_MAX_CHILDREN + child] forward (fwd) and back (bwd),
+ * spread over the child's devices; *whole: the consumer reads it whole.
+ * ratio is scratch of two rows. */
+static bool edge_direct(const ap_plan *p, const ap_graph *g, int e,
+                        double (*ratio)[AP_MAX_CHILDREN], double **fwd, double **bwd,
+                        bool *whole) {
+  const ap_edge *ed = &p->e[e];
+  int V = p->n_vertices;
+  if (published_model(p))
+    return false;
+  /* The layouts' kinds and dims depend on the states only: a first pass
+   * without ratios turns most edges away. */
+  double zero[AP_MAX_CHILDREN] = {0};
+  unsigned from_dims = 0, to_dims = 0;
+  int to_split = 0;
+  for (int l = 0; l < p->n_levels; l++) {
+    int su = p->state[(size_t)l * V + ed->from], sv = p->state[(size_t)l * V + ed->to];
+    ap_layout from, to;
+    int64_t box[AP_MAX_RANK];
+    edge_layouts(p, g, &p->cls[l][0], e, su, sv, zero, zero, &from, &to, box);
+    if (from.kind != AP_LAYOUT_SPLIT || to.kind == AP_LAYOUT_PARTIAL)
+      return false;
+    from_dims |= 1u << from.dim;
+    if (to.kind == AP_LAYOUT_SPLIT) {
+      to_dims |= 1u << to.dim;
+      to_split++;
+    }
+  }
+  if ((to_split != 0 && to_split != p->n_levels) || (from_dims & to_dims))
+    return false;
+  *whole = to_split == 0;
+  for (int l = 0; l < p->n_levels; l++) {
+    int su = p->state[(size_t)l * V + ed->from], sv = p->state[(size_t)l * V + ed->to];
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      const ap_class *c = &p->cls[l][ci];
+      ap_plan_ratio(p, g, c, ed->from, su, ratio[0]);
+      ap_plan_ratio(p, g, c, ed->to, sv, ratio[1]);
+      ap_exchange f, b;
+      ap_plan_edge_exchange(p, g, c, e, su, sv, ratio[0], ratio[1], &f, &b);
+      for (int i = 0; i < f.k; i++) {
+        fwd[l][ci * AP_MAX_CHILDREN + i] = f.send_bytes[i];
+        bwd[l][ci * AP_MAX_CHILDREN + i] = b.send_bytes[i];
+      }
+    }
+  }
+  return true;
+}
+
+/* What device d sends for an edge edge_direct prices, forward (*fwd) and
+ * back (*bwd): its box h but for what it needs itself to the devices
+ * needing it, h - |h n|, and the errors of its box n but for what it holds
+ * back to the devices holding them, n - |h n| (a consumer reading the value
+ * whole: (N-1) h and T - h). The producer's and the consumer's boxes have
+ * their extents on the device; they split different dims, so they meet in
+ * the smaller extent of each. */
+static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gathers, int d,
+                         double *fwd, double *bwd) {
+  const ap_edge *ed = &p->e[e];
+  const ap_port *pt = &p->v[ed->to].port[ed->port];
+  int64_t box[AP_MAX_RANK];
+  int rank = port_box(p, g, p->cls[0][0].ext, ed->to, ed->port, box);
+  const int64_t *ext = p->cls[p->n_levels][p->dev_class[d]].ext;
+  const int64_t *need_ext = port_ext(p, ext, ed->to, ed->port);
+  double held = 1, need = 1, meet = 1, whole = 1;
+  for (int i = 0; i < rank; i++) {
+    double h = (double)box[i], n = (double)box[i];
+    for (int c = 0; c < 2; c++) {
+      if (ed->map[c] == i)
+        h = (double)llround(h * port_fraction(p, g, ext, ed->from, 0, c));
+      if (pt->dim[c] == i)
+        n = (double)need_ext[c];
+    }
+    held *= h;
+    need *= n;
+    meet *= h < n ? h : n;
+    whole *= (double)box[i];
+  }
+  double elem = elem_bytes(g, pt->value);
+  *fwd = elem * (gathers ? (double)(p->dev.n_devices - 1) * held : held - meet);
+  *bwd = elem * (gathers ? whole - held : need - meet);
+}
+
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
+  int N = p->dev.n_devices;
   ap_arena *a = g->arena;
   p->row_time_s = ap_arena_array(a, (size_t)V + 1, sizeof(double));
   p->class_mem = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
-  p->dev_class = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
-  if (!p->row_time_s || !p->class_mem || !p->dev_class)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  p->step_time_s = p->compute_time_s = 0;
-  for (int v = 0; v < V; v++) {
-    double worst = 0, worst_compute = 0;
-    for (int ci = 0; ci < nl; ci++) {
-      const ap_class *c = &p->cls[L][ci];
-      double t = group_compute(p, g, v, port_ext(p, c->ext, v, 0), &p->dev.kinds[c->g.kind],
-                               c->g.count);
-      worst = fmax(worst, t + c->acc_v[v]);
-      worst_compute = fmax(worst_compute, t);
-    }
-    p->row_time_s[v] = worst;
-    p->compute_time_s += worst_compute;
-  }
-  for (int e = 0; e < E; e++) {
-    double worst = 0;
-    for (int ci = 0; ci < nl; ci++)
-      worst = fmax(worst, p->cls[L][ci].acc_e[e]);
-    p->row_time_s[p->e[e].to] += worst; /* a conversion shows on its consumer's row */
-  }
+  p->dev_class = ap_arena_array(a, (size_t)N + 1, sizeof(int));
+  /* Each device's class and path: follow the tree down, group by group. */
+  ap_group *cur = ap_arena_array(a, (size_t)N + 1, sizeof *cur);
+  ap_group *nxt = ap_arena_array(a, (size_t)N + 1, sizeof *nxt);
+  int *ccur = ap_arena_array(a, (size_t)N + 1, sizeof(int));
+  int *cnxt = ap_arena_array(a, (size_t)N + 1, sizeof(int));
+  double *compute = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
+  int max_sums = p->n_wjoint;
   for (int v = 0; v < V; v++)
-    p->step_time_s += p->row_time_s[v];
-  p->comm_time_s = p->step_time_s - p->compute_time_s;
-  p->max_mem_bytes = 0;
-  for (int ci = 0; ci < nl; ci++) {
-    p->class_mem[ci] = class_memory(p, g, &p->cls[L][ci]);
-    p->max_mem_bytes = fmax(p->max_mem_bytes, p->class_mem[ci]);
+    max_sums += p->v[v].n_wsum + 1;
+  whole_sum *sums = ap_arena_array(a, (size_t)max_sums + 1, sizeof *sums);
+  const double **bytes = ap_arena_array(a, (size_t)max_sums + 1, sizeof *bytes);
+  int *first_sum = ap_arena_array(a, (size_t)V + 1, sizeof *first_sum);
+  /* The levels' charges of the sums, by a group's child count and the child. */
+  double(*level_fwd)[AP_MAX_CHILDREN] =
+      ap_arena_array(a, AP_MAX_CHILDREN + 1, sizeof *level_fwd);
+  double(*level_step)[AP_MAX_CHILDREN] =
+      ap_arena_array(a, AP_MAX_CHILDREN + 1, sizeof *level_step);
+  int64_t *joint_count = ap_arena_array(a, (size_t)p->n_wjoint + 1, sizeof *joint_count);
+  double(*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
+  double **loss_level = ap_arena_array(a, (size_t)L + 1, sizeof *loss_level);
+  double *loss_exact = ap_arena_array(a, (size_t)N + 1, sizeof *loss_exact);
+  double *loss_levels = ap_arena_array(a, (size_t)N + 1, sizeof *loss_levels);
+  dev_paths dp = {ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
+                  ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
+                  ap_arena_array(a, (size_t)N * L + 1, sizeof(int)),
+                  ap_arena_array(a, (size_t)N * L + 1, sizeof(int))};
+  bool *direct = ap_arena_array(a, (size_t)E + 1, sizeof *direct);
+  bool *whole_read = ap_arena_array(a, (size_t)E + 1, sizeof *whole_read);
+  double *edge_worst = ap_arena_array(a, (size_t)E + 1, sizeof *edge_worst);
+  double **gather[4]; /* per level: an edge_direct's charges forward, back; their sums */
+  for (int q = 0; q < 4; q++)
+    gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
+  p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
+  p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
+  if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
+      !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
+      !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
+      !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !gather[0] ||
+      !gather[1] || !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  for (int jw = 0; jw < p->n_wjoint; jw++)
+    if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
+      joint_count[jw] = -1;
+  int ns = 0;
+  for (int v = 0; v < V; v++) {
+    first_sum[v] = ns;
+    ns += L > 1 ? whole_sums(p, g, v, sums + ns) : 0;
+    /* A joint weight's sum is charged on its first reader's row (next_level). */
+    for (int jw = 0; jw < p->n_wjoint; jw++)
+      if (joint_count[jw] > 0 && p->wjoint[jw].r[0].vertex == v)
+        sums[ns++] = (whole_sum){joint_count[jw], elem_bytes(g, p->wjoint[jw].value), 0, 1};
   }
-  /* Each device's class: follow the tree down, group by group. */
-  ap_group *cur = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *cur);
-  ap_group *nxt = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof *nxt);
-  int *ccur = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
-  int *cnxt = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(int));
-  if (!cur || !nxt || !ccur || !cnxt)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  p->dev_fwd_bytes = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(double));
-  p->dev_step_bytes = ap_arena_array(a, (size_t)p->dev.n_devices + 1, sizeof(double));
-  if (!p->dev_fwd_bytes || !p->dev_step_bytes)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  for (int dv = 0; dv < p->dev.n_devices; dv++)
-    p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = 0;
+  first_sum[V] = ns;
+  for (int k = 0; k <= AP_MAX_CHILDREN; k++)
+    for (int j = 0; j < AP_MAX_CHILDREN; j++) {
+      level_fwd[k][j] = level_step[k][j] = 0;
+      for (int q = 0; q < ns && k > 1 && j < k; q++) {
+        double b = sums[q].elem / 4 * (double)aprt_allreduce_bytes(k, sums[q].count, NULL, j);
+        level_fwd[k][j] += sums[q].fwd * b;
+        level_step[k][j] += sums[q].step * b;
+      }
+    }
+  for (int l = 0; l < L; l++)
+    if (!(loss_level[l] = ap_arena_array(a, (size_t)p->n_cls[l] * AP_MAX_CHILDREN + 1,
+                                         sizeof **loss_level)))
+      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  bool loss_whole = L > 1 && loss_levels_charged(p, g, ratio[0], loss_level);
+  for (int l = 0; l < L; l++)
+    for (int q = 0; q < 4; q++) {
+      size_t n_at = (size_t)p->n_cls[l] * AP_MAX_CHILDREN;
+      if (!(gather[q][l] = ap_arena_array(a, n_at + 1, sizeof ***gather)))
+        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+      for (size_t at = 0; at < n_at; at++)
+        gather[q][l][at] = 0;
+    }
+  for (int e = 0; e < E; e++) {
+    direct[e] = L > 1 && edge_direct(p, g, e, ratio, gather[0], gather[1], &whole_read[e]);
+    for (int l = 0; l < L && direct[e]; l++)
+      for (int at = 0; at < p->n_cls[l] * AP_MAX_CHILDREN; at++) {
+        gather[2][l][at] += gather[0][l][at];
+        gather[3][l][at] += gather[0][l][at] + gather[1][l][at];
+      }
+  }
+  for (int dv = 0; dv < N; dv++)
+    p->dev_fwd_bytes[dv] = p->dev_step_bytes[dv] = loss_levels[dv] = 0;
   int n = 1;
   cur[0] = ap_group_root(&p->dev);
   ccur[0] = 0;
@@ -1513,11 +1879,21 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       int k = ap_group_children(&p->dev, &cur[i], ch);
       for (int j = 0; j < k; j++) {
         /* A child group's bytes are spread evenly over its devices, as
-         * comm_time assumes. */
+         * comm_time assumes, but for what is priced below as the program
+         * sends it: the sums every level makes, the loss's rows, the
+         * edges edge_direct prices. */
         int at = ccur[i] * AP_MAX_CHILDREN + j;
+        double f = p->child_fwd[l][at] - level_fwd[k][j] - gather[2][l][at];
+        double t = p->child_sent[l][at] - level_step[k][j] - gather[3][l][at];
+        double lb = loss_whole ? loss_level[l][at] : 0;
         for (int dv = ch[j].first_dev; dv < ch[j].first_dev + ch[j].count; dv++) {
-          p->dev_fwd_bytes[dv] += p->child_fwd[l][at] / ch[j].count;
-          p->dev_step_bytes[dv] += p->child_sent[l][at] / ch[j].count;
+          p->dev_fwd_bytes[dv] += f / ch[j].count;
+          p->dev_step_bytes[dv] += (t - lb) / ch[j].count;
+          loss_levels[dv] += lb / ch[j].count;
+          dp.k[dv * L + l] = k;
+          dp.i[dv * L + l] = j;
+          dp.m[dv * L + l] = ch[j].count;
+          dp.c[dv * L + l] = ccur[i];
         }
         nxt[m] = ch[j];
         cnxt[m++] = child_map[l][at];
@@ -1532,6 +1908,77 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   for (int i = 0; i < n; i++)
     for (int dv = 0; dv < cur[i].count; dv++)
       p->dev_class[cur[i].first_dev + dv] = ccur[i];
+  for (int dv = 0; dv < N; dv++) {
+    loss_exact[dv] = loss_whole ? loss_bytes(p, g, dv) : 0;
+    p->dev_step_bytes[dv] += loss_exact[dv];
+  }
+  for (int e = 0; e < E; e++) {
+    if (!direct[e])
+      continue;
+    edge_direct(p, g, e, ratio, gather[0], gather[1], &whole_read[e]);
+    edge_worst[e] = 0;
+    for (int dv = 0; dv < N; dv++) {
+      double levels = 0, f, b;
+      for (int l = 0; l < L; l++) {
+        int at = dp.c[dv * L + l] * AP_MAX_CHILDREN + dp.i[dv * L + l];
+        levels += (gather[0][l][at] + gather[1][l][at]) / dp.m[dv * L + l];
+      }
+      direct_bytes(p, g, e, whole_read[e], dv, &f, &b);
+      const ap_class *c = &p->cls[L][p->dev_class[dv]];
+      p->dev_fwd_bytes[dv] += f;
+      p->dev_step_bytes[dv] += f + b;
+      p->comm_bytes += f + b - levels;
+      edge_worst[e] = fmax(edge_worst[e], c->acc_e[e] + (f + b - levels) /
+                                                           p->dev.kinds[c->g.kind].link_bw_bytes_s);
+    }
+  }
+  p->step_time_s = p->compute_time_s = 0;
+  sum_memo memo = {0};
+  for (int v = 0; v < V; v++) {
+    double worst = 0, worst_compute = 0;
+    for (int ci = 0; ci < nl; ci++) {
+      const ap_class *c = &p->cls[L][ci];
+      compute[ci] = group_compute(p, g, v, port_ext(p, c->ext, v, 0),
+                                  &p->dev.kinds[c->g.kind], c->g.count);
+      worst = fmax(worst, compute[ci] + c->acc_v[v]);
+      worst_compute = fmax(worst_compute, compute[ci]);
+    }
+    int q0 = first_sum[v], q1 = first_sum[v + 1];
+    bool loss = loss_whole && v == p->loss_vertex, per_device = q1 > q0 || loss;
+    if (per_device) /* the levels' charges give way to the program's bytes */
+      worst = 0;
+    for (int q = q0; q < q1; q++)
+      if (!(bytes[q] = memo_bytes(a, p, &dp, &memo, &sums[q])))
+        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+    for (int dv = 0; dv < N && per_device; dv++) {
+      int ci = p->dev_class[dv];
+      double delta = loss ? loss_exact[dv] - loss_levels[dv] : 0;
+      for (int q = q0; q < q1; q++) {
+        p->dev_fwd_bytes[dv] += sums[q].fwd * bytes[q][dv];
+        p->dev_step_bytes[dv] += sums[q].step * bytes[q][dv];
+        delta += sums[q].step * bytes[q][N + dv];
+      }
+      p->comm_bytes += delta;
+      worst = fmax(worst, compute[ci] + p->cls[L][ci].acc_v[v] +
+                              delta / p->dev.kinds[p->cls[L][ci].g.kind].link_bw_bytes_s);
+    }
+    p->row_time_s[v] = worst;
+    p->compute_time_s += worst_compute;
+  }
+  for (int e = 0; e < E; e++) {
+    double worst = direct[e] ? edge_worst[e] : 0;
+    for (int ci = 0; ci < nl && !direct[e]; ci++)
+      worst = fmax(worst, p->cls[L][ci].acc_e[e]);
+    p->row_time_s[p->e[e].to] += worst; /* a conversion shows on its consumer's row */
+  }
+  for (int v = 0; v < V; v++)
+    p->step_time_s += p->row_time_s[v];
+  p->comm_time_s = p->step_time_s - p->compute_time_s;
+  p->max_mem_bytes = 0;
+  for (int ci = 0; ci < nl; ci++) {
+    p->class_mem[ci] = class_memory(p, g, &p->cls[L][ci]);
+    p->max_mem_bytes = fmax(p->max_mem_bytes, p->class_mem[ci]);
+  }
   /* The IR annotation: per layer, one type per level. */
   for (int v = 0; v < V; v++) {
     if (p->v[v].join)

@@ -72,7 +72,7 @@ static double sample(op_fn op, void *ctx, int reps)
 /* Median seconds per call of each of count operations, sampled alternately. */
 static void measure(int count, op_fn *ops, void **ctxs, double *median_s)
 {
-  int reps[4];
+  int reps[5];
   double *t = malloc(sizeof(double) * (size_t)samples * (size_t)count);
   if (!t) {
     fprintf(stderr, "bench-kernels: out of memory\n");
@@ -263,7 +263,7 @@ static void run_blas_bwd_weights(void *v)
   }
 }
 
-static const char *const algo_names[3] = {"im2col", "implicit", "winograd"};
+static const char *const algo_names[4] = {"im2col", "implicit", "winograd", "winograd4"};
 
 /* One layer: every kernel with every algorithm that supports it beside
  * OpenBLAS, all sampled alternately. GFLOP/s are effective: the direct
@@ -287,11 +287,11 @@ static void bench_conv(const conv_case *cc)
                      alloc_floats(nw), alloc_floats((size_t)kg * ohw), NULL, ohw, kg, pointwise};
   for (int i = 0; i < 3; i++) {
     apk_conv_kernel which = (apk_conv_kernel)i;
-    conv_ctx mine[3];
-    op_fn ops[4];
-    void *ctxs[4];
-    int algo_of[4], count = 0;
-    for (int a = 0; a < 3; a++) {
+    conv_ctx mine[4];
+    op_fn ops[5];
+    void *ctxs[5];
+    int algo_of[5], count = 0;
+    for (int a = 0; a < 4; a++) {
       if (!apk_conv2d_supports(p, (apk_conv_algo)a, which)) continue;
       /* Pointwise layers skip the lowering in both GEMM algorithms alike. */
       if (pointwise && a == APK_CONV_IMPLICIT) continue;
@@ -305,9 +305,9 @@ static void bench_conv(const conv_case *cc)
     }
     ops[count] = blas_ops[i];
     ctxs[count] = &theirs;
-    double t[4];
+    double t[5];
     measure(count + 1, ops, ctxs, t);
-    double gf[3] = {0, 0, 0};
+    double gf[4] = {0, 0, 0, 0};
     for (int o = 0; o < count; o++) gf[algo_of[o]] = gflop / t[o];
     double blas = gflop / t[count];
     apk_conv_algo chosen = apk_conv2d_choose(p, which);
@@ -315,18 +315,26 @@ static void bench_conv(const conv_case *cc)
     conv_ctx *ch = &mine[chosen];
     ours_ops[i](ch);
     blas_ops[i](&theirs);
+    /* F(4x4, 3x3) is the least accurate algorithm (its transforms'
+     * constants reach 8 and 1/24): its error beside the chosen one's. */
+    char diff4[16] = "-";
+    if (gf[APK_CONV_WINOGRAD4] > 0) {
+      ours_ops[i](&mine[APK_CONV_WINOGRAD4]);
+      snprintf(diff4, sizeof diff4, "%.0e", max_rel_diff(mine[APK_CONV_WINOGRAD4].y, theirs.y, ny));
+    }
     double diff = i == 0   ? max_rel_diff(ch->y, theirs.y, ny)
                   : i == 1 ? max_rel_diff(ch->dx, theirs.dx, nx)
                            : max_rel_diff(ch->dw, theirs.dw, nw);
-    char cells[3][16];
-    for (int a = 0; a < 3; a++) {
+    char cells[4][16];
+    for (int a = 0; a < 4; a++) {
       if (gf[a] > 0)
         snprintf(cells[a], sizeof cells[a], "%7.1f", gf[a]);
       else
         snprintf(cells[a], sizeof cells[a], "%7s", "-");
     }
-    printf("| %-26s | %-16s | %7s | %7s | %7s | %7.1f | %5.2f | %-8s | %.0e |\n", cc->name, phase[i],
-           cells[0], cells[1], cells[2], blas, gf[chosen] / blas, algo_names[chosen], diff);
+    printf("| %-26s | %-16s | %7s | %7s | %7s | %9s | %7.1f | %5.2f | %-8s | %.0e | %5s |\n",
+           cc->name, phase[i], cells[0], cells[1], cells[2], cells[3], blas, gf[chosen] / blas,
+           algo_names[chosen], diff, diff4);
     fflush(stdout);
     for (int o = 0; o < count; o++) {
       conv_ctx *m = ctxs[o];
@@ -439,8 +447,8 @@ int main(int argc, char **argv)
          "GFLOP/s (the direct convolution's FLOPs over the time) of each algorithm; OpenBLAS: "
          "the whole im2col/col2im with cblas_sgemm; ratio = chosen / OpenBLAS\n\n");
   printf("| layer                      | kernel           |  im2col | implicit | winograd | "
-         "OpenBLAS | ratio | chosen | max rel diff |\n");
-  printf("|---|---|--:|--:|--:|--:|--:|---|--:|\n");
+         "winograd4 | OpenBLAS | ratio | chosen | max rel diff | winograd4's |\n");
+  printf("|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|\n");
   for (size_t i = 0; i < sizeof model_convs / sizeof model_convs[0]; i++)
     if (!only || strstr(model_convs[i].name, only)) bench_conv(&model_convs[i]);
   return 0;

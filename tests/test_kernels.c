@@ -243,7 +243,7 @@ static double dot(const float *a, const float *b, size_t count)
   return s;
 }
 
-static const char *const algo_names[] = {"im2col", "implicit", "winograd"};
+static const char *const algo_names[] = {"im2col", "implicit", "winograd", "winograd4"};
 
 /* Checks the three kernels of one convolution against the naive loops with
  * every algorithm that supports them, and the two backward kernels against
@@ -274,7 +274,7 @@ static int check_conv(const char *name, apk_conv2d p)
                   apk_conv2d_algo_work_floats(&p, chosen, (apk_conv_kernel)k), "%s", name);
   }
 
-  for (int a = APK_CONV_IM2COL; a <= APK_CONV_WINOGRAD; a++) {
+  for (int a = APK_CONV_IM2COL; a <= APK_CONV_WINOGRAD4; a++) {
     apk_conv_algo algo = (apk_conv_algo)a;
     if (!apk_conv2d_supports(&p, algo, APK_CONV_FORWARD)) continue;
     size_t nwork = 0;
@@ -378,7 +378,7 @@ static int check_conv(const char *name, apk_conv2d p)
     mag[i] += fabs(b);
   }
   snprintf(what, sizeof what, "%s forward from packed weights (%s)", name,
-           algo_names[apk_conv2d_choose(&p, APK_CONV_FORWARD)]);
+           algo_names[apk_conv2d_choose_packed(&p)]);
   expect_close(what, y, want, mag, ny, 1e-4);
   free(pw), free(work);
 
@@ -411,7 +411,7 @@ Test(kernels_conv, against_naive_loops_and_finite_differences)
   check_conv("wide", CONV(1, 40, 14, 14, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
 }
 
-/* The shapes Winograd F(2x2, 3x3) takes, with everything its tiling can get
+/* The shapes Winograd F(2x2, 3x3) and F(4x4, 3x3) take, with everything its tiling can get
  * wrong: odd output sizes (partial tiles), pads 0 and 2 and asymmetric ones,
  * a batch, channel counts off the register tile, several tile blocks per
  * image, more channels than a k block. Each runs the other algorithms too. */
@@ -425,8 +425,13 @@ Test(kernels_conv, winograd_shapes_against_naive_loops)
   ran += check_conv("wino tiny", CONV(1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
   ran += check_conv("wino many tiles", CONV(1, 9, 33, 31, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
   ran += check_conv("wino deep", CONV(1, 300, 6, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
-  /* 7 shapes x (3 forward + 3 backward data + 2 backward weights). */
-  cr_assert_eq(ran, 7 * 8, "every algorithm ran on every shape");
+  /* Enough channels and tiles that weights packed once take F(4x4, 3x3),
+   * with partial tiles on both edges and a row count off the register tile. */
+  apk_conv2d four = CONV(2, 16, 15, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  cr_assert_eq(apk_conv2d_choose_packed(&four), APK_CONV_WINOGRAD4);
+  ran += check_conv("wino4 packed", four);
+  /* 8 shapes x (4 forward + 3 backward data + 2 backward weights). */
+  cr_assert_eq(ran, 8 * 9, "every algorithm ran on every shape");
 }
 
 Test(kernels_conv, output_size_follows_onnx)

@@ -16,6 +16,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,13 @@ static void run_ours_fwd(void *v)
   apk_conv2d_forward_algo(c->p, c->algo, c->x, c->w, NULL, c->y, c->work);
 }
 
+/* The forward from weights packed once (col: the packed weights). */
+static void run_ours_fwd_packed(void *v)
+{
+  conv_ctx *c = v;
+  apk_conv2d_forward_packed_algo(c->p, c->algo, c->x, c->col, NULL, c->y, c->work);
+}
+
 /* OpenBLAS's side lowers with apk_im2col / apk_col2im (the whole column
  * matrix, as our APK_CONV_IM2COL does) and multiplies with cblas_sgemm, per
  * image. */
@@ -345,6 +353,66 @@ static void bench_conv(const conv_case *cc)
   free(theirs.y), free(theirs.dx), free(theirs.dw), free(theirs.col);
 }
 
+/* The forward kernel of a layer Winograd can take, from weights packed
+ * once as an inference program holds them: the implicit GEMM on packed A
+ * and both Winograd tiles, sampled alternately; the chosen one is
+ * apk_conv2d_choose_packed's. Error: against the direct product in double. */
+static void bench_conv_packed(const conv_case *cc)
+{
+  const apk_conv2d *p = &cc->p;
+  if (!apk_conv2d_supports(p, APK_CONV_WINOGRAD, APK_CONV_FORWARD)) return;
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  int kg = p->in_channels * p->kernel_h * p->kernel_w;
+  size_t nx = (size_t)p->batch * p->in_channels * p->in_h * p->in_w;
+  size_t nw = (size_t)p->out_channels * kg, ny = (size_t)p->batch * p->out_channels * ohw;
+  float *x = random_floats(nx), *w = random_floats(nw);
+  double gflop = 2.0 * p->batch * p->out_channels * (double)ohw * kg * 1e-9;
+  static const apk_conv_algo algos[3] = {APK_CONV_IMPLICIT, APK_CONV_WINOGRAD, APK_CONV_WINOGRAD4};
+  conv_ctx ctx[3];
+  op_fn ops[3];
+  void *ctxs[3];
+  for (int a = 0; a < 3; a++) {
+    float *pw = alloc_floats(apk_conv2d_packed_floats_algo(p, algos[a]) + 16);
+    float *pwa = (float *)(((uintptr_t)pw + 63) & ~(uintptr_t)63);
+    apk_conv2d_pack_weights_algo(p, algos[a], w, pwa);
+    ctx[a] = (conv_ctx){p, algos[a], x, w, NULL, alloc_floats(ny), NULL, pw, pwa,
+                        alloc_floats(apk_conv2d_algo_work_floats(p, algos[a], APK_CONV_FORWARD)),
+                        ohw, kg, 0};
+    ops[a] = run_ours_fwd_packed;
+    ctxs[a] = &ctx[a];
+  }
+  double t[3];
+  measure(3, ops, ctxs, t);
+  /* The direct product in double, for each algorithm's largest error
+   * relative to the largest output. */
+  double diff[3] = {0, 0, 0}, big = 0;
+  int oh = apk_conv2d_out_h(p), ow = apk_conv2d_out_w(p);
+  for (int a = 0; a < 3; a++) run_ours_fwd_packed(&ctx[a]);
+  for (int n = 0; n < p->batch; n++)
+    for (int m = 0; m < p->out_channels; m++)
+      for (int i = 0; i < oh; i++)
+        for (int j = 0; j < ow; j++) {
+          double s = 0;
+          for (int c = 0; c < p->in_channels; c++)
+            for (int u = 0; u < p->kernel_h; u++)
+              for (int v = 0; v < p->kernel_w; v++) {
+                int ih = i * p->stride_h - p->pad_top + u, iw = j * p->stride_w - p->pad_left + v;
+                if (ih < 0 || ih >= p->in_h || iw < 0 || iw >= p->in_w) continue;
+                s += (double)x[(((size_t)n * p->in_channels + c) * p->in_h + ih) * p->in_w + iw] *
+                     w[(((size_t)m * p->in_channels + c) * p->kernel_h + u) * p->kernel_w + v];
+              }
+          size_t at = (((size_t)n * p->out_channels + m) * oh + i) * ow + j;
+          big = fmax(big, fabs(s));
+          for (int a = 0; a < 3; a++) diff[a] = fmax(diff[a], fabs(ctx[a].y[at] - s));
+        }
+  apk_conv_algo chosen = apk_conv2d_choose_packed(p);
+  printf("| %-26s | %7.1f | %8.1f | %9.1f | %-9s | %.0e | %.0e |\n", cc->name, gflop / t[0],
+         gflop / t[1], gflop / t[2], algo_names[chosen], diff[1] / big, diff[2] / big);
+  fflush(stdout);
+  for (int a = 0; a < 3; a++) free(ctx[a].y), free(ctx[a].dw), free(ctx[a].work);
+  free(x), free(w);
+}
+
 /* C, H (= W), M, kernel, stride, pad at a batch */
 #define CONV_AT(batch, c, h, m, k, s, pad)                                                     \
   { batch, c, h, h, m, k, k, s, s, pad, pad, pad, pad, 1, 1, 1 }
@@ -451,5 +519,14 @@ int main(int argc, char **argv)
   printf("|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|\n");
   for (size_t i = 0; i < sizeof model_convs / sizeof model_convs[0]; i++)
     if (!only || strstr(model_convs[i].name, only)) bench_conv(&model_convs[i]);
+
+  printf("\nForward from weights packed once (inference programs), layers Winograd can take: "
+         "effective GFLOP/s; chosen: apk_conv2d_choose_packed; error: the largest difference "
+         "from the direct product in double over the largest output\n\n");
+  printf("| layer                      | implicit | winograd | winograd4 | chosen    | "
+         "winograd error | winograd4 error |\n");
+  printf("|---|--:|--:|--:|---|--:|--:|\n");
+  for (size_t i = 0; i < sizeof model_convs / sizeof model_convs[0]; i++)
+    if (!only || strstr(model_convs[i].name, only)) bench_conv_packed(&model_convs[i]);
   return 0;
 }

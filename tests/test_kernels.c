@@ -361,26 +361,38 @@ static int check_conv(const char *name, apk_conv2d p)
     free(work);
   }
 
-  /* The forward kernel from weights packed once (its chosen algorithm's
-   * layout; NaN in the buffer: everything read is written by the packing). */
+  /* The forward kernel from weights packed once: the chosen algorithm's
+   * layout, then every algorithm's (NaN in the buffer: everything read is
+   * written by the packing). */
   size_t npw = apk_conv2d_packed_floats(&p), nwork = apk_conv2d_work_floats(&p);
   cr_assert_leq(npw, apk_conv2d_packed_floats_max(&p), "%s", name);
-  float *pw = aligned_floats(npw), *work = work_floats(nwork);
-  for (size_t i = 0; i < npw; i++) pw[i] = NAN;
-  for (size_t i = 0; i < nwork; i++) work[i] = NAN;
-  apk_conv2d_pack_weights(&p, w, pw);
-  for (size_t i = 0; i < ny; i++) y[i] = NAN;
-  apk_conv2d_forward_packed(&p, x, pw, bias, y, work);
   naive_run(&p, 0, x, w, want, mag, ny);
   for (size_t i = 0; i < ny; i++) {
     double b = bias[(i / ohw) % p.out_channels];
     want[i] += b;
     mag[i] += fabs(b);
   }
-  snprintf(what, sizeof what, "%s forward from packed weights (%s)", name,
-           algo_names[apk_conv2d_choose_packed(&p)]);
-  expect_close(what, y, want, mag, ny, 1e-4);
-  free(pw), free(work);
+  for (int a = -1; a <= APK_CONV_WINOGRAD4; a++) {
+    apk_conv_algo algo = a < 0 ? apk_conv2d_choose_packed(&p) : (apk_conv_algo)a;
+    if (!apk_conv2d_supports(&p, algo, APK_CONV_FORWARD)) continue;
+    size_t n_pw = a < 0 ? npw : apk_conv2d_packed_floats_algo(&p, algo);
+    size_t n_work = a < 0 ? nwork : apk_conv2d_algo_work_floats(&p, algo, APK_CONV_FORWARD);
+    float *pw = aligned_floats(n_pw), *work = work_floats(n_work);
+    for (size_t i = 0; i < n_pw; i++) pw[i] = NAN;
+    for (size_t i = 0; i < n_work; i++) work[i] = NAN;
+    for (size_t i = 0; i < ny; i++) y[i] = NAN;
+    if (a < 0) {
+      apk_conv2d_pack_weights(&p, w, pw);
+      apk_conv2d_forward_packed(&p, x, pw, bias, y, work);
+    } else {
+      apk_conv2d_pack_weights_algo(&p, algo, w, pw);
+      apk_conv2d_forward_packed_algo(&p, algo, x, pw, bias, y, work);
+    }
+    snprintf(what, sizeof what, "%s forward from packed weights (%s%s)", name, algo_names[algo],
+             a < 0 ? ", chosen" : "");
+    expect_close(what, y, want, mag, ny, 1e-4);
+    free(pw), free(work);
+  }
 
   free(x), free(w), free(dy), free(bias), free(y), free(dx), free(dw), free(dbias);
   free(want), free(mag);

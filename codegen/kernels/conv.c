@@ -909,10 +909,14 @@ static size_t apk_conv2d_packed_size(const apk_conv2d *p, apk_conv_algo algo, si
   return apk_packed_copies(p, algo) * one;
 }
 
+APK_API size_t apk_conv2d_packed_floats_algo(const apk_conv2d *p, apk_conv_algo algo)
+{
+  return apk_conv2d_packed_size(p, algo, APK_MR, APK_VL);
+}
+
 APK_API size_t apk_conv2d_packed_floats(const apk_conv2d *p)
 {
-  apk_conv_algo algo = apk_conv2d_choose_packed(p);
-  return apk_conv2d_packed_size(p, algo, APK_MR, APK_VL);
+  return apk_conv2d_packed_floats_algo(p, apk_conv2d_choose_packed(p));
 }
 
 APK_API size_t apk_conv2d_packed_floats_max(const apk_conv2d *p)
@@ -929,9 +933,9 @@ APK_API size_t apk_conv2d_packed_floats_max(const apk_conv2d *p)
   return apk_packed_copies(p, algo) * one;
 }
 
-APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float *dst)
+APK_API void apk_conv2d_pack_weights_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                          const float *w, float *dst)
 {
-  apk_conv_algo algo = apk_conv2d_choose_packed(p);
   size_t stride = apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) / apk_packed_copies(p, algo);
   if (apk_is_winograd(algo)) {
     apk_wino g = apk_wino_of(p, algo, APK_CONV_FORWARD);
@@ -945,6 +949,11 @@ APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float 
   int kg = p->in_channels / p->groups * p->kernel_h * p->kernel_w;
   for (int g = 0; g < p->groups; g++)
     apk_pack_a_all(0, mg, kg, w + (ptrdiff_t)g * mg * kg, kg, dst + (ptrdiff_t)g * stride);
+}
+
+APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float *dst)
+{
+  apk_conv2d_pack_weights_algo(p, apk_conv2d_choose_packed(p), w, dst);
 }
 
 /* The forward kernel, from w or (w NULL) from the packed weights pw. */
@@ -1147,6 +1156,13 @@ APK_API void apk_conv2d_forward_packed_ops(const apk_conv2d *p, const apk_conv_o
                                            float *y, float *work)
 {
   apk_conv2d_forward_run(p, ops, apk_conv2d_choose_packed(p), x, NULL, pw, bias, y, work);
+}
+
+APK_API void apk_conv2d_forward_packed_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                            const float *x, const float *pw, const float *bias,
+                                            float *y, float *work)
+{
+  apk_conv2d_forward_run(p, NULL, algo, x, NULL, pw, bias, y, work);
 }
 
 APK_API void apk_conv2d_forward_packed(const apk_conv2d *p, const float *x, const float *pw,

@@ -837,13 +837,14 @@ APK_API apk_conv_algo apk_conv2d_choose_packed(const apk_conv2d *p)
   /* Measured on ResNet-50 at batch 1 (docs/kernels.md, "Packed weights"):
    * with the weights transformed once, Winograd also wins on the 7x7
    * stage's 16 tiles, which apk_conv2d_choose declines for the transform it
-   * would redo on every call; F(4x4, 3x3) wins from 16 of its tiles (the
-   * 14x14 stage) and loses on 4 (the 7x7 stage, whose GEMMs of 4 columns
-   * read 36 U instead of 16). */
+   * would redo on every call; F(4x4, 3x3) wins from 16 of its tiles per
+   * image (the 14x14 stage) and loses on 4 (the 7x7 stage, at batch 1 and
+   * 8: images are tiled one by one, so its GEMMs have 4 columns and read
+   * 36 U instead of 16). */
   if (!apk_conv2d_is_pointwise(p) && apk_conv2d_supports(p, APK_CONV_WINOGRAD, APK_CONV_FORWARD)) {
     apk_wino g = apk_wino_of(p, APK_CONV_WINOGRAD, APK_CONV_FORWARD);
     apk_wino g4 = apk_wino_of(p, APK_CONV_WINOGRAD4, APK_CONV_FORWARD);
-    if (apk_imin(g.c, g.m) >= 16 && (long)p->batch * g4.tiles >= 16) return APK_CONV_WINOGRAD4;
+    if (apk_imin(g.c, g.m) >= 16 && g4.tiles >= 16) return APK_CONV_WINOGRAD4;
     if (apk_imin(g.c, g.m) >= 16 && (long)p->batch * g.tiles >= 16) return APK_CONV_WINOGRAD;
   }
   return apk_conv2d_choose(p, APK_CONV_FORWARD);

@@ -581,12 +581,34 @@ static void apk_wino4_input(const apk_wino *g, const float *x, int t0, int nt, f
         int k = col_lo;
         for (; k < a; k++) d[(k & 3) * pw + (k >> 2)] = 0.0f;
         for (; k < b && (k & 3); k++) d[(k & 3) * pw + (k >> 2)] = src[k - g->pl];
-        /* Whole groups of 4 columns: a load of 4 phases GCC vectorises. */
+        /* Whole groups of 4 columns, split into the 4 phases. */
         const float *s4 = src + (k - g->pl);
         float *restrict p0 = d + (k >> 2), *restrict p1 = p0 + pw, *restrict p2 = p1 + pw;
         float *restrict p3 = p2 + pw;
-        int groups = (b - k) >> 2;
-        for (int j = 0; j < groups; j++) {
+        int groups = (b - k) >> 2, j = 0;
+#if defined(__AVX512F__)
+        /* Tile rows are short (14 tiles at 56 x 56), below the trip count
+         * GCC's vectorised loop needs: 16 groups at a time by permutes,
+         * loads and stores masked to the groups there are. */
+        for (; j < groups; j += 16) {
+          int left = apk_imin(16, groups - j);
+          __m512 rv[4];
+          for (int h = 0; h < 4; h++) {
+            int have = apk_imax(0, apk_imin(16, 4 * left - 16 * h));
+            rv[h] = _mm512_maskz_loadu_ps((__mmask16)((1u << have) - 1), s4 + 4 * j + 16 * h);
+          }
+          float *restrict dst[4] = {p0, p1, p2, p3};
+          for (int q = 0; q < 4; q++) {
+            __m512i idx = _mm512_setr_epi32(q, q + 4, q + 8, q + 12, q + 16, q + 20, q + 24, q + 28,
+                                            q, q, q, q, q, q, q, q);
+            __m512 lo = _mm512_permutex2var_ps(rv[0], idx, rv[1]);
+            __m512 hi = _mm512_permutex2var_ps(rv[2], idx, rv[3]);
+            _mm512_mask_storeu_ps(dst[q] + j, (__mmask16)((1u << left) - 1),
+                                  _mm512_shuffle_f32x4(lo, hi, 0x44));
+          }
+        }
+#endif
+        for (; j < groups; j++) {
           p0[j] = s4[4 * j];
           p1[j] = s4[4 * j + 1];
           p2[j] = s4[4 * j + 2];
@@ -627,7 +649,11 @@ static void apk_wino4_input(const apk_wino *g, const float *x, int t0, int nt, f
               if (lane + j + APK_VL <= APK_NR)
                 memcpy(dst, &o[b], sizeof o[b]);
               else
+#if defined(__AVX512F__)
+                _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1), o[b]);
+#else
                 for (int l = 0; l < n; l++) dst[l] = o[b][l];
+#endif
             }
           }
         }

@@ -80,7 +80,8 @@ static bool max_pool_interior(const cg_operand *x, const cg_operand *y, const cg
 }
 
 /* y at the output position l->ov: the largest x over the window, the first
- * one on ties and the first NaN met (the tests of cg_emit_MAX_POOL's loop).
+ * one on ties and the first NaN met, as cg_emit_MAX_POOL's loop with
+ * Indices picks it.
  * inside: the window lies in the input, so no tap is tested, and starting
  * from the first tap's x, "x > best ? x : best" over every tap gives the
  * same value (a select GCC and LLVM make one vector max). */

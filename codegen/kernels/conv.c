@@ -355,7 +355,7 @@ static size_t apk_wino4_phase_floats(const apk_wino *g)
   return apk_vround((size_t)g->tw + 1) + APK_VL;
 }
 
-/* Workspace: U, V, M, then one strip of a input rows and their transform. */
+/* Workspace: U, V, M, then one strip: the input tile's rows and their transform. */
 static size_t apk_wino_floats(const apk_wino *g)
 {
   size_t u = (size_t)g->nxi * apk_vround(apk_packed_a_floats(g->m, g->c));

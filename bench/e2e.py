@@ -148,7 +148,7 @@ class Bench:
                                     {"ACCPAR_NO_FUSION": "1"}) if self.a.unfused else None
         rep = os.path.join(self.work, "r.json")
         ours, theirs, unfused = [], [], []
-        cpu, unfused_cpu = [], []
+        cpu, unfused_cpu, ort_cpu = [], [], []
         outs = os.path.join(self.work, f"{name}.out")
         orts = os.path.join(self.work, f"{name}.ortout")
         os.makedirs(outs, exist_ok=True)
@@ -161,14 +161,16 @@ class Bench:
                 unfused += r["run_time_s"]
                 unfused_cpu.append(r["cpu_time_s"][0] / self.a.repeat)
             if not self.a.no_ort:
-                o = run(["node", self.ort_js, onnx, data, str(self.a.repeat), orts])
-                theirs += json.loads(o)["run_time_s"]
+                o = json.loads(run(["node", self.ort_js, onnx, data, str(self.a.repeat), orts]))
+                theirs += o["run_time_s"]
+                ort_cpu.append(o["cpu_time_s"] / self.a.repeat)
         row = {"model": name, "ours": summary(ours), "cpu": statistics.median(cpu)}
         if unfused:
             row["unfused"] = summary(unfused)
             row["unfused_cpu"] = statistics.median(unfused_cpu)
         if theirs:
             row["ort"] = summary(theirs)
+            row["ort_cpu"] = statistics.median(ort_cpu)
             row["diff"] = max_diff(os.path.join(outs, "output_0.pb"), os.path.join(orts, "output_0.pb"))
         return row
 
@@ -249,15 +251,21 @@ def main():
     if rows:
         print(f"\nOne thread, batch 1: median of {a.rounds} rounds x {a.repeat} warm runs; noise = "
               "interquartile range / median\n")
-        print("| model | accparc ms | noise | ONNX Runtime ms | noise | accparc / ORT | max abs diff (rel) |")
-        print("|---|--:|--:|--:|--:|--:|--:|")
+        print("CPU ms: the median over rounds of each side's CPU time per run (accparc: the "
+              "report's cpu_time_s; ONNX Runtime: the node process's), steadier than wall "
+              "times on a loaded machine\n")
+        print("| model | accparc ms | noise | ONNX Runtime ms | noise | accparc / ORT | accparc CPU ms | "
+              "ORT CPU ms | CPU ratio | max abs diff (rel) |")
+        print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
         if "ort" in r:
             d = r["diff"]
             print(f"| {r['model']} | {ms(r['ours'])} | {pct(r['ours'])} | {ms(r['ort'])} | {pct(r['ort'])} | "
-                  f"{r['ours']['median'] / r['ort']['median']:.2f} | {d[0]:.1e} ({d[1]:.1e}) |")
+                  f"{r['ours']['median'] / r['ort']['median']:.2f} | {r['cpu'] * 1e3:.3g} | "
+                  f"{r['ort_cpu'] * 1e3:.3g} | {r['cpu'] / r['ort_cpu']:.2f} | {d[0]:.1e} ({d[1]:.1e}) |")
         else:
-            print(f"| {r['model']} | {ms(r['ours'])} | {pct(r['ours'])} | - | - | - | - |")
+            print(f"| {r['model']} | {ms(r['ours'])} | {pct(r['ours'])} | - | - | - | "
+                  f"{r['cpu'] * 1e3:.3g} | - | - | - |")
     if any("unfused" in r for r in rows):
         print("\nThe same rounds: fused (the default) against unfused (ACCPAR_NO_FUSION=1), "
               "wall and the program thread's CPU time per run\n")

@@ -16,6 +16,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,7 @@ static double sample(op_fn op, void *ctx, int reps)
 /* Median seconds per call of each of count operations, sampled alternately. */
 static void measure(int count, op_fn *ops, void **ctxs, double *median_s)
 {
-  int reps[4];
+  int reps[5];
   double *t = malloc(sizeof(double) * (size_t)samples * (size_t)count);
   if (!t) {
     fprintf(stderr, "bench-kernels: out of memory\n");
@@ -200,6 +201,13 @@ static void run_ours_fwd(void *v)
   apk_conv2d_forward_algo(c->p, c->algo, c->x, c->w, NULL, c->y, c->work);
 }
 
+/* The forward from weights packed once (col: the packed weights). */
+static void run_ours_fwd_packed(void *v)
+{
+  conv_ctx *c = v;
+  apk_conv2d_forward_packed_algo(c->p, c->algo, c->x, c->col, NULL, c->y, c->work);
+}
+
 /* OpenBLAS's side lowers with apk_im2col / apk_col2im (the whole column
  * matrix, as our APK_CONV_IM2COL does) and multiplies with cblas_sgemm, per
  * image. */
@@ -263,7 +271,7 @@ static void run_blas_bwd_weights(void *v)
   }
 }
 
-static const char *const algo_names[3] = {"im2col", "implicit", "winograd"};
+static const char *const algo_names[4] = {"im2col", "implicit", "winograd", "winograd4"};
 
 /* One layer: every kernel with every algorithm that supports it beside
  * OpenBLAS, all sampled alternately. GFLOP/s are effective: the direct
@@ -287,11 +295,11 @@ static void bench_conv(const conv_case *cc)
                      alloc_floats(nw), alloc_floats((size_t)kg * ohw), NULL, ohw, kg, pointwise};
   for (int i = 0; i < 3; i++) {
     apk_conv_kernel which = (apk_conv_kernel)i;
-    conv_ctx mine[3];
-    op_fn ops[4];
-    void *ctxs[4];
-    int algo_of[4], count = 0;
-    for (int a = 0; a < 3; a++) {
+    conv_ctx mine[4];
+    op_fn ops[5];
+    void *ctxs[5];
+    int algo_of[5], count = 0;
+    for (int a = 0; a < 4; a++) {
       if (!apk_conv2d_supports(p, (apk_conv_algo)a, which)) continue;
       /* Pointwise layers skip the lowering in both GEMM algorithms alike. */
       if (pointwise && a == APK_CONV_IMPLICIT) continue;
@@ -305,9 +313,9 @@ static void bench_conv(const conv_case *cc)
     }
     ops[count] = blas_ops[i];
     ctxs[count] = &theirs;
-    double t[4];
+    double t[5];
     measure(count + 1, ops, ctxs, t);
-    double gf[3] = {0, 0, 0};
+    double gf[4] = {0, 0, 0, 0};
     for (int o = 0; o < count; o++) gf[algo_of[o]] = gflop / t[o];
     double blas = gflop / t[count];
     apk_conv_algo chosen = apk_conv2d_choose(p, which);
@@ -315,18 +323,26 @@ static void bench_conv(const conv_case *cc)
     conv_ctx *ch = &mine[chosen];
     ours_ops[i](ch);
     blas_ops[i](&theirs);
+    /* F(4x4, 3x3) is the least accurate algorithm (its transforms'
+     * constants reach 8 and 1/24): its error beside the chosen one's. */
+    char diff4[16] = "-";
+    if (gf[APK_CONV_WINOGRAD4] > 0) {
+      ours_ops[i](&mine[APK_CONV_WINOGRAD4]);
+      snprintf(diff4, sizeof diff4, "%.0e", max_rel_diff(mine[APK_CONV_WINOGRAD4].y, theirs.y, ny));
+    }
     double diff = i == 0   ? max_rel_diff(ch->y, theirs.y, ny)
                   : i == 1 ? max_rel_diff(ch->dx, theirs.dx, nx)
                            : max_rel_diff(ch->dw, theirs.dw, nw);
-    char cells[3][16];
-    for (int a = 0; a < 3; a++) {
+    char cells[4][16];
+    for (int a = 0; a < 4; a++) {
       if (gf[a] > 0)
         snprintf(cells[a], sizeof cells[a], "%7.1f", gf[a]);
       else
         snprintf(cells[a], sizeof cells[a], "%7s", "-");
     }
-    printf("| %-26s | %-16s | %7s | %7s | %7s | %7.1f | %5.2f | %-8s | %.0e |\n", cc->name, phase[i],
-           cells[0], cells[1], cells[2], blas, gf[chosen] / blas, algo_names[chosen], diff);
+    printf("| %-26s | %-16s | %7s | %7s | %7s | %9s | %7.1f | %5.2f | %-8s | %.0e | %5s |\n",
+           cc->name, phase[i], cells[0], cells[1], cells[2], cells[3], blas, gf[chosen] / blas,
+           algo_names[chosen], diff, diff4);
     fflush(stdout);
     for (int o = 0; o < count; o++) {
       conv_ctx *m = ctxs[o];
@@ -335,6 +351,66 @@ static void bench_conv(const conv_case *cc)
   }
   free(x), free(w), free(dy);
   free(theirs.y), free(theirs.dx), free(theirs.dw), free(theirs.col);
+}
+
+/* The forward kernel of a layer Winograd can take, from weights packed
+ * once as an inference program holds them: the implicit GEMM on packed A
+ * and both Winograd tiles, sampled alternately; the chosen one is
+ * apk_conv2d_choose_packed's. Error: against the direct product in double. */
+static void bench_conv_packed(const conv_case *cc)
+{
+  const apk_conv2d *p = &cc->p;
+  if (!apk_conv2d_supports(p, APK_CONV_WINOGRAD, APK_CONV_FORWARD)) return;
+  int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
+  int kg = p->in_channels * p->kernel_h * p->kernel_w;
+  size_t nx = (size_t)p->batch * p->in_channels * p->in_h * p->in_w;
+  size_t nw = (size_t)p->out_channels * kg, ny = (size_t)p->batch * p->out_channels * ohw;
+  float *x = random_floats(nx), *w = random_floats(nw);
+  double gflop = 2.0 * p->batch * p->out_channels * (double)ohw * kg * 1e-9;
+  static const apk_conv_algo algos[3] = {APK_CONV_IMPLICIT, APK_CONV_WINOGRAD, APK_CONV_WINOGRAD4};
+  conv_ctx ctx[3];
+  op_fn ops[3];
+  void *ctxs[3];
+  for (int a = 0; a < 3; a++) {
+    float *pw = alloc_floats(apk_conv2d_packed_floats_algo(p, algos[a]) + 16);
+    float *pwa = (float *)(((uintptr_t)pw + 63) & ~(uintptr_t)63);
+    apk_conv2d_pack_weights_algo(p, algos[a], w, pwa);
+    ctx[a] = (conv_ctx){p, algos[a], x, w, NULL, alloc_floats(ny), NULL, pw, pwa,
+                        alloc_floats(apk_conv2d_algo_work_floats(p, algos[a], APK_CONV_FORWARD)),
+                        ohw, kg, 0};
+    ops[a] = run_ours_fwd_packed;
+    ctxs[a] = &ctx[a];
+  }
+  double t[3];
+  measure(3, ops, ctxs, t);
+  /* The direct product in double, for each algorithm's largest error
+   * relative to the largest output. */
+  double diff[3] = {0, 0, 0}, big = 0;
+  int oh = apk_conv2d_out_h(p), ow = apk_conv2d_out_w(p);
+  for (int a = 0; a < 3; a++) run_ours_fwd_packed(&ctx[a]);
+  for (int n = 0; n < p->batch; n++)
+    for (int m = 0; m < p->out_channels; m++)
+      for (int i = 0; i < oh; i++)
+        for (int j = 0; j < ow; j++) {
+          double s = 0;
+          for (int c = 0; c < p->in_channels; c++)
+            for (int u = 0; u < p->kernel_h; u++)
+              for (int v = 0; v < p->kernel_w; v++) {
+                int ih = i * p->stride_h - p->pad_top + u, iw = j * p->stride_w - p->pad_left + v;
+                if (ih < 0 || ih >= p->in_h || iw < 0 || iw >= p->in_w) continue;
+                s += (double)x[(((size_t)n * p->in_channels + c) * p->in_h + ih) * p->in_w + iw] *
+                     w[(((size_t)m * p->in_channels + c) * p->kernel_h + u) * p->kernel_w + v];
+              }
+          size_t at = (((size_t)n * p->out_channels + m) * oh + i) * ow + j;
+          big = fmax(big, fabs(s));
+          for (int a = 0; a < 3; a++) diff[a] = fmax(diff[a], fabs(ctx[a].y[at] - s));
+        }
+  apk_conv_algo chosen = apk_conv2d_choose_packed(p);
+  printf("| %-26s | %7.1f | %8.1f | %9.1f | %-9s | %.0e | %.0e |\n", cc->name, gflop / t[0],
+         gflop / t[1], gflop / t[2], algo_names[chosen], diff[1] / big, diff[2] / big);
+  fflush(stdout);
+  for (int a = 0; a < 3; a++) free(ctx[a].y), free(ctx[a].dw), free(ctx[a].work);
+  free(x), free(w);
 }
 
 /* C, H (= W), M, kernel, stride, pad at a batch */
@@ -439,9 +515,18 @@ int main(int argc, char **argv)
          "GFLOP/s (the direct convolution's FLOPs over the time) of each algorithm; OpenBLAS: "
          "the whole im2col/col2im with cblas_sgemm; ratio = chosen / OpenBLAS\n\n");
   printf("| layer                      | kernel           |  im2col | implicit | winograd | "
-         "OpenBLAS | ratio | chosen | max rel diff |\n");
-  printf("|---|---|--:|--:|--:|--:|--:|---|--:|\n");
+         "winograd4 | OpenBLAS | ratio | chosen | max rel diff | winograd4's |\n");
+  printf("|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|\n");
   for (size_t i = 0; i < sizeof model_convs / sizeof model_convs[0]; i++)
     if (!only || strstr(model_convs[i].name, only)) bench_conv(&model_convs[i]);
+
+  printf("\nForward from weights packed once (inference programs), layers Winograd can take: "
+         "effective GFLOP/s; chosen: apk_conv2d_choose_packed; error: the largest difference "
+         "from the direct product in double over the largest output\n\n");
+  printf("| layer                      | implicit | winograd | winograd4 | chosen    | "
+         "winograd error | winograd4 error |\n");
+  printf("|---|--:|--:|--:|---|--:|--:|\n");
+  for (size_t i = 0; i < sizeof model_convs / sizeof model_convs[0]; i++)
+    if (!only || strstr(model_convs[i].name, only)) bench_conv_packed(&model_convs[i]);
   return 0;
 }

@@ -63,6 +63,112 @@ cg_x *cg_win_x_index(cg_kernel *k, const cg_operand *x, int nsp, const cg_wloops
   return i;
 }
 
+/* The outputs [lo, hi) of each spatial dim whose windows lie inside the
+ * input; false when some dim has none. */
+static bool max_pool_interior(const cg_operand *x, const cg_operand *y, const cg_win *w,
+                              int64_t *lo, int64_t *hi) {
+  for (int d = 0; d < w->nsp; d++) {
+    int64_t last = x->dims[d + 2] - 1 + w->pad_begin[d] - (w->kernel[d] - 1) * w->dilation[d];
+    lo[d] = (w->pad_begin[d] + w->stride[d] - 1) / w->stride[d];
+    hi[d] = last < 0 ? 0 : last / w->stride[d] + 1;
+    if (hi[d] > y->dims[d + 2])
+      hi[d] = y->dims[d + 2];
+    if (hi[d] <= lo[d])
+      return false;
+  }
+  return true;
+}
+
+/* y at the output position l->ov: the largest x over the window, the first
+ * one on ties and the first NaN met, as cg_emit_MAX_POOL's loop with
+ * Indices picks it.
+ * inside: the window lies in the input, so no tap is tested, and starting
+ * from the first tap's x, "x > best ? x : best" over every tap gives the
+ * same value (a select GCC and LLVM make one vector max). */
+static void max_pool_window(cg_kernel *k, const cg_operand *x, const cg_operand *y,
+                            const cg_win *w, cg_wloops *l, bool inside) {
+  int64_t ys[AP_MAX_RANK];
+  cg_strides(y->rank, y->dims, ys);
+  cg_x *yi = cg_mul(k, cg_v(k, l->nc), cg_i64(k, ys[1]));
+  for (int d = 0; d < w->nsp; d++)
+    yi = cg_add(k, yi, cg_mul(k, cg_v(k, l->ov[d]), cg_i64(k, ys[d + 2])));
+  int best;
+  if (inside) {
+    for (int d = 0; d < w->nsp; d++)
+      l->p[d] = cg_let(k, ap_arena_printf(k->g->arena, "s%d", d),
+                       cg_sub(k, cg_mul(k, cg_v(k, l->ov[d]), cg_i64(k, w->stride[d])),
+                              cg_i64(k, w->pad_begin[d])));
+    best = cg_mut(k, "best", cg_ty_of(x->dtype), cg_ld(k, cg_in(k, 0), cg_win_x_index(k, x, w->nsp, l)));
+    cg_win_taps(k, w, l);
+    int v = cg_let(k, "v", cg_ld(k, cg_in(k, 0), cg_win_x_index(k, x, w->nsp, l)));
+    cg_set(k, best, cg_sel(k, cg_gt(k, cg_v(k, v), cg_v(k, best)), cg_v(k, v), cg_v(k, best)));
+    cg_loops_end(k, w->nsp);
+  } else {
+    best = cg_mut(k, "best", cg_ty_of(x->dtype), lowest(k, x->dtype));
+    int first = cg_mut(k, "first", CG_T_I64, cg_int(k, 1));
+    cg_win_taps(k, w, l);
+    cg_if(k, cg_win_inside(k, x, w, false, l));
+    int v = cg_let(k, "v", cg_ld(k, cg_in(k, 0), cg_win_x_index(k, x, w->nsp, l)));
+    cg_if(k, cg_or(k, cg_gt(k, cg_v(k, v), cg_v(k, best)), cg_ne(k, cg_v(k, first), cg_int(k, 0))));
+    cg_set(k, best, cg_v(k, v));
+    cg_set(k, first, cg_int(k, 0));
+    cg_end(k);
+    cg_end(k);
+    cg_loops_end(k, w->nsp);
+  }
+  cg_st(k, cg_out(k, 0), yi, cg_v(k, best));
+}
+
+/* Outputs [from, to) along the last spatial dim of one row. */
+static void max_pool_run(cg_kernel *k, const cg_operand *x, const cg_operand *y, const cg_win *w,
+                         cg_wloops *l, int64_t from, int64_t to, bool inside) {
+  int last = w->nsp - 1;
+  if (from == to)
+    return;
+  l->ov[last] = cg_for(k, ap_arena_printf(k->g->arena, "o%d", last), cg_i64(k, from), cg_i64(k, to));
+  max_pool_window(k, x, y, w, l, inside);
+  cg_end(k);
+}
+
+/* MaxPool without Indices: per row of outputs along the last spatial dim,
+ * the outputs whose windows lie inside the input (every one of ResNet-50's
+ * but the first row and column) run without a test per tap, the edges
+ * with them. */
+static void max_pool_values(cg_kernel *k, const cg_operand *x, const cg_operand *y,
+                            const cg_win *w) {
+  int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
+  bool any = max_pool_interior(x, y, w, lo, hi);
+  int last = w->nsp - 1;
+  int64_t width = y->dims[last + 2];
+  cg_wloops l;
+  l.nc = cg_for_n(k, "nc", x->dims[0] * x->dims[1]);
+  cg_loops(k, last, y->dims + 2, "o", l.ov);
+  if (!any) {
+    max_pool_run(k, x, y, w, &l, 0, width, false);
+  } else {
+    cg_x *c = NULL; /* the row's windows are inside along the outer dims */
+    for (int d = 0; d < last; d++) {
+      if (lo[d] == 0 && hi[d] == y->dims[d + 2])
+        continue;
+      cg_x *t = cg_and(k, cg_ge(k, cg_v(k, l.ov[d]), cg_i64(k, lo[d])),
+                       cg_lt(k, cg_v(k, l.ov[d]), cg_i64(k, hi[d])));
+      c = c ? cg_and(k, c, t) : t;
+    }
+    if (c)
+      cg_if(k, c);
+    max_pool_run(k, x, y, w, &l, 0, lo[last], false);
+    max_pool_run(k, x, y, w, &l, lo[last], hi[last], true);
+    max_pool_run(k, x, y, w, &l, hi[last], width, false);
+    if (c) {
+      cg_else(k);
+      max_pool_run(k, x, y, w, &l, 0, width, false);
+      cg_end(k);
+    }
+  }
+  cg_loops_end(k, last);
+  cg_end(k);
+}
+
 ap_status cg_emit_MAX_POOL(cg_kernel *k) {
   const cg_operand *x = &k->in[0], *y = &k->out[0];
   cg_win w;
@@ -70,6 +176,10 @@ ap_status cg_emit_MAX_POOL(cg_kernel *k) {
   if (s != AP_OK)
     return s;
   bool indices = k->out[1].v != NULL;
+  if (!indices) {
+    max_pool_values(k, x, y, &w);
+    return AP_OK;
+  }
   int64_t order = ap_attr_int(k->n, "storage_order", 0);
   cg_wloops l;
   cg_win_open(k, x, y, &w, &l);

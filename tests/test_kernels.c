@@ -243,7 +243,7 @@ static double dot(const float *a, const float *b, size_t count)
   return s;
 }
 
-static const char *const algo_names[] = {"im2col", "implicit", "winograd"};
+static const char *const algo_names[] = {"im2col", "implicit", "winograd", "winograd4"};
 
 /* Checks the three kernels of one convolution against the naive loops with
  * every algorithm that supports them, and the two backward kernels against
@@ -274,7 +274,7 @@ static int check_conv(const char *name, apk_conv2d p)
                   apk_conv2d_algo_work_floats(&p, chosen, (apk_conv_kernel)k), "%s", name);
   }
 
-  for (int a = APK_CONV_IM2COL; a <= APK_CONV_WINOGRAD; a++) {
+  for (int a = APK_CONV_IM2COL; a <= APK_CONV_WINOGRAD4; a++) {
     apk_conv_algo algo = (apk_conv_algo)a;
     if (!apk_conv2d_supports(&p, algo, APK_CONV_FORWARD)) continue;
     size_t nwork = 0;
@@ -361,26 +361,38 @@ static int check_conv(const char *name, apk_conv2d p)
     free(work);
   }
 
-  /* The forward kernel from weights packed once (its chosen algorithm's
-   * layout; NaN in the buffer: everything read is written by the packing). */
+  /* The forward kernel from weights packed once: the chosen algorithm's
+   * layout, then every algorithm's (NaN in the buffer: everything read is
+   * written by the packing). */
   size_t npw = apk_conv2d_packed_floats(&p), nwork = apk_conv2d_work_floats(&p);
   cr_assert_leq(npw, apk_conv2d_packed_floats_max(&p), "%s", name);
-  float *pw = aligned_floats(npw), *work = work_floats(nwork);
-  for (size_t i = 0; i < npw; i++) pw[i] = NAN;
-  for (size_t i = 0; i < nwork; i++) work[i] = NAN;
-  apk_conv2d_pack_weights(&p, w, pw);
-  for (size_t i = 0; i < ny; i++) y[i] = NAN;
-  apk_conv2d_forward_packed(&p, x, pw, bias, y, work);
   naive_run(&p, 0, x, w, want, mag, ny);
   for (size_t i = 0; i < ny; i++) {
     double b = bias[(i / ohw) % p.out_channels];
     want[i] += b;
     mag[i] += fabs(b);
   }
-  snprintf(what, sizeof what, "%s forward from packed weights (%s)", name,
-           algo_names[apk_conv2d_choose(&p, APK_CONV_FORWARD)]);
-  expect_close(what, y, want, mag, ny, 1e-4);
-  free(pw), free(work);
+  for (int a = -1; a <= APK_CONV_WINOGRAD4; a++) {
+    apk_conv_algo algo = a < 0 ? apk_conv2d_choose_packed(&p) : (apk_conv_algo)a;
+    if (!apk_conv2d_supports(&p, algo, APK_CONV_FORWARD)) continue;
+    size_t n_pw = a < 0 ? npw : apk_conv2d_packed_floats_algo(&p, algo);
+    size_t n_work = a < 0 ? nwork : apk_conv2d_algo_work_floats(&p, algo, APK_CONV_FORWARD);
+    float *pw = aligned_floats(n_pw), *work = work_floats(n_work);
+    for (size_t i = 0; i < n_pw; i++) pw[i] = NAN;
+    for (size_t i = 0; i < n_work; i++) work[i] = NAN;
+    for (size_t i = 0; i < ny; i++) y[i] = NAN;
+    if (a < 0) {
+      apk_conv2d_pack_weights(&p, w, pw);
+      apk_conv2d_forward_packed(&p, x, pw, bias, y, work);
+    } else {
+      apk_conv2d_pack_weights_algo(&p, algo, w, pw);
+      apk_conv2d_forward_packed_algo(&p, algo, x, pw, bias, y, work);
+    }
+    snprintf(what, sizeof what, "%s forward from packed weights (%s%s)", name, algo_names[algo],
+             a < 0 ? ", chosen" : "");
+    expect_close(what, y, want, mag, ny, 1e-4);
+    free(pw), free(work);
+  }
 
   free(x), free(w), free(dy), free(bias), free(y), free(dx), free(dw), free(dbias);
   free(want), free(mag);
@@ -411,7 +423,7 @@ Test(kernels_conv, against_naive_loops_and_finite_differences)
   check_conv("wide", CONV(1, 40, 14, 14, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
 }
 
-/* The shapes Winograd F(2x2, 3x3) takes, with everything its tiling can get
+/* The shapes Winograd F(2x2, 3x3) and F(4x4, 3x3) take, with everything its tiling can get
  * wrong: odd output sizes (partial tiles), pads 0 and 2 and asymmetric ones,
  * a batch, channel counts off the register tile, several tile blocks per
  * image, more channels than a k block. Each runs the other algorithms too. */
@@ -425,8 +437,13 @@ Test(kernels_conv, winograd_shapes_against_naive_loops)
   ran += check_conv("wino tiny", CONV(1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
   ran += check_conv("wino many tiles", CONV(1, 9, 33, 31, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
   ran += check_conv("wino deep", CONV(1, 300, 6, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
-  /* 7 shapes x (3 forward + 3 backward data + 2 backward weights). */
-  cr_assert_eq(ran, 7 * 8, "every algorithm ran on every shape");
+  /* Enough channels and tiles that weights packed once take F(4x4, 3x3),
+   * with partial tiles on both edges and a row count off the register tile. */
+  apk_conv2d four = CONV(2, 16, 15, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  cr_assert_eq(apk_conv2d_choose_packed(&four), APK_CONV_WINOGRAD4);
+  ran += check_conv("wino4 packed", four);
+  /* 8 shapes x (4 forward + 3 backward data + 2 backward weights). */
+  cr_assert_eq(ran, 8 * 9, "every algorithm ran on every shape");
 }
 
 Test(kernels_conv, output_size_follows_onnx)

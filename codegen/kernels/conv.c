@@ -324,6 +324,7 @@ __attribute__((always_inline)) void apk_spec_col2im(const apk_conv2d *p, const a
 enum { APK_WINO_TILES_MAX = 4 * APK_NR, APK_WINO_BUDGET_FLOATS = 128 * 1024 };
 
 typedef struct apk_wino {
+  int r, a, nxi;        /* output tiles r x r from input tiles a x a (a = r + 2): a^2 products */
   int c, m;             /* input and output channels of the computed convolution */
   int h, w, oh, ow;     /* input and output sizes */
   int pt, pl;           /* pads top and left (bottom, right follow from oh, ow) */
@@ -331,13 +332,15 @@ typedef struct apk_wino {
   int nt;               /* tiles per block: a multiple of the vector width */
 } apk_wino;
 
-static apk_wino apk_wino_geometry(int c, int m, int h, int w, int oh, int ow, int pt, int pl)
+static apk_wino apk_wino_geometry(int r, int c, int m, int h, int w, int oh, int ow, int pt,
+                                  int pl)
 {
-  apk_wino g = {c, m, h, w, oh, ow, pt, pl, (oh + 1) / 2, (ow + 1) / 2, 0, APK_NR};
+  apk_wino g = {r, r + 2, (r + 2) * (r + 2), c, m, h, w, oh, ow, pt, pl,
+                (oh + r - 1) / r, (ow + r - 1) / r, 0, APK_NR};
   g.tiles = g.th * g.tw;
   /* As many tiles as keep a block's V and M within the budget, in blocks of
    * equal size: 49 tiles are one block of 49, not 48 and 1. */
-  int fit = APK_WINO_BUDGET_FLOATS / (16 * (c + m) * APK_NR);
+  int fit = APK_WINO_BUDGET_FLOATS / (g.nxi * (c + m) * APK_NR);
   int most = APK_NR * apk_imax(1, apk_imin(fit, APK_WINO_TILES_MAX / APK_NR));
   int blocks = (g.tiles + most - 1) / most;
   int each = (g.tiles + blocks - 1) / blocks;
@@ -345,13 +348,20 @@ static apk_wino apk_wino_geometry(int c, int m, int h, int w, int oh, int ow, in
   return g;
 }
 
-/* Workspace: U, V, M, then one 4-row strip of input and its transform. */
+/* F(4x4, 3x3)'s strip: one phase (every 4th column) of one row, with a
+ * vector of slack for the reads of entry j + 1 at the end of a run. */
+static size_t apk_wino4_phase_floats(const apk_wino *g)
+{
+  return apk_vround((size_t)g->tw + 1) + APK_VL;
+}
+
+/* Workspace: U, V, M, then one strip: the input tile's rows and their transform. */
 static size_t apk_wino_floats(const apk_wino *g)
 {
-  size_t u = 16 * apk_vround(apk_packed_a_floats(g->m, g->c));
-  size_t v = 16 * apk_vround(apk_packed_b_floats(g->c, g->nt));
-  size_t mo = 16 * apk_vround((size_t)g->m * g->nt);
-  size_t strip = 8 * apk_vround((size_t)2 * g->tw + 2);
+  size_t u = (size_t)g->nxi * apk_vround(apk_packed_a_floats(g->m, g->c));
+  size_t v = (size_t)g->nxi * apk_vround(apk_packed_b_floats(g->c, g->nt));
+  size_t mo = (size_t)g->nxi * apk_vround((size_t)g->m * g->nt);
+  size_t strip = g->r == 2 ? 8 * apk_vround((size_t)2 * g->tw + 2) : 48 * apk_wino4_phase_floats(g);
   return u + v + mo + strip + 4 * APK_VL;
 }
 
@@ -399,6 +409,58 @@ static void apk_wino_weights(const apk_wino *g, const float *wt, int flip, float
         apk_v8 r4[4] = {a0, half * (a0 + a1 + a2), half * (a0 - a1 + a2), a2};
         for (int j = 0; j < 4; j++)
           memcpy(dst + (ptrdiff_t)(i * 4 + j) * u_stride, &r4[j], sizeof(float) * APK_MR);
+      }
+    }
+  }
+}
+
+/* The F(4x4, 3x3) weight transform, laid out as apk_wino_weights': the 36
+ * U[xi] packed as A, the MR rows of a micro-panel one per lane. Forward
+ * only (flip 0). G = diag(1/4, -1/6, -1/6, 1/24, 1/24, 1) Gi with
+ * Gi = [1 0 0; 1 1 1; 1 -1 1; 1 2 4; 1 -2 4; 0 0 1] (points 0, 1, -1, 2,
+ * -2): Gi k Gi^T takes only sums and exact doublings, then one product by
+ * the two diagonal factors, so no rounded product feeds a sum that a
+ * compiler could fuse into a multiply-add (GCC and clang would choose
+ * differently, and the C and LLVM programs would differ in the last bit). */
+static void apk_wino4_weights(const apk_wino *g, const float *wt, float *u, size_t u_stride)
+{
+  static const double diag[6] = {1.0 / 4, -1.0 / 6, -1.0 / 6, 1.0 / 24, 1.0 / 24, 1.0};
+  apk_v8 scale[6][6];
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 6; j++)
+      for (int l = 0; l < 8; l++) scale[i][j][l] = (float)(diag[i] * diag[j]);
+  for (int m0 = 0; m0 < g->m; m0 += APK_MR) {
+    int rows = apk_imin(APK_MR, g->m - m0);
+    apk_v8 live;
+    for (int r = 0; r < 8; r++) live[r] = r < rows ? 1.0f : 0.0f;
+    float *panel = u + (ptrdiff_t)m0 * g->c;
+    for (int c = 0; c < g->c; c++) {
+      const float *src[8];
+      for (int r = 0; r < 8; r++)
+        src[r] = wt + ((ptrdiff_t)(m0 + apk_imin(r, rows - 1)) * g->c + c) * 9;
+      apk_v8 k[9];
+      for (int i = 0; i < 9; i++)
+        k[i] = (apk_v8){src[0][i], src[1][i], src[2][i], src[3][i],
+                        src[4][i], src[5][i], src[6][i], src[7][i]} * live;
+      apk_v8 gk[6][3]; /* Gi k */
+      for (int j = 0; j < 3; j++) {
+        apk_v8 k0 = k[j], k1 = k[3 + j], k2 = k[6 + j];
+        gk[0][j] = k0;
+        gk[1][j] = k0 + k1 + k2;
+        gk[2][j] = k0 - k1 + k2;
+        gk[3][j] = k0 + 2.0f * k1 + 4.0f * k2;
+        gk[4][j] = k0 - 2.0f * k1 + 4.0f * k2;
+        gk[5][j] = k2;
+      }
+      float *dst = panel + (ptrdiff_t)c * APK_MR;
+      for (int i = 0; i < 6; i++) {
+        apk_v8 a0 = gk[i][0], a1 = gk[i][1], a2 = gk[i][2];
+        apk_v8 r6[6] = {a0, a0 + a1 + a2, a0 - a1 + a2, a0 + 2.0f * a1 + 4.0f * a2,
+                        a0 - 2.0f * a1 + 4.0f * a2, a2};
+        for (int j = 0; j < 6; j++) {
+          apk_v8 out = r6[j] * scale[i][j];
+          memcpy(dst + (ptrdiff_t)(i * 6 + j) * u_stride, &out, sizeof(float) * APK_MR);
+        }
       }
     }
   }
@@ -472,47 +534,227 @@ static void apk_wino_input(const apk_wino *g, const float *x, int t0, int nt, fl
   }
 }
 
+/* o = B^T d for F(4x4, 3x3), on vectors. The products by 5 round, so
+ * their multiply-adds are explicit (both compilers of the kernels then
+ * round alike); those by 2 and 4 are exact, fused or not. */
+static inline void apk_wino4_bt(const apk_vf *d, apk_vf *o, apk_vf two, apk_vf four, apk_vf five)
+{
+  o[0] = apk_fma(-five, d[2], apk_fma(four, d[0], d[4]));
+  o[1] = d[3] + d[4] - four * (d[1] + d[2]);
+  o[2] = apk_fma(four, d[1] - d[2], d[4]) - d[3];
+  o[3] = apk_fma(two, d[3] - d[1], d[4]) - d[2];
+  o[4] = apk_fma(two, d[1] - d[3], d[4]) - d[2];
+  o[5] = apk_fma(-five, d[3], apk_fma(four, d[1], d[5]));
+}
+
+/* F(4x4, 3x3)'s V for tiles [t0, t0+nt) of one image, packed as B like
+ * apk_wino_input's, with B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0;
+ * 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. Tile j of a
+ * tile row reads padded columns 4j to 4j+5, a stride GCC does not
+ * vectorise: the 6 input rows are copied into the strip split by column
+ * mod 4 (phase q, entry j: column 4j + q), so both transforms read
+ * contiguous vectors of tiles, columns 4j+4 and 4j+5 being entry j+1 of
+ * phases 0 and 1. */
+static void apk_wino4_input(const apk_wino *g, const float *x, int t0, int nt, float *v,
+                            size_t v_stride, float *strip)
+{
+  ptrdiff_t pw = apk_wino4_phase_floats(g); /* one phase of one row */
+  float *rows = strip, *u = strip + 24 * pw; /* [6 rows][4 phases][pw] */
+  int ntv = (nt + APK_VL - 1) / APK_VL * APK_VL;
+  apk_vf two = apk_broadcast(2.0f), four = apk_broadcast(4.0f), five = apk_broadcast(5.0f);
+  for (int c = 0; c < g->c; c++) {
+    const float *xc = x + (ptrdiff_t)c * g->h * g->w;
+    for (int i = 0; i < nt;) {
+      int t = t0 + i, ty = t / g->tw, tx0 = t % g->tw;
+      int run = apk_imin(g->tw - tx0, nt - i); /* tiles of this tile row */
+      int col_lo = 4 * tx0, col_hi = 4 * (tx0 + run) + 2; /* padded columns */
+      for (int r = 0; r < 6; r++) {
+        int ih = 4 * ty + r - g->pt;
+        float *d = rows + r * 4 * pw;
+        if (ih < 0 || ih >= g->h) {
+          for (int k = col_lo; k < col_hi; k++) d[(k & 3) * pw + (k >> 2)] = 0.0f;
+          continue;
+        }
+        const float *src = xc + (ptrdiff_t)ih * g->w; /* padded column k is src[k - pl] */
+        int a = apk_imin(apk_imax(col_lo, g->pl), col_hi);
+        int b = apk_imax(apk_imin(col_hi, g->pl + g->w), a);
+        int k = col_lo;
+        for (; k < a; k++) d[(k & 3) * pw + (k >> 2)] = 0.0f;
+        for (; k < b && (k & 3); k++) d[(k & 3) * pw + (k >> 2)] = src[k - g->pl];
+        /* Whole groups of 4 columns, split into the 4 phases. */
+        const float *s4 = src + (k - g->pl);
+        float *restrict p0 = d + (k >> 2), *restrict p1 = p0 + pw, *restrict p2 = p1 + pw;
+        float *restrict p3 = p2 + pw;
+        int groups = (b - k) >> 2, j = 0;
+#if defined(__AVX512F__)
+        /* Tile rows are short (14 tiles at 56 x 56), below the trip count
+         * GCC's vectorised loop needs: 16 groups at a time by permutes,
+         * loads and stores masked to the groups there are. */
+        for (; j < groups; j += 16) {
+          int left = apk_imin(16, groups - j);
+          __m512 rv[4];
+          for (int h = 0; h < 4; h++) {
+            int have = apk_imax(0, apk_imin(16, 4 * left - 16 * h));
+            rv[h] = _mm512_maskz_loadu_ps((__mmask16)((1u << have) - 1), s4 + 4 * j + 16 * h);
+          }
+          float *restrict dst[4] = {p0, p1, p2, p3};
+          for (int q = 0; q < 4; q++) {
+            __m512i idx = _mm512_setr_epi32(q, q + 4, q + 8, q + 12, q + 16, q + 20, q + 24, q + 28,
+                                            q, q, q, q, q, q, q, q);
+            __m512 lo = _mm512_permutex2var_ps(rv[0], idx, rv[1]);
+            __m512 hi = _mm512_permutex2var_ps(rv[2], idx, rv[3]);
+            _mm512_mask_storeu_ps(dst[q] + j, (__mmask16)((1u << left) - 1),
+                                  _mm512_shuffle_f32x4(lo, hi, 0x44));
+          }
+        }
+#endif
+        for (; j < groups; j++) {
+          p0[j] = s4[4 * j];
+          p1[j] = s4[4 * j + 1];
+          p2[j] = s4[4 * j + 2];
+          p3[j] = s4[4 * j + 3];
+        }
+        for (k += 4 * groups; k < b; k++) d[(k & 3) * pw + (k >> 2)] = src[k - g->pl];
+        for (; k < col_hi; k++) d[(k & 3) * pw + (k >> 2)] = 0.0f;
+      }
+      /* B^T d down the columns, a vector of entries at a time from the one
+       * holding tx0 (entries outside the run are garbage, never read). */
+      for (int q = 0; q < 4; q++)
+        for (int j = tx0 / APK_VL * APK_VL; j <= tx0 + run; j += APK_VL) {
+          apk_vf d[6], o[6];
+          for (int r = 0; r < 6; r++) memcpy(&d[r], rows + (r * 4 + q) * pw + j, sizeof d[r]);
+          apk_wino4_bt(d, o, two, four, five);
+          for (int r = 0; r < 6; r++) memcpy(u + (r * 4 + q) * pw + j, &o[r], sizeof o[r]);
+        }
+      /* Then along the rows, into micro-panels: inside one, columns are
+       * contiguous. */
+      for (int j0 = 0; j0 < run;) {
+        int col = i + j0, lane = col % APK_NR, len = apk_imin(run - j0, APK_NR - lane);
+        float *base = v + (ptrdiff_t)(col - lane) * g->c + (ptrdiff_t)c * APK_NR + lane;
+        for (int a = 0; a < 6; a++) {
+          const float *e = u + a * 4 * pw + tx0 + j0;
+          float *va = base + (ptrdiff_t)(a * 6) * v_stride;
+          for (int j = 0; j < len; j += APK_VL) {
+            apk_vf d[6], o[6];
+            for (int q = 0; q < 4; q++) memcpy(&d[q], e + q * pw + j, sizeof d[q]);
+            memcpy(&d[4], e + j + 1, sizeof d[4]);
+            memcpy(&d[5], e + pw + j + 1, sizeof d[5]);
+            apk_wino4_bt(d, o, two, four, five);
+            /* A whole vector where it stays inside the panel's row: lanes
+             * past len belong to later runs of this channel, or past nt,
+             * all written after this. */
+            int n = apk_imin(APK_VL, len - j);
+            for (int b = 0; b < 6; b++) {
+              float *dst = va + (ptrdiff_t)b * v_stride + j;
+              if (lane + j + APK_VL <= APK_NR)
+                memcpy(dst, &o[b], sizeof o[b]);
+              else
+#if defined(__AVX512F__)
+                _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1), o[b]);
+#else
+                for (int l = 0; l < n; l++) dst[l] = o[b][l];
+#endif
+            }
+          }
+        }
+        j0 += len;
+      }
+      i += run;
+    }
+    /* Columns past nt up to a whole vector are read by the micro-kernel
+     * (and dropped): zeros, so no stale bits become denormals there. They
+     * are contiguous lanes of one micro-panel. */
+    if (nt < ntv) {
+      ptrdiff_t at = (ptrdiff_t)(nt / APK_NR) * APK_NR * g->c + (ptrdiff_t)c * APK_NR + nt % APK_NR;
+      for (int xi = 0; xi < 36; xi++)
+        memset(v + (ptrdiff_t)xi * v_stride + at, 0, sizeof(float) * (size_t)(ntv - nt));
+    }
+  }
+}
+
+/* Writes r x r output tiles [t0, t0+nt) of one channel (out[r * a + l][i]:
+ * row a, column l of tile t0+i) into ym, tile row by tile row; r is a
+ * constant at both calls, so the inner loops unroll. */
+static inline void apk_wino_store(const apk_wino *g, int r, float (*out)[APK_WINO_TILES_MAX],
+                                  int t0, int nt, float *ym)
+{
+  for (int i = 0; i < nt;) {
+    int t = t0 + i, ty = t / g->tw, tx0 = t % g->tw;
+    int run = apk_imin(g->tw - tx0, nt - i);
+    int oy = r * ty, ox = r * tx0;
+    int full = apk_imin(run, (g->ow - ox) / r); /* tiles with all r columns inside */
+    int rest = g->ow - ox - full * r;           /* columns of the next tile inside */
+    for (int a = 0; a < r && oy + a < g->oh; a++) {
+      float *restrict row = ym + (ptrdiff_t)(oy + a) * g->ow + ox;
+      for (int j = 0; j < full; j++)
+        for (int l = 0; l < r; l++) row[r * j + l] = out[r * a + l][i + j];
+      if (full < run)
+        for (int l = 0; l < rest; l++) row[r * full + l] = out[r * a + l][i + full];
+    }
+    i += run;
+  }
+}
+
 /* y (the image's m output channels) of tiles [t0, t0+nt) from M[xi]
- * (m x nt, row stride nt_ld), plus bias: A^T M A along the tiles into four
- * rows (the 2x2 outputs), then written tile row by tile row. */
+ * (m x nt, row stride nt_ld), plus bias: A^T M A along the tiles into
+ * r^2 rows (the r x r outputs), then written tile row by tile row.
+ * F(2x2, 3x3): A^T = [1 1 1 0; 0 1 -1 -1]; F(4x4, 3x3):
+ * A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
 static void apk_wino_output(const apk_wino *g, const float *mo, size_t m_stride, int nt_ld,
                             int t0, int nt, const float *bias, float *y)
 {
   ptrdiff_t ohw = (ptrdiff_t)g->oh * g->ow;
-  float out[4][APK_WINO_TILES_MAX];
+  float out[16][APK_WINO_TILES_MAX];
   for (int m = 0; m < g->m; m++) {
     const float *restrict s = mo + (ptrdiff_t)m * nt_ld;
     float b = bias ? bias[m] : 0.0f;
-    for (int i = 0; i < nt; i++) {
-      float q[4][4];
-      for (int xi = 0; xi < 16; xi++) q[xi / 4][xi % 4] = s[(ptrdiff_t)xi * m_stride + i];
-      float r0[4], r1[4];
-      for (int a = 0; a < 4; a++) {
-        r0[a] = q[a][0] + q[a][1] + q[a][2];
-        r1[a] = q[a][1] - q[a][2] - q[a][3];
+    if (g->r == 2) {
+      for (int i = 0; i < nt; i++) {
+        float q[4][4];
+        for (int xi = 0; xi < 16; xi++) q[xi / 4][xi % 4] = s[(ptrdiff_t)xi * m_stride + i];
+        float r0[4], r1[4];
+        for (int a = 0; a < 4; a++) {
+          r0[a] = q[a][0] + q[a][1] + q[a][2];
+          r1[a] = q[a][1] - q[a][2] - q[a][3];
+        }
+        out[0][i] = r0[0] + r0[1] + r0[2] + b;
+        out[1][i] = r1[0] + r1[1] + r1[2] + b;
+        out[2][i] = r0[1] - r0[2] - r0[3] + b;
+        out[3][i] = r1[1] - r1[2] - r1[3] + b;
       }
-      out[0][i] = r0[0] + r0[1] + r0[2] + b;
-      out[1][i] = r1[0] + r1[1] + r1[2] + b;
-      out[2][i] = r0[1] - r0[2] - r0[3] + b;
-      out[3][i] = r1[1] - r1[2] - r1[3] + b;
+    } else {
+      /* A vector of tiles at a time (GCC leaves the scalar form of this
+       * loop scalar): columns up to nt rounded to a vector lie inside M's
+       * row (nt_ld is a multiple of the vector width) and inside out; the
+       * ones past nt are computed and never stored. */
+      apk_vf bv = apk_broadcast(b), two = apk_broadcast(2.0f), four = apk_broadcast(4.0f),
+             eight = apk_broadcast(8.0f);
+      for (int i = 0; i < nt; i += APK_VL) {
+        apk_vf t[6][4]; /* t[a]: A^T applied along row a of M's 6 x 6 */
+        for (int a = 0; a < 6; a++) {
+          apk_vf q[6];
+          for (int c = 0; c < 6; c++)
+            memcpy(&q[c], s + (ptrdiff_t)(a * 6 + c) * m_stride + i, sizeof q[c]);
+          apk_vf p12 = q[1] + q[2], m12 = q[1] - q[2], p34 = q[3] + q[4], m34 = q[3] - q[4];
+          t[a][0] = q[0] + p12 + p34;
+          t[a][1] = apk_fma(two, m34, m12);
+          t[a][2] = apk_fma(four, p34, p12);
+          t[a][3] = apk_fma(eight, m34, m12) + q[5];
+        }
+        for (int l = 0; l < 4; l++) {
+          apk_vf p12 = t[1][l] + t[2][l], m12 = t[1][l] - t[2][l];
+          apk_vf p34 = t[3][l] + t[4][l], m34 = t[3][l] - t[4][l];
+          apk_vf o[4] = {t[0][l] + p12 + p34 + bv, apk_fma(two, m34, m12) + bv,
+                         apk_fma(four, p34, p12) + bv, apk_fma(eight, m34, m12) + t[5][l] + bv};
+          for (int k = 0; k < 4; k++) memcpy(&out[4 * k + l][i], &o[k], sizeof o[k]);
+        }
+      }
     }
     float *ym = y + (ptrdiff_t)m * ohw;
-    for (int i = 0; i < nt;) {
-      int t = t0 + i, ty = t / g->tw, tx0 = t % g->tw;
-      int run = apk_imin(g->tw - tx0, nt - i);
-      int oy = 2 * ty, ox = 2 * tx0;
-      int full = apk_imin(run, (g->ow - ox) / 2); /* tiles with both columns inside */
-      for (int a = 0; a < 2 && oy + a < g->oh; a++) {
-        float *restrict row = ym + (ptrdiff_t)(oy + a) * g->ow + ox;
-        const float *restrict l = out[2 * a] + i, *restrict rr = out[2 * a + 1] + i;
-        for (int j = 0; j < full; j++) {
-          row[2 * j] = l[j];
-          row[2 * j + 1] = rr[j];
-        }
-        if (full < run) row[2 * full] = l[full];
-      }
-      i += run;
-    }
+    if (g->r == 2)
+      apk_wino_store(g, 2, out, t0, nt, ym);
+    else
+      apk_wino_store(g, 4, out, t0, nt, ym);
   }
 }
 
@@ -523,17 +765,20 @@ static void apk_wino_image(const apk_wino *g, const float *x, const float *u, si
 {
   for (int t0 = 0; t0 < g->tiles; t0 += g->nt) {
     int nt = apk_imin(g->nt, g->tiles - t0);
-    apk_wino_input(g, x, t0, nt, v, v_stride, strip);
-    for (int xi = 0; xi < 16; xi++)
+    if (g->r == 2)
+      apk_wino_input(g, x, t0, nt, v, v_stride, strip);
+    else
+      apk_wino4_input(g, x, t0, nt, v, v_stride, strip);
+    for (int xi = 0; xi < g->nxi; xi++)
       apk_sgemm_prepacked(g->m, nt, g->c, u + (ptrdiff_t)xi * u_stride, v + (ptrdiff_t)xi * v_stride,
                           0.0f, mo + (ptrdiff_t)xi * m_stride, g->nt);
     apk_wino_output(g, mo, m_stride, g->nt, t0, nt, bias, y);
   }
 }
 
-/* The whole batch: flip 0 for the forward kernel, 1 for backward data. U
- * is transformed from wt into the workspace, unless packed_u (NULL or the
- * 16 U of apk_conv2d_pack_weights) holds it already. */
+/* The whole batch: flip 0 for the forward kernel, 1 for backward data
+ * (F(2x2, 3x3) only). U is transformed from wt into the workspace, unless
+ * packed_u (NULL or the a^2 U of apk_conv2d_pack_weights) holds it already. */
 static void apk_wino_run(const apk_wino *g, int batch, const float *x, const float *wt, int flip,
                          const float *packed_u, const float *bias, float *y, float *work)
 {
@@ -541,10 +786,14 @@ static void apk_wino_run(const apk_wino *g, int batch, const float *x, const flo
   size_t v_stride = apk_vround(apk_packed_b_floats(g->c, g->nt));
   size_t m_stride = apk_vround((size_t)g->m * g->nt);
   float *u = apk_valign(work);
-  float *v = u + 16 * u_stride, *mo = v + 16 * v_stride, *strip = mo + 16 * m_stride;
+  float *v = u + g->nxi * u_stride, *mo = v + g->nxi * v_stride;
+  float *strip = mo + g->nxi * m_stride;
   const float *uw = packed_u;
   if (!uw) {
-    apk_wino_weights(g, wt, flip, u, u_stride);
+    if (g->r == 2)
+      apk_wino_weights(g, wt, flip, u, u_stride);
+    else
+      apk_wino4_weights(g, wt, u, u_stride);
     uw = u;
   }
   for (int n = 0; n < batch; n++)
@@ -554,15 +803,21 @@ static void apk_wino_run(const apk_wino *g, int batch, const float *x, const flo
 
 /* Forward: the convolution itself. Backward data: dx = the convolution of dy
  * (M channels) by the flipped, transposed kernel with pads 2 - pad, which
- * gives back the input's size. */
-static apk_wino apk_wino_of(const apk_conv2d *p, apk_conv_kernel which)
+ * gives back the input's size. algo: APK_CONV_WINOGRAD or _WINOGRAD4. */
+static apk_wino apk_wino_of(const apk_conv2d *p, apk_conv_algo algo, apk_conv_kernel which)
 {
   int oh = apk_conv2d_out_h(p), ow = apk_conv2d_out_w(p);
+  int r = algo == APK_CONV_WINOGRAD4 ? 4 : 2;
   if (which == APK_CONV_FORWARD)
-    return apk_wino_geometry(p->in_channels, p->out_channels, p->in_h, p->in_w, oh, ow,
+    return apk_wino_geometry(r, p->in_channels, p->out_channels, p->in_h, p->in_w, oh, ow,
                              p->pad_top, p->pad_left);
-  return apk_wino_geometry(p->out_channels, p->in_channels, oh, ow, p->in_h, p->in_w,
+  return apk_wino_geometry(r, p->out_channels, p->in_channels, oh, ow, p->in_h, p->in_w,
                            2 - p->pad_top, 2 - p->pad_left);
+}
+
+static int apk_is_winograd(apk_conv_algo algo)
+{
+  return algo == APK_CONV_WINOGRAD || algo == APK_CONV_WINOGRAD4;
 }
 
 /* ---- choosing ---- */
@@ -574,7 +829,10 @@ APK_API int apk_conv2d_supports(const apk_conv2d *p, apk_conv_algo algo, apk_con
   case APK_CONV_IMPLICIT:
     return 1;
   case APK_CONV_WINOGRAD:
-    return which != APK_CONV_BACKWARD_WEIGHTS && p->groups == 1 && p->kernel_h == 3 &&
+  case APK_CONV_WINOGRAD4:
+    if (which == APK_CONV_BACKWARD_WEIGHTS || (algo == APK_CONV_WINOGRAD4 && which != APK_CONV_FORWARD))
+      return 0;
+    return p->groups == 1 && p->kernel_h == 3 &&
            p->kernel_w == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dilation_h == 1 &&
            p->dilation_w == 1 && p->pad_top <= 2 && p->pad_left <= 2 && p->pad_bottom <= 2 &&
            p->pad_right <= 2;
@@ -591,7 +849,7 @@ APK_API apk_conv_algo apk_conv2d_choose(const apk_conv2d *p, apk_conv_kernel whi
      * lose) and the weight transform, redone on every call, meets enough
      * tiles (ResNet-50's 7x7 stage at batch 1, 16 tiles, loses; at batch 8
      * it wins). */
-    apk_wino g = apk_wino_of(p, which);
+    apk_wino g = apk_wino_of(p, APK_CONV_WINOGRAD, which);
     if (apk_imin(g.c, g.m) >= 16 && (long)p->batch * g.tiles >= 40) return APK_CONV_WINOGRAD;
   }
   /* Backward data: the GEMM writing the column matrix and one col2im pass
@@ -605,9 +863,14 @@ APK_API apk_conv_algo apk_conv2d_choose_packed(const apk_conv2d *p)
   /* Measured on ResNet-50 at batch 1 (docs/kernels.md, "Packed weights"):
    * with the weights transformed once, Winograd also wins on the 7x7
    * stage's 16 tiles, which apk_conv2d_choose declines for the transform it
-   * would redo on every call. */
+   * would redo on every call; F(4x4, 3x3) wins from 16 of its tiles per
+   * image (the 14x14 stage) and loses on 4 (the 7x7 stage, at batch 1 and
+   * 8: images are tiled one by one, so its GEMMs have 4 columns and read
+   * 36 U instead of 16). */
   if (!apk_conv2d_is_pointwise(p) && apk_conv2d_supports(p, APK_CONV_WINOGRAD, APK_CONV_FORWARD)) {
-    apk_wino g = apk_wino_of(p, APK_CONV_FORWARD);
+    apk_wino g = apk_wino_of(p, APK_CONV_WINOGRAD, APK_CONV_FORWARD);
+    apk_wino g4 = apk_wino_of(p, APK_CONV_WINOGRAD4, APK_CONV_FORWARD);
+    if (apk_imin(g.c, g.m) >= 16 && g4.tiles >= 16) return APK_CONV_WINOGRAD4;
     if (apk_imin(g.c, g.m) >= 16 && (long)p->batch * g.tiles >= 16) return APK_CONV_WINOGRAD;
   }
   return apk_conv2d_choose(p, APK_CONV_FORWARD);
@@ -619,8 +882,8 @@ APK_API size_t apk_conv2d_algo_work_floats(const apk_conv2d *p, apk_conv_algo al
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
   int mg = p->out_channels / p->groups;
   int kg = p->in_channels / p->groups * p->kernel_h * p->kernel_w;
-  if (algo == APK_CONV_WINOGRAD) {
-    apk_wino g = apk_wino_of(p, which);
+  if (apk_is_winograd(algo)) {
+    apk_wino g = apk_wino_of(p, algo, which);
     return apk_wino_floats(&g);
   }
   size_t gemm;
@@ -649,6 +912,13 @@ APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p)
 
 /* ---- the three kernels ---- */
 
+/* Copies of the weights packed: one per group, or one per Winograd product. */
+static size_t apk_packed_copies(const apk_conv2d *p, apk_conv_algo algo)
+{
+  if (apk_is_winograd(algo)) return algo == APK_CONV_WINOGRAD4 ? 36 : 16;
+  return (size_t)p->groups;
+}
+
 /* The packed weights of the forward kernel: per group, w_g (M/g x Kg)
  * packed as A, at a vector-rounded stride; Winograd's 16 U. mr and vl are
  * the register tile's rows and the vector width: this build's, or the
@@ -657,43 +927,49 @@ static size_t apk_conv2d_packed_size(const apk_conv2d *p, apk_conv_algo algo, si
                                      size_t vl)
 {
   size_t m = (size_t)p->out_channels, k = (size_t)p->in_channels;
-  if (algo != APK_CONV_WINOGRAD) {
+  if (!apk_is_winograd(algo)) {
     m /= (size_t)p->groups;
     k = k / (size_t)p->groups * (size_t)p->kernel_h * (size_t)p->kernel_w;
   }
   size_t one = (m + mr - 1) / mr * mr * k;
   one = (one + vl - 1) / vl * vl;
-  return (algo == APK_CONV_WINOGRAD ? 16 : (size_t)p->groups) * one;
+  return apk_packed_copies(p, algo) * one;
+}
+
+APK_API size_t apk_conv2d_packed_floats_algo(const apk_conv2d *p, apk_conv_algo algo)
+{
+  return apk_conv2d_packed_size(p, algo, APK_MR, APK_VL);
 }
 
 APK_API size_t apk_conv2d_packed_floats(const apk_conv2d *p)
 {
-  apk_conv_algo algo = apk_conv2d_choose_packed(p);
-  return apk_conv2d_packed_size(p, algo, APK_MR, APK_VL);
+  return apk_conv2d_packed_floats_algo(p, apk_conv2d_choose_packed(p));
 }
 
 APK_API size_t apk_conv2d_packed_floats_max(const apk_conv2d *p)
 {
   apk_conv_algo algo = apk_conv2d_choose_packed(p);
   /* (m + MR - 1) rounded to MR is at most m + MR_MAX - 1 rows. */
-  size_t m = (size_t)p->out_channels / (algo == APK_CONV_WINOGRAD ? 1 : (size_t)p->groups);
-  size_t k = algo == APK_CONV_WINOGRAD
+  size_t m = (size_t)p->out_channels / (apk_is_winograd(algo) ? 1 : (size_t)p->groups);
+  size_t k = apk_is_winograd(algo)
                  ? (size_t)p->in_channels
                  : (size_t)p->in_channels / (size_t)p->groups * (size_t)p->kernel_h *
                        (size_t)p->kernel_w;
   size_t one = (m + APK_MR_MAX - 1) * k;
   one = (one + APK_VL_MAX - 1) / APK_VL_MAX * APK_VL_MAX;
-  return (algo == APK_CONV_WINOGRAD ? 16 : (size_t)p->groups) * one;
+  return apk_packed_copies(p, algo) * one;
 }
 
-APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float *dst)
+APK_API void apk_conv2d_pack_weights_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                          const float *w, float *dst)
 {
-  apk_conv_algo algo = apk_conv2d_choose_packed(p);
-  size_t stride = apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) /
-                  (algo == APK_CONV_WINOGRAD ? 16 : (size_t)p->groups);
-  if (algo == APK_CONV_WINOGRAD) {
-    apk_wino g = apk_wino_of(p, APK_CONV_FORWARD);
-    apk_wino_weights(&g, w, 0, dst, stride);
+  size_t stride = apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) / apk_packed_copies(p, algo);
+  if (apk_is_winograd(algo)) {
+    apk_wino g = apk_wino_of(p, algo, APK_CONV_FORWARD);
+    if (g.r == 2)
+      apk_wino_weights(&g, w, 0, dst, stride);
+    else
+      apk_wino4_weights(&g, w, dst, stride);
     return;
   }
   int mg = p->out_channels / p->groups;
@@ -702,14 +978,19 @@ APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float 
     apk_pack_a_all(0, mg, kg, w + (ptrdiff_t)g * mg * kg, kg, dst + (ptrdiff_t)g * stride);
 }
 
+APK_API void apk_conv2d_pack_weights(const apk_conv2d *p, const float *w, float *dst)
+{
+  apk_conv2d_pack_weights_algo(p, apk_conv2d_choose_packed(p), w, dst);
+}
+
 /* The forward kernel, from w or (w NULL) from the packed weights pw. */
 static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
                                    apk_conv_algo algo, const float *x, const float *w,
                                    const float *pw, const float *bias, float *y, float *work)
 {
   int ohw = apk_conv2d_out_h(p) * apk_conv2d_out_w(p);
-  if (algo == APK_CONV_WINOGRAD) {
-    apk_wino g = apk_wino_of(p, APK_CONV_FORWARD);
+  if (apk_is_winograd(algo)) {
+    apk_wino g = apk_wino_of(p, algo, APK_CONV_FORWARD);
     apk_wino_run(&g, p->batch, x, w, 0, pw, bias, y, work);
     return;
   }
@@ -767,7 +1048,7 @@ static void apk_conv2d_backward_data_run(const apk_conv2d *p, const apk_conv_ops
                                          float *dx, float *work)
 {
   if (algo == APK_CONV_WINOGRAD) {
-    apk_wino g = apk_wino_of(p, APK_CONV_BACKWARD_DATA);
+    apk_wino g = apk_wino_of(p, APK_CONV_WINOGRAD, APK_CONV_BACKWARD_DATA);
     apk_wino_run(&g, p->batch, dy, w, 1, NULL, NULL, dx, work);
     return;
   }
@@ -902,6 +1183,13 @@ APK_API void apk_conv2d_forward_packed_ops(const apk_conv2d *p, const apk_conv_o
                                            float *y, float *work)
 {
   apk_conv2d_forward_run(p, ops, apk_conv2d_choose_packed(p), x, NULL, pw, bias, y, work);
+}
+
+APK_API void apk_conv2d_forward_packed_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                            const float *x, const float *pw, const float *bias,
+                                            float *y, float *work)
+{
+  apk_conv2d_forward_run(p, NULL, algo, x, NULL, pw, bias, y, work);
 }
 
 APK_API void apk_conv2d_forward_packed(const apk_conv2d *p, const float *x, const float *pw,

@@ -152,8 +152,9 @@ typedef enum apk_conv_kernel {
 typedef enum apk_conv_algo {
   APK_CONV_IM2COL,   /* the whole column matrix in the workspace, then one GEMM */
   APK_CONV_IMPLICIT, /* im2col inside the GEMM's packing of B, col2im on its tiles */
-  APK_CONV_WINOGRAD  /* F(2x2, 3x3): 3x3, unit strides and dilations, one group,
-                        pads <= 2; forward and backward data */
+  APK_CONV_WINOGRAD,  /* F(2x2, 3x3): 3x3, unit strides and dilations, one group,
+                         pads <= 2; forward and backward data */
+  APK_CONV_WINOGRAD4  /* F(4x4, 3x3): the same shapes, forward only */
 } apk_conv_algo;
 
 /* 1 if algo can compute that kernel of p. */
@@ -232,7 +233,7 @@ APK_API void apk_conv2d_backward_weights_ops(const apk_conv2d *p, const apk_conv
 
 /* The forward kernel's weights packed once (constant weights of an
  * inference): per group as the GEMM's A, or Winograd's transformed U, as
- * the algorithm apk_conv2d_choose picks for the forward kernel wants them.
+ * the algorithm apk_conv2d_choose_packed picks wants them.
  * apk_conv2d_packed_floats is this build's size, _max a bound over every
  * build (for sizing a buffer at compile time); dst is vector-aligned. */
 APK_API size_t apk_conv2d_packed_floats(const apk_conv2d *p);
@@ -245,5 +246,13 @@ APK_API void apk_conv2d_forward_packed(const apk_conv2d *p, const float *x, cons
 APK_API void apk_conv2d_forward_packed_ops(const apk_conv2d *p, const apk_conv_ops *ops,
                                            const float *x, const float *pw, const float *bias,
                                            float *y, float *work);
+/* The same three with the forward algorithm given (supported), for tests
+ * and benchmarks; the workspace is apk_conv2d_algo_work_floats'. */
+APK_API size_t apk_conv2d_packed_floats_algo(const apk_conv2d *p, apk_conv_algo algo);
+APK_API void apk_conv2d_pack_weights_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                          const float *w, float *dst);
+APK_API void apk_conv2d_forward_packed_algo(const apk_conv2d *p, apk_conv_algo algo,
+                                            const float *x, const float *pw, const float *bias,
+                                            float *y, float *work);
 
 #endif

@@ -45,27 +45,21 @@ void cgk_1(const float *restrict x0, float *restrict y0) {
 
 /* MaxPool forward x0:float[2,4,8,8] y0:float[2,4,4,4] kernel_shape=2,2 strides=2,2 */
 void cgk_2(const float *restrict x0, float *restrict y0) {
-  int64_t o = 0;
   for (int64_t nc = 0; nc < 8; nc++) {
     for (int64_t o0 = 0; o0 < 4; o0++) {
       for (int64_t o1 = 0; o1 < 4; o1++) {
-        float best = -INFINITY;
-        int64_t at = -1;
+        const int64_t s0 = (o0 * 2);
+        const int64_t s1 = (o1 * 2);
+        float best = x0[(((nc * 64) + (s0 * 8)) + s1)];
         for (int64_t k0 = 0; k0 < 2; k0++) {
           for (int64_t k1 = 0; k1 < 2; k1++) {
             const int64_t p0 = ((o0 * 2) + k0);
             const int64_t p1 = ((o1 * 2) + k1);
-            if ((((p0 >= 0) && (p0 < 8)) && ((p1 >= 0) && (p1 < 8)))) {
-              const int64_t i = (((nc * 64) + (p0 * 8)) + p1);
-              if (((x0[i] > best) || (at < 0))) {
-                best = x0[i];
-                at = i;
-              }
-            }
+            const float v = x0[(((nc * 64) + (p0 * 8)) + p1)];
+            best = ((v > best) ? v : best);
           }
         }
-        y0[o] = best;
-        o = (o + 1);
+        y0[(((nc * 16) + (o0 * 4)) + o1)] = best;
       }
     }
   }

@@ -67,8 +67,8 @@ typedef struct waits {
 } waits;
 
 /* A rank polls while its hit rate is at least this. Alone on the machine,
- * 97% of a LeNet-5 training step's waits end within 50 us; with one other
- * busy program on two processors, 55-80%: then most of the polling is lost
+ * 95-99% of a LeNet-5 training step's waits end within 50 us; with one other
+ * busy program on two processors, 53-80%: then most of the polling is lost
  * and the core it takes is another program's. */
 #define SPIN_HIT_RATE 0.85
 

@@ -2,7 +2,9 @@
  * threads transport (devices that are threads of one process), against the
  * floor measured in the same run: one memcpy of the same payload on one
  * thread. A piece handed over with one copy costs about one memcpy's worth;
- * pack, send, receive and unpack cost four.
+ * pack, send, receive and unpack cost four. The first row, a ping-pong of
+ * one float between ranks 0 and 1 (half a round trip), is what one hand-over
+ * costs when no data is worth copying: a rank's wake-up.
  *
  *   bench-comm [--samples N] [--ranks R]
  *
@@ -33,9 +35,9 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-typedef enum op { OP_ALLREDUCE, OP_ALLGATHER, OP_EXCHANGE_ROWS, OP_EXCHANGE_COLUMNS } op;
+typedef enum op { OP_ALLREDUCE, OP_ALLGATHER, OP_EXCHANGE_ROWS, OP_EXCHANGE_COLUMNS, OP_PINGPONG } op;
 static const char *const op_names[] = {"all-reduce", "all-gather", "exchange, row blocks",
-                                       "exchange, column blocks"};
+                                       "exchange, column blocks", "ping-pong, one way"};
 
 typedef struct job {
   op what;
@@ -49,7 +51,7 @@ typedef struct job {
  * and receives the same blocks into the same places of its output. */
 static aprt_status exchange(aprt_comm *c, job *j, int columns) {
   int n = aprt_size(c), me = aprt_rank(c);
-  int64_t rows = 512, cols = j->floats / rows, shape[2] = {rows, cols};
+  int64_t rows = j->floats >= 512 * 16 ? 512 : 16, cols = j->floats / rows, shape[2] = {rows, cols};
   aprt_xfer sends[MAX_RANKS], recvs[MAX_RANKS];
   int k = 0;
   for (int p = 0; p < n; p++) {
@@ -90,12 +92,23 @@ static int rank_fn(aprt_comm *c, void *arg) {
       case OP_EXCHANGE_COLUMNS:
         s = exchange(c, j, j->what == OP_EXCHANGE_COLUMNS);
         break;
+      case OP_PINGPONG:
+        if (me == 0) {
+          s = aprt_send(c, 1, 3, j->buf[me], sizeof(float));
+          if (!s)
+            s = aprt_recv(c, 1, 3, j->out[me], sizeof(float));
+        } else if (me == 1) {
+          s = aprt_recv(c, 0, 3, j->out[me], sizeof(float));
+          if (!s)
+            s = aprt_send(c, 0, 3, j->buf[me], sizeof(float));
+        }
+        break;
       }
     }
     if (!s)
       s = aprt_barrier(c);
     if (me == 0 && smp >= 0)
-      j->time_s[smp] = (now_s() - t0) / REPS;
+      j->time_s[smp] = (now_s() - t0) / REPS / (j->what == OP_PINGPONG ? 2 : 1);
   }
   return s;
 }
@@ -105,6 +118,7 @@ static double sent_bytes(const job *j, int n) {
   switch (j->what) {
   case OP_ALLREDUCE: return (double)aprt_allreduce_bytes(n, j->floats, NULL, 0);
   case OP_ALLGATHER: return 4.0 * (double)(n - 1) * (double)aprt_even_share(j->floats, n, 0);
+  case OP_PINGPONG: return 4.0;
   default: return 4.0 * (double)(j->floats / n) * (n - 1);
   }
 }
@@ -158,14 +172,14 @@ int main(int argc, char **argv) {
          ranks, samples, REPS);
   printf("| operation | floats per rank | bytes sent per rank | time us | memcpy us | memcpys' worth |\n");
   printf("|---|--:|--:|--:|--:|--:|\n");
-  static const int64_t sizes[] = {1 << 14, 1 << 18, 1 << 22};
-  for (int o = 0; o < 4; o++)
-    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+  static const int64_t sizes[] = {1 << 8, 1 << 14, 1 << 18, 1 << 22};
+  for (int o = -1; o < 4; o++)
+    for (size_t z = 0; z < (o < 0 ? 1 : sizeof sizes / sizeof sizes[0]); z++) {
       job *j = calloc(1, sizeof *j);
       if (!j)
         return 1;
-      j->what = (op)o;
-      j->floats = sizes[z];
+      j->what = o < 0 ? OP_PINGPONG : (op)o;
+      j->floats = o < 0 ? 1 : sizes[z];
       for (int r = 0; r < ranks; r++) {
         j->buf[r] = malloc((size_t)j->floats * sizeof(float));
         j->out[r] = malloc((size_t)j->floats * sizeof(float));
@@ -182,7 +196,7 @@ int main(int argc, char **argv) {
       }
       double t = median(j->time_s, samples), bytes = sent_bytes(j, ranks);
       double floor = memcpy_s((size_t)bytes);
-      printf("| %s | %lld | %.0f | %.1f | %.1f | %.2f |\n", op_names[o], (long long)j->floats,
+      printf("| %s | %lld | %.0f | %.1f | %.1f | %.2f |\n", op_names[j->what], (long long)j->floats,
              bytes, t * 1e6, floor * 1e6, t / floor);
       fflush(stdout);
       for (int r = 0; r < ranks; r++)

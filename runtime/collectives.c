@@ -306,6 +306,31 @@ aprt_status aprt_reduce_scatter_sum(aprt_comm *c, const int *group, int n, float
   return s;
 }
 
+/* Up to LEND_MIN_BYTES, an all-reduce of two members is one hand-over:
+ * each sends the other its whole buffer and adds what it receives. That is
+ * what the two-phase algorithm sends in bytes (4 · count each, whatever the
+ * shares), and x0 + x1 is x1 + x0 bitwise, so the sum is the same; a member
+ * waits for one message instead of two in a row, and copies and adds every
+ * element rather than its share. bench-comm, polling waits: 0.8 against
+ * 1.3 us at 1 KB, 3.9 against 4.4 us at 16 KB, 6.9 against 6.2 us at 32 KB;
+ * blocking waits: 15-19 against 26-31 us up to 16 KB. */
+enum { PAIR_ALLREDUCE_MAX_BYTES = LEND_MIN_BYTES };
+
+static aprt_status allreduce_pair_body(aprt_comm *c, const int *group, int self, float *buf,
+                                       int64_t count, int tag) {
+  size_t bytes = (size_t)count * sizeof(float);
+  int peer = group[1 - self];
+  aprt_status s = aprt_send(c, peer, tag, buf, bytes);
+  aprt_view v;
+  if (!s)
+    s = take(c, peer, tag, bytes, &v);
+  if (s)
+    return s;
+  view_add(&v, buf, (size_t)count);
+  c->tp->release(c, &v);
+  return c->status;
+}
+
 aprt_status aprt_allreduce_sum(aprt_comm *c, const int *group, int n, float *buf,
                                int64_t count, const int64_t *shares, int tag) {
   int self = group_index(c, "all-reduce", group, n, shares);
@@ -329,7 +354,11 @@ aprt_status aprt_allreduce_sum(aprt_comm *c, const int *group, int n, float *buf
   if (total != count)
     s = aprt_fail(c, APRT_ERR_USAGE, "all-reduce: shares add up to %lld, not %lld elements",
                   (long long)total, (long long)count);
-  if (!s) {
+  if (!s && n == 2 && count > 0 && (size_t)count * sizeof(float) <= PAIR_ALLREDUCE_MAX_BYTES) {
+    aprt_phase_begin(c, APRT_PHASE_COMM);
+    s = allreduce_pair_body(c, group, self, buf, count, tag);
+    aprt_phase_end(c);
+  } else if (!s) {
     aprt_phase_begin(c, APRT_PHASE_COMM);
     s = reduce_scatter_body(c, group, n, self, buf, shares, tag);
     if (!s)

@@ -246,6 +246,50 @@ Test(collectives, disjoint_groups_run_concurrently) {
   }
 }
 
+/* Two members: up to 16 KB one message each way, above it reduce-scatter
+ * and all-gather; the same bytes and bitwise the same sums either way, with
+ * shares even or all on one member. */
+enum { PAIR_MAX = 4097 };
+typedef struct pair_case {
+  int64_t count;
+  bool lopsided;              /* shares {count, 0} instead of NULL */
+  float v[2][PAIR_MAX];
+} pair_case;
+
+static int pair_rank(aprt_comm *c, void *arg) {
+  pair_case *p = arg;
+  static const int group[] = {1, 0};
+  int r = aprt_rank(c);
+  for (int64_t e = 0; e < p->count; e++)
+    p->v[r][e] = 1.0f / (float)(e + 1 + 7 * r) + (float)r * 1e-3f;
+  int64_t shares[2] = {p->count, 0};
+  return aprt_allreduce_sum(c, group, 2, p->v[r], p->count, p->lopsided ? shares : NULL, 5);
+}
+
+Test(collectives, two_members_small_allreduce_is_one_message) {
+  static pair_case p;
+  for (int lopsided = 0; lopsided < 2; lopsided++)
+    for (int64_t count = 4095; count <= PAIR_MAX; count++) {
+      p.count = count;
+      p.lopsided = lopsided;
+      aprt_rank_stats stats[2];
+      aprt_error err = {{0}};
+      cr_assert_eq(run_threads(2, pair_rank, &p, 5.0, stats, &err), APRT_OK, "%s", err.msg);
+      for (int64_t e = 0; e < count; e++) {
+        float in0 = 1.0f / (float)(e + 1), in1 = 1.0f / (float)(e + 8) + 1e-3f;
+        cr_assert_eq(p.v[0][e], in1 + in0, "count %lld element %lld", (long long)count,
+                     (long long)e);
+        cr_assert_eq(memcmp(&p.v[0][e], &p.v[1][e], sizeof(float)), 0);
+      }
+      for (int r = 0; r < 2; r++) {
+        cr_assert_eq(stats[r].bytes_sent, 4u * (uint64_t)count);
+        cr_assert_eq(stats[r].messages_sent,
+                     count <= 4096 ? 1u : lopsided ? 1u : 2u, "count %lld rank %d",
+                     (long long)count, r);
+      }
+    }
+}
+
 static int bad_group_rank(aprt_comm *c, void *arg) {
   static const int group[] = {0, 0};
   float v = 1.0f;

@@ -230,9 +230,15 @@ static APK_SPEC_INLINE void apk_pack_col_t_of(const apk_conv2d *p, const void *c
 #pragma GCC unroll 8
         for (int j = 0; j < APK_NR; j++) panel[(ptrdiff_t)i * APK_NR + j] = s->strip[(ptrdiff_t)j * kc + i];
     } else {
-      for (int i = 0; i < kc; i++)
-        for (int j = 0; j < APK_NR; j++)
-          panel[(ptrdiff_t)i * APK_NR + j] = j < taps ? s->strip[(ptrdiff_t)j * kc + i] : 0.0f;
+      /* The last panel of a layer whose taps are not a multiple of NR (all
+       * of a 1-channel 5x5's 25): a whole-row clear by fixed-size vector
+       * stores, then the taps, with no test per element. */
+      const apk_vf zero = {0};
+      for (int i = 0; i < kc; i++) {
+        float *d = panel + (ptrdiff_t)i * APK_NR;
+        for (int v = 0; v < APK_NV; v++) memcpy(d + v * APK_VL, &zero, sizeof zero);
+        for (int j = 0; j < taps; j++) d[j] = s->strip[(ptrdiff_t)j * kc + i];
+      }
     }
   }
 }

@@ -160,6 +160,36 @@ static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x
   }
 }
 
+/* dst[0, n) += src[0, n), for col2im's runs (one output row of a tap, 10
+ * floats on LeNet-5's conv2): whole vectors, then 8/4/2/1-float pieces,
+ * where the compilers' vectorised loop ran its scalar remainder for all of
+ * a run shorter than a vector. Each element still gets one addition per
+ * tap, in the same order. */
+typedef float apk_v8f __attribute__((vector_size(8 * sizeof(float)), __may_alias__));
+typedef float apk_v4f __attribute__((vector_size(4 * sizeof(float)), __may_alias__));
+typedef float apk_v2f __attribute__((vector_size(2 * sizeof(float)), __may_alias__));
+
+#define APK_ADD_PIECE(type, floats)                                                             \
+  do {                                                                                         \
+    type a_, b_;                                                                               \
+    memcpy(&a_, dst, sizeof a_);                                                               \
+    memcpy(&b_, src, sizeof b_);                                                               \
+    a_ += b_;                                                                                  \
+    memcpy(dst, &a_, sizeof a_);                                                               \
+    dst += (floats), src += (floats);                                                          \
+  } while (0)
+
+static APK_SPEC_INLINE void apk_add_run(float *dst, const float *src, int n)
+{
+  for (; n >= APK_VL; n -= APK_VL) APK_ADD_PIECE(apk_vf, APK_VL);
+  if (APK_VL > 8 && (n & 8)) APK_ADD_PIECE(apk_v8f, 8);
+  if (APK_VL > 4 && (n & 4)) APK_ADD_PIECE(apk_v4f, 4);
+  if (n & 2) APK_ADD_PIECE(apk_v2f, 2);
+  if (n & 1) *dst += *src;
+}
+
+#undef APK_ADD_PIECE
+
 /* The adjoint of apk_im2col_block: adds src[t * ld + q], element
  * (t0+t, j0+q) of a column matrix, into the input pixel it came from. */
 static APK_SPEC_INLINE void apk_col2im_block(const apk_conv2d *p, const float *src, int t0,
@@ -183,7 +213,7 @@ static APK_SPEC_INLINE void apk_col2im_block(const apk_conv2d *p, const float *s
         const float *ss = s + q + (a - ow); /* column a */
         float *row = xc + (ptrdiff_t)ih * p->in_w;
         if (p->stride_w == 1)
-          for (int i = a; i < b; i++) row[i + iw0] += *ss++;
+          apk_add_run(row + a + iw0, ss, b - a);
         else
           for (int i = a; i < b; i++) row[(ptrdiff_t)i * p->stride_w + iw0] += *ss++;
       }

@@ -11,7 +11,10 @@
  * apk_im2col_block for the kc x NR panel it is about to use (forward; for
  * backward weights a kc-pixel strip, transposed), and backward data hands
  * each MR x NR product tile to apk_col2im_block, which adds it into dx. A 1x1
- * kernel with unit strides and no padding needs neither: col_g is x_g.
+ * kernel with unit strides and no padding needs neither: col_g is x_g. One
+ * input channel with unit strides and no padding (LeNet-5's conv1) takes
+ * neither GEMM either: APK_CONV_IMPLICIT's forward and backward weights are
+ * then direct loops (apk_direct_forward, apk_direct_backward_weights).
  * APK_CONV_WINOGRAD is Lavin and Gray's F(2x2, 3x3) (arXiv:1509.09308),
  * fused tile block by tile block; backward data is the forward algorithm on
  * dy with the kernel flipped and its channels swapped.
@@ -371,6 +374,113 @@ __attribute__((always_inline)) void apk_spec_col2im(const apk_conv2d *p, const a
   apk_col2im_block(p, col, 0, channels * p->kernel_h * p->kernel_w, 0, ohw, ohw, x);
 }
 #endif
+
+/* ---- one input channel, direct ----
+ * A layer with one input channel (LeNet-5's conv1: 25 taps, 6 outputs) is
+ * a GEMM of K = 25 forward and N = 25 for backward weights, where packing
+ * the column matrix costs more than the product (docs/kernels.md). With
+ * unit strides and dilations and no padding, an output row is VL-wide
+ * chunks of x's row shifted by kw, each loaded once for up to DIRECT_MB
+ * output channels. A row of ow_n >= VL outputs ends with a chunk that
+ * overlaps the one before it: forward recomputes those outputs (same sums),
+ * backward weights masks them out. */
+enum { APK_DIRECT_MB = 8, APK_DIRECT_TAPS_MAX = 49 };
+
+static int apk_conv2d_is_direct(const apk_conv2d *p)
+{
+  return p->groups == 1 && p->in_channels == 1 && p->kernel_h * p->kernel_w <= APK_DIRECT_TAPS_MAX &&
+         p->stride_h == 1 && p->stride_w == 1 && p->dilation_h == 1 && p->dilation_w == 1 &&
+         p->pad_top == 0 && p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0 &&
+         apk_conv2d_out_w(p) >= APK_VL;
+}
+
+static void apk_direct_forward(const apk_conv2d *p, const float *x, const float *w,
+                               const float *bias, float *y)
+{
+  int oh_n = apk_conv2d_out_h(p), ow_n = apk_conv2d_out_w(p);
+  int kh_n = p->kernel_h, kw_n = p->kernel_w, taps = kh_n * kw_n;
+  ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w, ohw = (ptrdiff_t)oh_n * ow_n;
+  for (int m0 = 0; m0 < p->out_channels; m0 += APK_DIRECT_MB) {
+    int mb = apk_imin(APK_DIRECT_MB, p->out_channels - m0);
+    float wb[APK_DIRECT_TAPS_MAX][APK_DIRECT_MB] = {{0}}; /* [tap][m], zero past mb */
+    for (int m = 0; m < mb; m++)
+      for (int t = 0; t < taps; t++) wb[t][m] = w[(ptrdiff_t)(m0 + m) * taps + t];
+    for (int n = 0; n < p->batch; n++) {
+      const float *xn = x + (ptrdiff_t)n * hw;
+      float *yn = y + ((ptrdiff_t)n * p->out_channels + m0) * ohw;
+      for (int oh = 0; oh < oh_n; oh++)
+        for (int ow0 = 0; ow0 < ow_n; ow0 += APK_VL) {
+          int o = apk_imin(ow0, ow_n - APK_VL);
+          apk_vf acc[APK_DIRECT_MB] = {{0}};
+          for (int kh = 0; kh < kh_n; kh++) {
+            const float *xr = xn + (ptrdiff_t)(oh + kh) * p->in_w + o;
+            for (int kw = 0; kw < kw_n; kw++) {
+              apk_vf xv;
+              memcpy(&xv, xr + kw, sizeof xv);
+              const float *wt = wb[kh * kw_n + kw];
+#pragma GCC unroll 8
+              for (int m = 0; m < APK_DIRECT_MB; m++)
+                acc[m] = apk_fma(apk_broadcast(wt[m]), xv, acc[m]);
+            }
+          }
+          for (int m = 0; m < mb; m++) {
+            apk_vf out = acc[m];
+            if (bias) out = apk_broadcast(bias[m0 + m]) + out;
+            memcpy(yn + (ptrdiff_t)m * ohw + (ptrdiff_t)oh * ow_n + o, &out, sizeof out);
+          }
+        }
+    }
+  }
+}
+
+static void apk_direct_backward_weights(const apk_conv2d *p, const float *x, const float *dy,
+                                        float *dw)
+{
+  int oh_n = apk_conv2d_out_h(p), ow_n = apk_conv2d_out_w(p);
+  int kh_n = p->kernel_h, kw_n = p->kernel_w, taps = kh_n * kw_n;
+  ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w, ohw = (ptrdiff_t)oh_n * ow_n;
+  /* The last chunk's lanes below skip were counted by the chunk before. */
+  int last = (ow_n - 1) / APK_VL * APK_VL, skip = last - (ow_n - APK_VL);
+  float lanes[APK_VL];
+  for (int j = 0; j < APK_VL; j++) lanes[j] = j < skip ? 0.0f : 1.0f;
+  apk_vf keep;
+  memcpy(&keep, lanes, sizeof keep);
+  memset(dw, 0, sizeof(float) * (size_t)p->out_channels * (size_t)taps);
+  for (int m0 = 0; m0 < p->out_channels; m0 += APK_DIRECT_MB) {
+    int mb = apk_imin(APK_DIRECT_MB, p->out_channels - m0);
+    for (int n = 0; n < p->batch; n++) {
+      const float *xn = x + (ptrdiff_t)n * hw;
+      const float *dyn = dy + ((ptrdiff_t)n * p->out_channels + m0) * ohw;
+      for (int t = 0; t < taps; t++) {
+        int kh = t / kw_n, kw = t % kw_n;
+        apk_vf acc[APK_DIRECT_MB] = {{0}};
+        for (int oh = 0; oh < oh_n; oh++) {
+          const float *xr = xn + (ptrdiff_t)(oh + kh) * p->in_w + kw;
+          const float *dyr = dyn + (ptrdiff_t)oh * ow_n;
+          for (int ow0 = 0; ow0 < ow_n; ow0 += APK_VL) {
+            int o = apk_imin(ow0, ow_n - APK_VL);
+            apk_vf xv;
+            memcpy(&xv, xr + o, sizeof xv);
+            if (o < ow0) xv *= keep;
+#pragma GCC unroll 8
+            for (int m = 0; m < APK_DIRECT_MB; m++)
+              if (m < mb) {
+                apk_vf dv;
+                memcpy(&dv, dyr + (ptrdiff_t)m * ohw + o, sizeof dv);
+                acc[m] = apk_fma(dv, xv, acc[m]);
+              }
+          }
+        }
+        for (int m = 0; m < mb; m++) {
+          float sum = 0.0f;
+          memcpy(lanes, &acc[m], sizeof lanes);
+          for (int j = 0; j < APK_VL; j++) sum += lanes[j];
+          dw[(ptrdiff_t)(m0 + m) * taps + t] += sum;
+        }
+      }
+    }
+  }
+}
 
 /* ---- Winograd F(2x2, 3x3) ----
  * Output tiles of 2x2 from input tiles of 4x4 (overlapping by 2):
@@ -1055,6 +1165,10 @@ static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
     apk_wino_run(&g, p->batch, x, w, 0, pw, bias, y, work);
     return;
   }
+  if (algo == APK_CONV_IMPLICIT && !pw && apk_conv2d_is_direct(p)) {
+    apk_direct_forward(p, x, w, bias, y);
+    return;
+  }
   size_t pw_stride = pw ? apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) / (size_t)p->groups : 0;
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
   int kg = cg * p->kernel_h * p->kernel_w;
@@ -1157,10 +1271,12 @@ static void apk_conv2d_backward_weights_run(const apk_conv2d *p, const apk_conv_
   float *col = work;
   float *gemm_work = im2col ? work + (ptrdiff_t)kg * ohw : work;
   float *strip = apk_valign(work + apk_sgemm_work_floats(mg, kg, ohw));
-  if (p->batch <= 0) {
+  int direct = algo == APK_CONV_IMPLICIT && apk_conv2d_is_direct(p);
+  if (direct)
+    apk_direct_backward_weights(p, x, dy, dw);
+  else if (p->batch <= 0)
     memset(dw, 0, sizeof(float) * (size_t)p->out_channels * (size_t)kg);
-  }
-  for (int n = 0; n < p->batch; n++) {
+  for (int n = 0; !direct && n < p->batch; n++) {
     for (int g = 0; g < p->groups; g++) {
       const float *xg = x + ((ptrdiff_t)n * p->in_channels + (ptrdiff_t)g * cg) * hw;
       const float *dyg = dy + ((ptrdiff_t)n * p->out_channels + (ptrdiff_t)g * mg) * ohw;

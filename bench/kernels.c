@@ -419,7 +419,9 @@ static void bench_conv_packed(const conv_case *cc)
 #define RESNET_CONV(c, h, m, k, s, pad) CONV_AT(1, c, h, m, k, s, pad)
 
 /* Every distinct convolution shape of ResNet-50 v1.5 (torchvision: the
- * stride of a downsampling block is on its 3x3) and of VGG-11, batch 1. */
+ * stride of a downsampling block is on its 3x3) and of VGG-11, batch 1;
+ * then the convolutions of the zoo's lenet5 and resnet_block at the batch
+ * of their training runs (32), whose lowering dominates their steps. */
 static const conv_case model_convs[] = {
     {"r50 conv1 7x7/2 3->64 @224", RESNET_CONV(3, 224, 64, 7, 2, 3)},
     {"r50 1x1 64->64 @56", RESNET_CONV(64, 56, 64, 1, 1, 0)},
@@ -446,6 +448,11 @@ static const conv_case model_convs[] = {
     {"vgg 3x3 512->512 @14", RESNET_CONV(512, 14, 512, 3, 1, 1)},
     {"r50 3x3 64->64 @56 batch 8", CONV_AT(8, 64, 56, 64, 3, 1, 1)},
     {"r50 3x3 512->512 @7 batch 8", CONV_AT(8, 512, 7, 512, 3, 1, 1)},
+    {"lenet5 5x5 1->6 @32 b32", CONV_AT(32, 1, 32, 6, 5, 1, 0)},
+    {"lenet5 5x5 6->16 @14 b32", CONV_AT(32, 6, 14, 16, 5, 1, 0)},
+    {"rblock 3x3/2 8->16 @16 b32", CONV_AT(32, 8, 16, 16, 3, 2, 1)},
+    {"rblock 3x3 16->16 @8 b32", CONV_AT(32, 16, 8, 16, 3, 1, 1)},
+    {"rblock 1x1/2 8->16 @16 b32", CONV_AT(32, 8, 16, 16, 1, 2, 0)},
 };
 
 static void usage(void)

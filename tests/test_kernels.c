@@ -423,6 +423,18 @@ Test(kernels_conv, against_naive_loops_and_finite_differences)
   check_conv("wide", CONV(1, 40, 14, 14, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1));
 }
 
+/* One input channel, unit strides, no padding: the implicit algorithm's
+ * forward and backward weights are direct loops (conv.c). Rows of outputs
+ * that are whole vectors and rows that end in an overlapping chunk, output
+ * channels off and over the 8 of a block, LeNet-5's conv1. */
+Test(kernels_conv, one_input_channel_direct)
+{
+  check_conv("direct odd row", CONV(2, 1, 20, 21, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1));
+  check_conv("direct 9 outputs", CONV(1, 1, 12, 36, 9, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1));
+  check_conv("direct 3x3", CONV(2, 1, 9, 19, 3, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1));
+  check_conv("lenet5 conv1", CONV(3, 1, 32, 32, 6, 5, 5, 1, 1, 0, 0, 0, 0, 1, 1, 1));
+}
+
 /* The shapes Winograd F(2x2, 3x3) and F(4x4, 3x3) take, with everything its tiling can get
  * wrong: odd output sizes (partial tiles), pads 0 and 2 and asymmetric ones,
  * a batch, channel counts off the register tile, several tile blocks per

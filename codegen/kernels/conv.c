@@ -11,7 +11,10 @@
  * apk_im2col_block for the kc x NR panel it is about to use (forward; for
  * backward weights a kc-pixel strip, transposed), and backward data hands
  * each MR x NR product tile to apk_col2im_block, which adds it into dx. A 1x1
- * kernel with unit strides and no padding needs neither: col_g is x_g.
+ * kernel with unit strides and no padding needs neither: col_g is x_g. One
+ * input channel with unit strides and no padding (LeNet-5's conv1) takes
+ * neither GEMM either: APK_CONV_IMPLICIT's forward and backward weights are
+ * then direct loops (apk_direct_forward, apk_direct_backward_weights).
  * APK_CONV_WINOGRAD is Lavin and Gray's F(2x2, 3x3) (arXiv:1509.09308),
  * fused tile block by tile block; backward data is the forward algorithm on
  * dy with the kernel flipped and its channels swapped.
@@ -88,10 +91,35 @@ static APK_SPEC_INLINE void apk_valid_range(int offset, int stride, int width, i
 
 /* ---- the column matrix, block by block ---- */
 
+/* dst[0, n) = src[0, n). The column matrix's runs are one output row, 8 to
+ * 28 floats on LeNet-5 and the ResNet block, where a memcpy call (libc's,
+ * which both compilers turn a copy loop into) cost more than the copy:
+ * runs up to two vectors are moved by fixed-size copies, which compile to
+ * vector moves (the second overlapping the first where n is not a
+ * multiple of the vector). */
+static APK_SPEC_INLINE void apk_copy_run(float *dst, const float *src, int n)
+{
+  if (n > 2 * APK_VL) {
+    memcpy(dst, src, sizeof(float) * (size_t)n);
+  } else if (n >= APK_VL) {
+    apk_vf a, b;
+    memcpy(&a, src, sizeof a);
+    memcpy(&b, src + n - APK_VL, sizeof b);
+    memcpy(dst, &a, sizeof a);
+    memcpy(dst + n - APK_VL, &b, sizeof b);
+  } else {
+    if (APK_VL > 8 && (n & 8)) memcpy(dst, src, 8 * sizeof(float)), dst += 8, src += 8;
+    if (APK_VL > 4 && (n & 4)) memcpy(dst, src, 4 * sizeof(float)), dst += 4, src += 4;
+    if (n & 2) memcpy(dst, src, 2 * sizeof(float)), dst += 2, src += 2;
+    if (n & 1) *dst = *src;
+  }
+}
+
 /* Rows [t0, t0+nt) and columns [j0, j0+nj) of the column matrix of the
  * channels x points at: element (t0+t, j0+q) to dst[t * ld + q]. Each tap
  * row walks the pixel range one output row at a time, and inside a row
- * copies the valid input columns (memcpy at stride 1) between runs of zeros. */
+ * copies the valid input columns (apk_copy_run at stride 1) between runs of
+ * zeros. */
 static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x, int t0, int nt,
                                              int j0, int nj, float *dst, ptrdiff_t ld)
 {
@@ -116,7 +144,7 @@ static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x
         const float *row = xc + (ptrdiff_t)ih * p->in_w; /* column i reads row[i * sw + iw0] */
         for (int i = ow; i < a; i++) ds[i - ow] = 0.0f;
         if (p->stride_w == 1)
-          memcpy(ds + (a - ow), row + (a + iw0), sizeof(float) * (size_t)(b - a));
+          apk_copy_run(ds + (a - ow), row + (a + iw0), b - a);
         else
           for (int i = a; i < b; i++) ds[i - ow] = row[(ptrdiff_t)i * p->stride_w + iw0];
         for (int i = b; i < end; i++) ds[i - ow] = 0.0f;
@@ -134,6 +162,36 @@ static APK_SPEC_INLINE void apk_im2col_block(const apk_conv2d *p, const float *x
     }
   }
 }
+
+/* dst[0, n) += src[0, n), for col2im's runs (one output row of a tap, 10
+ * floats on LeNet-5's conv2): whole vectors, then 8/4/2/1-float pieces,
+ * where the compilers' vectorised loop ran its scalar remainder for all of
+ * a run shorter than a vector. Each element still gets one addition per
+ * tap, in the same order. */
+typedef float apk_v8f __attribute__((vector_size(8 * sizeof(float)), __may_alias__));
+typedef float apk_v4f __attribute__((vector_size(4 * sizeof(float)), __may_alias__));
+typedef float apk_v2f __attribute__((vector_size(2 * sizeof(float)), __may_alias__));
+
+#define APK_ADD_PIECE(type, floats)                                                             \
+  do {                                                                                         \
+    type a_, b_;                                                                               \
+    memcpy(&a_, dst, sizeof a_);                                                               \
+    memcpy(&b_, src, sizeof b_);                                                               \
+    a_ += b_;                                                                                  \
+    memcpy(dst, &a_, sizeof a_);                                                               \
+    dst += (floats), src += (floats);                                                          \
+  } while (0)
+
+static APK_SPEC_INLINE void apk_add_run(float *dst, const float *src, int n)
+{
+  for (; n >= APK_VL; n -= APK_VL) APK_ADD_PIECE(apk_vf, APK_VL);
+  if (APK_VL > 8 && (n & 8)) APK_ADD_PIECE(apk_v8f, 8);
+  if (APK_VL > 4 && (n & 4)) APK_ADD_PIECE(apk_v4f, 4);
+  if (n & 2) APK_ADD_PIECE(apk_v2f, 2);
+  if (n & 1) *dst += *src;
+}
+
+#undef APK_ADD_PIECE
 
 /* The adjoint of apk_im2col_block: adds src[t * ld + q], element
  * (t0+t, j0+q) of a column matrix, into the input pixel it came from. */
@@ -158,7 +216,7 @@ static APK_SPEC_INLINE void apk_col2im_block(const apk_conv2d *p, const float *s
         const float *ss = s + q + (a - ow); /* column a */
         float *row = xc + (ptrdiff_t)ih * p->in_w;
         if (p->stride_w == 1)
-          for (int i = a; i < b; i++) row[i + iw0] += *ss++;
+          apk_add_run(row + a + iw0, ss, b - a);
         else
           for (int i = a; i < b; i++) row[(ptrdiff_t)i * p->stride_w + iw0] += *ss++;
       }
@@ -230,9 +288,15 @@ static APK_SPEC_INLINE void apk_pack_col_t_of(const apk_conv2d *p, const void *c
 #pragma GCC unroll 8
         for (int j = 0; j < APK_NR; j++) panel[(ptrdiff_t)i * APK_NR + j] = s->strip[(ptrdiff_t)j * kc + i];
     } else {
-      for (int i = 0; i < kc; i++)
-        for (int j = 0; j < APK_NR; j++)
-          panel[(ptrdiff_t)i * APK_NR + j] = j < taps ? s->strip[(ptrdiff_t)j * kc + i] : 0.0f;
+      /* The last panel of a layer whose taps are not a multiple of NR (all
+       * of a 1-channel 5x5's 25): a whole-row clear by fixed-size vector
+       * stores, then the taps, with no test per element. */
+      const apk_vf zero = {0};
+      for (int i = 0; i < kc; i++) {
+        float *d = panel + (ptrdiff_t)i * APK_NR;
+        for (int v = 0; v < APK_NV; v++) memcpy(d + v * APK_VL, &zero, sizeof zero);
+        for (int j = 0; j < taps; j++) d[j] = s->strip[(ptrdiff_t)j * kc + i];
+      }
     }
   }
 }
@@ -310,6 +374,113 @@ __attribute__((always_inline)) void apk_spec_col2im(const apk_conv2d *p, const a
   apk_col2im_block(p, col, 0, channels * p->kernel_h * p->kernel_w, 0, ohw, ohw, x);
 }
 #endif
+
+/* ---- one input channel, direct ----
+ * A layer with one input channel (LeNet-5's conv1: 25 taps, 6 outputs) is
+ * a GEMM of K = 25 forward and N = 25 for backward weights, where packing
+ * the column matrix costs more than the product (docs/kernels.md). With
+ * unit strides and dilations and no padding, an output row is VL-wide
+ * chunks of x's row shifted by kw, each loaded once for up to DIRECT_MB
+ * output channels. A row of ow_n >= VL outputs ends with a chunk that
+ * overlaps the one before it: forward recomputes those outputs (same sums),
+ * backward weights masks them out. */
+enum { APK_DIRECT_MB = 8, APK_DIRECT_TAPS_MAX = 49 };
+
+static int apk_conv2d_is_direct(const apk_conv2d *p)
+{
+  return p->groups == 1 && p->in_channels == 1 && p->kernel_h * p->kernel_w <= APK_DIRECT_TAPS_MAX &&
+         p->stride_h == 1 && p->stride_w == 1 && p->dilation_h == 1 && p->dilation_w == 1 &&
+         p->pad_top == 0 && p->pad_left == 0 && p->pad_bottom == 0 && p->pad_right == 0 &&
+         apk_conv2d_out_w(p) >= APK_VL;
+}
+
+static void apk_direct_forward(const apk_conv2d *p, const float *x, const float *w,
+                               const float *bias, float *y)
+{
+  int oh_n = apk_conv2d_out_h(p), ow_n = apk_conv2d_out_w(p);
+  int kh_n = p->kernel_h, kw_n = p->kernel_w, taps = kh_n * kw_n;
+  ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w, ohw = (ptrdiff_t)oh_n * ow_n;
+  for (int m0 = 0; m0 < p->out_channels; m0 += APK_DIRECT_MB) {
+    int mb = apk_imin(APK_DIRECT_MB, p->out_channels - m0);
+    float wb[APK_DIRECT_TAPS_MAX][APK_DIRECT_MB] = {{0}}; /* [tap][m], zero past mb */
+    for (int m = 0; m < mb; m++)
+      for (int t = 0; t < taps; t++) wb[t][m] = w[(ptrdiff_t)(m0 + m) * taps + t];
+    for (int n = 0; n < p->batch; n++) {
+      const float *xn = x + (ptrdiff_t)n * hw;
+      float *yn = y + ((ptrdiff_t)n * p->out_channels + m0) * ohw;
+      for (int oh = 0; oh < oh_n; oh++)
+        for (int ow0 = 0; ow0 < ow_n; ow0 += APK_VL) {
+          int o = apk_imin(ow0, ow_n - APK_VL);
+          apk_vf acc[APK_DIRECT_MB] = {{0}};
+          for (int kh = 0; kh < kh_n; kh++) {
+            const float *xr = xn + (ptrdiff_t)(oh + kh) * p->in_w + o;
+            for (int kw = 0; kw < kw_n; kw++) {
+              apk_vf xv;
+              memcpy(&xv, xr + kw, sizeof xv);
+              const float *wt = wb[kh * kw_n + kw];
+#pragma GCC unroll 8
+              for (int m = 0; m < APK_DIRECT_MB; m++)
+                acc[m] = apk_fma(apk_broadcast(wt[m]), xv, acc[m]);
+            }
+          }
+          for (int m = 0; m < mb; m++) {
+            apk_vf out = acc[m];
+            if (bias) out = apk_broadcast(bias[m0 + m]) + out;
+            memcpy(yn + (ptrdiff_t)m * ohw + (ptrdiff_t)oh * ow_n + o, &out, sizeof out);
+          }
+        }
+    }
+  }
+}
+
+static void apk_direct_backward_weights(const apk_conv2d *p, const float *x, const float *dy,
+                                        float *dw)
+{
+  int oh_n = apk_conv2d_out_h(p), ow_n = apk_conv2d_out_w(p);
+  int kh_n = p->kernel_h, kw_n = p->kernel_w, taps = kh_n * kw_n;
+  ptrdiff_t hw = (ptrdiff_t)p->in_h * p->in_w, ohw = (ptrdiff_t)oh_n * ow_n;
+  /* The last chunk's lanes below skip were counted by the chunk before. */
+  int last = (ow_n - 1) / APK_VL * APK_VL, skip = last - (ow_n - APK_VL);
+  float lanes[APK_VL];
+  for (int j = 0; j < APK_VL; j++) lanes[j] = j < skip ? 0.0f : 1.0f;
+  apk_vf keep;
+  memcpy(&keep, lanes, sizeof keep);
+  memset(dw, 0, sizeof(float) * (size_t)p->out_channels * (size_t)taps);
+  for (int m0 = 0; m0 < p->out_channels; m0 += APK_DIRECT_MB) {
+    int mb = apk_imin(APK_DIRECT_MB, p->out_channels - m0);
+    for (int n = 0; n < p->batch; n++) {
+      const float *xn = x + (ptrdiff_t)n * hw;
+      const float *dyn = dy + ((ptrdiff_t)n * p->out_channels + m0) * ohw;
+      for (int t = 0; t < taps; t++) {
+        int kh = t / kw_n, kw = t % kw_n;
+        apk_vf acc[APK_DIRECT_MB] = {{0}};
+        for (int oh = 0; oh < oh_n; oh++) {
+          const float *xr = xn + (ptrdiff_t)(oh + kh) * p->in_w + kw;
+          const float *dyr = dyn + (ptrdiff_t)oh * ow_n;
+          for (int ow0 = 0; ow0 < ow_n; ow0 += APK_VL) {
+            int o = apk_imin(ow0, ow_n - APK_VL);
+            apk_vf xv;
+            memcpy(&xv, xr + o, sizeof xv);
+            if (o < ow0) xv *= keep;
+#pragma GCC unroll 8
+            for (int m = 0; m < APK_DIRECT_MB; m++)
+              if (m < mb) {
+                apk_vf dv;
+                memcpy(&dv, dyr + (ptrdiff_t)m * ohw + o, sizeof dv);
+                acc[m] = apk_fma(dv, xv, acc[m]);
+              }
+          }
+        }
+        for (int m = 0; m < mb; m++) {
+          float sum = 0.0f;
+          memcpy(lanes, &acc[m], sizeof lanes);
+          for (int j = 0; j < APK_VL; j++) sum += lanes[j];
+          dw[(ptrdiff_t)(m0 + m) * taps + t] += sum;
+        }
+      }
+    }
+  }
+}
 
 /* ---- Winograd F(2x2, 3x3) ----
  * Output tiles of 2x2 from input tiles of 4x4 (overlapping by 2):
@@ -994,6 +1165,10 @@ static void apk_conv2d_forward_run(const apk_conv2d *p, const apk_conv_ops *ops,
     apk_wino_run(&g, p->batch, x, w, 0, pw, bias, y, work);
     return;
   }
+  if (algo == APK_CONV_IMPLICIT && !pw && apk_conv2d_is_direct(p)) {
+    apk_direct_forward(p, x, w, bias, y);
+    return;
+  }
   size_t pw_stride = pw ? apk_conv2d_packed_size(p, algo, APK_MR, APK_VL) / (size_t)p->groups : 0;
   int cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
   int kg = cg * p->kernel_h * p->kernel_w;
@@ -1096,10 +1271,12 @@ static void apk_conv2d_backward_weights_run(const apk_conv2d *p, const apk_conv_
   float *col = work;
   float *gemm_work = im2col ? work + (ptrdiff_t)kg * ohw : work;
   float *strip = apk_valign(work + apk_sgemm_work_floats(mg, kg, ohw));
-  if (p->batch <= 0) {
+  int direct = algo == APK_CONV_IMPLICIT && apk_conv2d_is_direct(p);
+  if (direct)
+    apk_direct_backward_weights(p, x, dy, dw);
+  else if (p->batch <= 0)
     memset(dw, 0, sizeof(float) * (size_t)p->out_channels * (size_t)kg);
-  }
-  for (int n = 0; n < p->batch; n++) {
+  for (int n = 0; !direct && n < p->batch; n++) {
     for (int g = 0; g < p->groups; g++) {
       const float *xg = x + ((ptrdiff_t)n * p->in_channels + (ptrdiff_t)g * cg) * hw;
       const float *dyg = dy + ((ptrdiff_t)n * p->out_channels + (ptrdiff_t)g * mg) * ohw;

@@ -151,7 +151,9 @@ typedef enum apk_conv_kernel {
  * APK_CONV_IM2COL and APK_CONV_IMPLICIT alike: x is its own column matrix. */
 typedef enum apk_conv_algo {
   APK_CONV_IM2COL,   /* the whole column matrix in the workspace, then one GEMM */
-  APK_CONV_IMPLICIT, /* im2col inside the GEMM's packing of B, col2im on its tiles */
+  APK_CONV_IMPLICIT, /* im2col inside the GEMM's packing of B, col2im on its tiles;
+                        one input channel, unit strides, no pads: direct loops
+                        (forward from unpacked weights, backward weights) */
   APK_CONV_WINOGRAD,  /* F(2x2, 3x3): 3x3, unit strides and dilations, one group,
                          pads <= 2; forward and backward data */
   APK_CONV_WINOGRAD4  /* F(4x4, 3x3): the same shapes, forward only */

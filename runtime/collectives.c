@@ -437,16 +437,34 @@ void aprt_box_unpack(void *dst, const aprt_box *b, const void *src, size_t elem_
   box_walk((unsigned char *)(uintptr_t)src, dst, b, elem_size, 0);
 }
 
+/* Row by row, as box_walk: the backward pass adds whole partial errors this
+ * way, and a contiguous row is a loop the compiler vectorises, where
+ * recomputing the index of every element cost a two-device BERT step 4% of
+ * its samples. Each element is still dst + src, once, so sums are unchanged. */
 void aprt_box_add_f32(float *dst, const aprt_box *b, const float *src) {
   if (aprt_box_volume(b) == 0)
     return;
+  if (b->ndim == 0) {
+    dst[b->offset] += *src;
+    return;
+  }
+  int last = b->ndim - 1;
   int64_t idx[APRT_MAX_RANK] = {0};
+  int64_t row = b->size[last], step = b->stride[last];
   for (;;) {
-    int64_t at = b->offset;
-    for (int d = 0; d < b->ndim; d++)
-      at += idx[d] * b->stride[d];
-    dst[at] += *src++;
-    int d = b->ndim - 1;
+    int64_t base = b->offset;
+    for (int d = 0; d < last; d++)
+      base += idx[d] * b->stride[d];
+    float *restrict e = dst + base; /* src is a received piece, never dst */
+    const float *restrict from = src;
+    if (step == 1)
+      for (int64_t i = 0; i < row; i++)
+        e[i] += from[i];
+    else
+      for (int64_t i = 0; i < row; i++)
+        e[i * step] += src[i];
+    src += row;
+    int d = last - 1;
     while (d >= 0 && ++idx[d] == b->size[d])
       idx[d--] = 0;
     if (d < 0)

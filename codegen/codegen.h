@@ -577,6 +577,12 @@ typedef struct cg_backend {
 
 /* The backend called name, or NULL. */
 const cg_backend *cg_backend_named(const char *name);
+/* How many all-reduce steps of one phase follow one another from step si
+ * (0: si is not one). Both backends print such a run as every start, then
+ * every finish (aprt_allreduce_start), so the run waits about once: a
+ * training step ends with one all-reduce per weight and bias, and each
+ * waited for its own hand-over. */
+int cg_allreduce_run(const cg_device *D, int si);
 /* The lowering ap_codegen_c does for o (a training program exports its
  * updated weights). */
 ap_status cg_lower_codegen(ap_graph *g, const ap_codegen_opts *o, cg_program **out, ap_diag *d);

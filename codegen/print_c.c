@@ -134,10 +134,12 @@ static void put_xchg(const printer *P, const cg_step *st, const char *ind) {
   }
 }
 
-static void put_step(const printer *P, const cg_step *st, const char *ind) {
+/* The comment naming step st, with half ("start", "finish") when it is
+ * printed in two. */
+static void put_step_comment(const printer *P, const cg_step *st, const char *ind,
+                             const char *half) {
   FILE *f = P->f;
   const ap_graph *g = P->p->g;
-  const cg_device *D = P->D;
   fprintf(f, "%s/* %s", ind, st->what);
   if (st->node >= 0) {
     fprintf(f, " %s '", g->nodes[st->node].op_type);
@@ -149,7 +151,40 @@ static void put_step(const printer *P, const cg_step *st, const char *ind) {
     cg_put_comment_name(f, g->values[st->value].name);
     fprintf(f, "'");
   }
+  if (half)
+    fprintf(f, ", %s", half);
   fprintf(f, " */\n");
+}
+
+/* An all-reduce: fn is aprt_allreduce_sum, _start or _finish. */
+static void put_allreduce(const printer *P, const cg_step *st, const char *ind, const char *fn) {
+  FILE *f = P->f;
+  const ap_graph *g = P->p->g;
+  const cg_device *D = P->D;
+  const ap_dxfer *t = st->xfer;
+  const ap_value *v = &g->values[t->value];
+  ap_dbox b = D->bufs[st->args[0]].box;
+  int64_t count = ap_dbox_volume(v->rank, &b);
+  int n = t->n_group ? t->n_group[D->dev] : t->n_summands;
+  if (count == 0 || n < 2) /* so is every member's: they hold equal boxes */
+    return;
+  fprintf(f, "%s{\n%s  static const int group[] = {", ind, ind);
+  for (int k = 0; k < n; k++)
+    fprintf(f, "%s%d", k ? ", " : "", ap_dxfer_group(t, D->dev)[k]);
+  fprintf(f, "};\n%s  s = %s(c, group, %d, ", ind, fn, n);
+  put_buf(P, st->args[0]);
+  fprintf(f, ", %lld, NULL, %d);\n", (long long)count, st->tag);
+  char ind2[32];
+  snprintf(ind2, sizeof ind2, "%s  ", ind);
+  put_comm_check(f, ind2);
+  fprintf(f, "%s}\n", ind);
+}
+
+static void put_step(const printer *P, const cg_step *st, const char *ind) {
+  FILE *f = P->f;
+  const ap_graph *g = P->p->g;
+  const cg_device *D = P->D;
+  put_step_comment(P, st, ind, NULL);
   switch (st->kind) {
   case CG_S_KERNEL:
     fprintf(f, "%scgk_%d(", ind, st->kernel);
@@ -200,26 +235,9 @@ static void put_step(const printer *P, const cg_step *st, const char *ind) {
     }
     break;
   }
-  case CG_S_ALLREDUCE: {
-    const ap_dxfer *t = st->xfer;
-    const ap_value *v = &g->values[t->value];
-    ap_dbox b = D->bufs[st->args[0]].box;
-    int64_t count = ap_dbox_volume(v->rank, &b);
-    int n = t->n_group ? t->n_group[D->dev] : t->n_summands;
-    if (count == 0 || n < 2) /* so is every member's: they hold equal boxes */
-      break;
-    fprintf(f, "%s{\n%s  static const int group[] = {", ind, ind);
-    for (int k = 0; k < n; k++)
-      fprintf(f, "%s%d", k ? ", " : "", ap_dxfer_group(t, D->dev)[k]);
-    fprintf(f, "};\n%s  s = aprt_allreduce_sum(c, group, %d, ", ind, n);
-    put_buf(P, st->args[0]);
-    fprintf(f, ", %lld, NULL, %d);\n", (long long)count, st->tag);
-    char ind2[32];
-    snprintf(ind2, sizeof ind2, "%s  ", ind);
-    put_comm_check(f, ind2);
-    fprintf(f, "%s}\n", ind);
+  case CG_S_ALLREDUCE:
+    put_allreduce(P, st, ind, "aprt_allreduce_sum");
     break;
-  }
   case CG_S_XCHG:
     fprintf(f, "%s{\n", ind);
     put_xchg(P, st, ind);
@@ -383,6 +401,19 @@ static ap_status write_device(const cg_program *p, const cg_device *D, const cha
       if (si)
         fprintf(f, "%saprt_phase_end(c);\n", ind);
       fprintf(f, "%saprt_phase_begin(c, %s);\n", ind, phase_names[st->phase]);
+    }
+    int run = cg_allreduce_run(D, si);
+    if (run > 1) {
+      for (int k = 0; k < run; k++) {
+        put_step_comment(&P, &st[k], ind, "start");
+        put_allreduce(&P, &st[k], ind, "aprt_allreduce_start");
+      }
+      for (int k = 0; k < run; k++) {
+        put_step_comment(&P, &st[k], ind, "finish");
+        put_allreduce(&P, &st[k], ind, "aprt_allreduce_finish");
+      }
+      si += run - 1;
+      continue;
     }
     put_step(&P, st, ind);
   }

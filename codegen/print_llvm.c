@@ -62,6 +62,8 @@ extern const unsigned long cg_conv_spec_bc_size;
   X(aprt_step_loss, "i", "pid")                                         \
   X(aprt_exchange, "i", "ppippipli")                                    \
   X(aprt_allreduce_sum, "i", "ppipLpi")                                 \
+  X(aprt_allreduce_start, "i", "ppipLpi")                               \
+  X(aprt_allreduce_finish, "i", "ppipLpi")                              \
   X(aprt_box_pack, "v", "pppl")                                         \
   X(aprt_box_add_f32, "v", "ppp")                                       \
   X(aprt_phase_begin, "v", "pi")                                        \
@@ -1079,6 +1081,30 @@ static void xchg(db *B, const cg_step *st) {
   free(add_at);
 }
 
+/* An all-reduce: fn is aprt_allreduce_sum, _start or _finish. */
+static void allreduce(db *B, const cg_step *st, ext_id fn) {
+  lb *L = B->L;
+  const cg_device *D = B->D;
+  const ap_graph *g = L->p->g;
+  const ap_dxfer *t = st->xfer;
+  const ap_value *v = &g->values[t->value];
+  ap_dbox bx = D->bufs[st->args[0]].box;
+  int64_t count = ap_dbox_volume(v->rank, &bx);
+  int n = t->n_group ? t->n_group[D->dev] : t->n_summands;
+  if (count == 0 || n < 2)
+    return;
+  LLVMValueRef *e = malloc((size_t)n * sizeof *e);
+  if (!e)
+    ap_die("out of memory");
+  for (int k = 0; k < n; k++)
+    e[k] = c_i32(L, ap_dxfer_group(t, D->dev)[k]);
+  LLVMValueRef group = array_global(L, L->i32, e, n, "group");
+  free(e);
+  LLVMValueRef a[] = {B->c, group, c_i32(L, n), buf_value(B, st->args[0]), c_i64(L, count),
+                      LLVMConstNull(L->ptr), c_i32(L, st->tag)};
+  check_status(B, call_ext(L, fn, a, 7));
+}
+
 static void step(db *B, const cg_step *st) {
   lb *L = B->L;
   const cg_program *p = L->p;
@@ -1136,26 +1162,7 @@ static void step(db *B, const cg_step *st) {
     }
     break;
   }
-  case CG_S_ALLREDUCE: {
-    const ap_dxfer *t = st->xfer;
-    const ap_value *v = &g->values[t->value];
-    ap_dbox bx = D->bufs[st->args[0]].box;
-    int64_t count = ap_dbox_volume(v->rank, &bx);
-    int n = t->n_group ? t->n_group[D->dev] : t->n_summands;
-    if (count == 0 || n < 2)
-      break;
-    LLVMValueRef *e = malloc((size_t)n * sizeof *e);
-    if (!e)
-      ap_die("out of memory");
-    for (int k = 0; k < n; k++)
-      e[k] = c_i32(L, ap_dxfer_group(t, D->dev)[k]);
-    LLVMValueRef group = array_global(L, L->i32, e, n, "group");
-    free(e);
-    LLVMValueRef a[] = {B->c, group, c_i32(L, n), buf_value(B, st->args[0]), c_i64(L, count),
-                        LLVMConstNull(L->ptr), c_i32(L, st->tag)};
-    check_status(B, call_ext(L, EXT_aprt_allreduce_sum, a, 7));
-    break;
-  }
+  case CG_S_ALLREDUCE: allreduce(B, st, EXT_aprt_allreduce_sum); break;
   case CG_S_XCHG: xchg(B, st); break;
   }
 }
@@ -1331,6 +1338,15 @@ static LLVMValueRef build_device(lb *L, const cg_device *D) {
         call_ext(L, EXT_aprt_phase_end, &B.c, 1);
       LLVMValueRef a[] = {B.c, c_i32(L, phase_of[st->phase])};
       call_ext(L, EXT_aprt_phase_begin, a, 2);
+    }
+    int run = cg_allreduce_run(D, si);
+    if (run > 1) {
+      for (int k = 0; k < run; k++)
+        allreduce(&B, &st[k], EXT_aprt_allreduce_start);
+      for (int k = 0; k < run; k++)
+        allreduce(&B, &st[k], EXT_aprt_allreduce_finish);
+      si += run - 1;
+      continue;
     }
     step(&B, st);
   }

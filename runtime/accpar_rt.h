@@ -120,6 +120,16 @@ uint64_t aprt_messages_sent(const aprt_comm *c);
  * by a direct all-gather. Bytes: aprt_allreduce_bytes. */
 aprt_status aprt_allreduce_sum(aprt_comm *c, const int *group, int n, float *buf,
                                int64_t count, const int64_t *shares, int tag);
+/* The all-reduce in two halves, so that a run of them waits once rather than
+ * once each: start posts what the all-reduce can send before it receives
+ * (the whole buffer, for two members up to 16 KB; else nothing), finish does
+ * the rest. Between the two, buf must not change and the caller may start
+ * other all-reduces; every member must finish them in the same order.
+ * aprt_allreduce_sum is start then finish. Bytes: aprt_allreduce_bytes. */
+aprt_status aprt_allreduce_start(aprt_comm *c, const int *group, int n, float *buf,
+                                 int64_t count, const int64_t *shares, int tag);
+aprt_status aprt_allreduce_finish(aprt_comm *c, const int *group, int n, float *buf,
+                                  int64_t count, const int64_t *shares, int tag);
 /* All-gather in place: buf holds sum(counts) elements of elem_size bytes, the
  * caller's own segment is filled on entry, all segments on return. */
 aprt_status aprt_allgather(aprt_comm *c, const int *group, int n, void *buf,

@@ -290,6 +290,53 @@ Test(collectives, two_members_small_allreduce_is_one_message) {
     }
 }
 
+/* A run of all-reduces as generated programs print it (every start, then
+ * every finish), of both forms, on 2 and 3 ranks: each sum bitwise as
+ * aprt_allreduce_sum gives it, and the same bytes and messages. */
+enum { RUN_N = 3, RUN_MAX = 5000 };
+static const int64_t run_counts[RUN_N] = {10, 4096, RUN_MAX};
+typedef struct run_case {
+  bool split;
+  float v[3][RUN_N][RUN_MAX];
+} run_case;
+
+static int run_rank(aprt_comm *c, void *arg) {
+  run_case *p = arg;
+  static const int group[] = {0, 1, 2};
+  int r = aprt_rank(c), n = aprt_size(c);
+  for (int k = 0; k < RUN_N; k++)
+    for (int64_t e = 0; e < run_counts[k]; e++)
+      p->v[r][k][e] = 1.0f / (float)(e + 1 + 7 * r + k) + (float)r * 1e-3f;
+  aprt_status s = APRT_OK;
+  for (int k = 0; k < RUN_N && !s; k++)
+    s = p->split ? aprt_allreduce_start(c, group, n, p->v[r][k], run_counts[k], NULL, k)
+                 : aprt_allreduce_sum(c, group, n, p->v[r][k], run_counts[k], NULL, k);
+  for (int k = 0; k < RUN_N && !s && p->split; k++)
+    s = aprt_allreduce_finish(c, group, n, p->v[r][k], run_counts[k], NULL, k);
+  return s;
+}
+
+Test(collectives, a_run_of_started_allreduces_sums_as_one_at_a_time) {
+  static run_case whole, split;
+  split.split = true;
+  for (int n = 2; n <= 3; n++) {
+    aprt_rank_stats a[3], b[3];
+    aprt_error err = {{0}};
+    cr_assert_eq(run_threads(n, run_rank, &whole, 5.0, a, &err), APRT_OK, "%s", err.msg);
+    cr_assert_eq(run_threads(n, run_rank, &split, 5.0, b, &err), APRT_OK, "%s", err.msg);
+    for (int r = 0; r < n; r++) {
+      cr_assert_eq(memcmp(whole.v[r], split.v[r], sizeof whole.v[r]), 0, "%d ranks", n);
+      cr_assert_eq(memcmp(split.v[r], split.v[0], sizeof split.v[r]), 0, "%d ranks", n);
+      uint64_t bytes = 0;
+      for (int k = 0; k < RUN_N; k++)
+        bytes += aprt_allreduce_bytes(n, run_counts[k], NULL, r);
+      cr_assert_eq(b[r].bytes_sent, bytes);
+      cr_assert_eq(a[r].bytes_sent, bytes);
+      cr_assert_eq(b[r].messages_sent, a[r].messages_sent);
+    }
+  }
+}
+
 static int bad_group_rank(aprt_comm *c, void *arg) {
   static const int group[] = {0, 0};
   float v = 1.0f;

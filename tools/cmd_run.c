@@ -41,7 +41,7 @@ static const cg_rt_symbol rt_symbols[] = {
     RT_SYM(aprt_exchange),   RT_SYM(aprt_allreduce_sum), RT_SYM(aprt_box_pack),
     RT_SYM(aprt_box_add_f32), RT_SYM(aprt_phase_begin),  RT_SYM(aprt_phase_end),
     RT_SYM(aprt_rank),       RT_SYM(aprt_size),          RT_SYM(aprt_main),
-    RT_SYM(aprt_buffer_new),
+    RT_SYM(aprt_buffer_new), RT_SYM(aprt_allreduce_start), RT_SYM(aprt_allreduce_finish),
 };
 #undef RT_SYM
 

@@ -148,24 +148,45 @@ int ap_device_0(aprt_comm *c) {
     cgk_11(((float *)(inbox + 64)), ((float *)(arena + 7424)), ((float *)(arena + 256)), ((float *)(arena + 448)), work);
     aprt_phase_end(c);
     aprt_phase_begin(c, APRT_PHASE_GRADIENT);
-    /* all-reduce 'conv.w' */
+    /* all-reduce 'conv.w', start */
     {
       static const int group[] = {0, 1};
-      s = aprt_allreduce_sum(c, group, 2, ((float *)(arena + 256)), 36, NULL, 4);
+      s = aprt_allreduce_start(c, group, 2, ((float *)(arena + 256)), 36, NULL, 4);
       if (s != APRT_OK)
         goto done;
     }
-    /* all-reduce 'conv.b' */
+    /* all-reduce 'conv.b', start */
     {
       static const int group[] = {0, 1};
-      s = aprt_allreduce_sum(c, group, 2, ((float *)(arena + 448)), 4, NULL, 5);
+      s = aprt_allreduce_start(c, group, 2, ((float *)(arena + 448)), 4, NULL, 5);
       if (s != APRT_OK)
         goto done;
     }
-    /* all-reduce 'fc.b' */
+    /* all-reduce 'fc.b', start */
     {
       static const int group[] = {0, 1};
-      s = aprt_allreduce_sum(c, group, 2, ((float *)(arena + 192)), 10, NULL, 6);
+      s = aprt_allreduce_start(c, group, 2, ((float *)(arena + 192)), 10, NULL, 6);
+      if (s != APRT_OK)
+        goto done;
+    }
+    /* all-reduce 'conv.w', finish */
+    {
+      static const int group[] = {0, 1};
+      s = aprt_allreduce_finish(c, group, 2, ((float *)(arena + 256)), 36, NULL, 4);
+      if (s != APRT_OK)
+        goto done;
+    }
+    /* all-reduce 'conv.b', finish */
+    {
+      static const int group[] = {0, 1};
+      s = aprt_allreduce_finish(c, group, 2, ((float *)(arena + 448)), 4, NULL, 5);
+      if (s != APRT_OK)
+        goto done;
+    }
+    /* all-reduce 'fc.b', finish */
+    {
+      static const int group[] = {0, 1};
+      s = aprt_allreduce_finish(c, group, 2, ((float *)(arena + 192)), 10, NULL, 6);
       if (s != APRT_OK)
         goto done;
     }

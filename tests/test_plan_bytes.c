@@ -123,7 +123,7 @@ static bool listed(const char *const (*list)[3], int n, int m, int a, int s) {
 /* Every plan exact but the listed ones, and every listed one still inexact;
  * n_exact pins how many are exact. */
 static void check(const char *const (*list)[3], int n_list, bool train, int n_exact) {
-  char dir[] = "/tmp/accpar_bytesXXXXXX";
+  char dir[] = "/tmp/accpar_bytesXXXXXX"; /* the template mkdtemp (in zoo) fills */
   zoo(dir);
   int failed = 0, fixed = 0, n = 0;
   for (int m = 0; m < N_MODELS; m++)
@@ -235,7 +235,7 @@ Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
  * counts). */
 Test(plan_bytes, dp_plans_are_exact_on_deeper_trees, .timeout = 600) {
   static const char *const deep[] = {"cpu:8", "cpu:6", "tpuv3:2,tpuv2:4", "tpuv3:1,tpuv2:6"};
-  char dir[] = "/tmp/accpar_bytesXXXXXX";
+  char dir[] = "/tmp/accpar_bytesXXXXXX"; /* the template mkdtemp (in zoo) fills */
   zoo(dir);
   int failed = 0;
   for (int m = 0; m < N_MODELS; m++)

@@ -637,6 +637,20 @@ static void apk_wino4_weights(const apk_wino *g, const float *wt, float *u, size
   }
 }
 
+/* Channel c's columns past nt up to a whole vector (ntv), in each of the
+ * transform's points: the micro-kernel reads them (and drops them), so they
+ * are zeros, and no stale bits become denormals there. NR being a multiple
+ * of VL, they are contiguous lanes of one micro-panel. */
+static void apk_wino_zero_tail(const apk_wino *g, int c, int nt, int ntv, int points, float *v,
+                               size_t v_stride)
+{
+  if (nt >= ntv)
+    return;
+  ptrdiff_t at = (ptrdiff_t)(nt / APK_NR) * APK_NR * g->c + (ptrdiff_t)c * APK_NR + nt % APK_NR;
+  for (int xi = 0; xi < points; xi++)
+    memset(v + (ptrdiff_t)xi * v_stride + at, 0, sizeof(float) * (size_t)(ntv - nt));
+}
+
 /* V for tiles [t0, t0+nt) of one image (x: its c channels), packed as B:
  * tile t0+i is column i, in micro-panel i / NR. Per channel and run of
  * tiles in one tile row, the 4 input rows are copied with their zero padding
@@ -696,12 +710,7 @@ static void apk_wino_input(const apk_wino *g, const float *x, int t0, int nt, fl
       }
       i += run;
     }
-    /* Columns past nt up to a whole vector are read by the micro-kernel
-     * (and dropped): zeros, so no stale bits become denormals there. */
-    for (int col = nt; col < ntv; col++) {
-      ptrdiff_t at = (ptrdiff_t)(col / APK_NR) * APK_NR * g->c + (ptrdiff_t)c * APK_NR + col % APK_NR;
-      for (int xi = 0; xi < 16; xi++) v[(ptrdiff_t)xi * v_stride + at] = 0.0f;
-    }
+    apk_wino_zero_tail(g, c, nt, ntv, 16, v, v_stride);
   }
 }
 
@@ -832,14 +841,7 @@ static void apk_wino4_input(const apk_wino *g, const float *x, int t0, int nt, f
       }
       i += run;
     }
-    /* Columns past nt up to a whole vector are read by the micro-kernel
-     * (and dropped): zeros, so no stale bits become denormals there. They
-     * are contiguous lanes of one micro-panel. */
-    if (nt < ntv) {
-      ptrdiff_t at = (ptrdiff_t)(nt / APK_NR) * APK_NR * g->c + (ptrdiff_t)c * APK_NR + nt % APK_NR;
-      for (int xi = 0; xi < 36; xi++)
-        memset(v + (ptrdiff_t)xi * v_stride + at, 0, sizeof(float) * (size_t)(ntv - nt));
-    }
+    apk_wino_zero_tail(g, c, nt, ntv, 36, v, v_stride);
   }
 }
 

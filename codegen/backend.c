@@ -20,19 +20,6 @@ const cg_backend *cg_backend_named(const char *name) {
   return NULL;
 }
 
-int cg_allreduce_run(const cg_device *D, int si) {
-  int n = 0;
-  while (si + n < D->n_steps && D->steps[si + n].kind == CG_S_ALLREDUCE &&
-         D->steps[si + n].phase == D->steps[si].phase) {
-    /* A second sum of one buffer must see the first's result. */
-    for (int k = 0; k < n; k++)
-      if (D->steps[si + k].args[0] == D->steps[si + n].args[0])
-        return n;
-    n++;
-  }
-  return n;
-}
-
 ap_status cg_lower_codegen(ap_graph *g, const ap_codegen_opts *o, cg_program **out,
                            ap_diag *d) {
   cg_lower_opts lo = {.train = o->train,

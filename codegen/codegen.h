@@ -305,6 +305,11 @@ typedef enum cg_xchg_mode {
 /* Kernel arguments that are not buffers. */
 enum { CG_ARG_LOSS = -1, CG_ARG_LR = -2, CG_ARG_LABELS = -3 };
 
+/* Which half of a communication step a step is: all of it, or the start
+ * that posts its sends and the finish that takes its receives, which
+ * overlap.c places apart (aprt_exchange_start, aprt_allreduce_start). */
+typedef enum cg_half { CG_HALF_WHOLE, CG_HALF_START, CG_HALF_FINISH } cg_half;
+
 typedef struct cg_step {
   cg_step_kind kind;
   cg_phase phase;
@@ -322,6 +327,7 @@ typedef struct cg_step {
   bool reverse;             /* CG_S_XCHG: every piece sent from its receiver to its sender */
   bool skip_local;          /* CG_S_XCHG: pieces a device sends itself are left out */
   int tag;                  /* communication steps: the message tag, equal on every device */
+  uint8_t half;             /* communication steps: cg_half (overlap.c) */
 } cg_step;
 
 /* An output a device writes after its steps: its box of the value. */
@@ -399,6 +405,21 @@ typedef struct cg_program {
  * followed by the labels (CE loss) or the loss weights; its outputs are the
  * graph's, then what export_grads and export_weights add. */
 ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_diag *d);
+
+/* Buffer b of D with its aliases (CG_ALIAS) resolved. */
+static inline int cg_buf_root(const cg_device *D, int b) {
+  while (D->bufs[b].st == CG_ALIAS)
+    b = D->bufs[b].alias_of;
+  return b;
+}
+
+/* ---- overlap.c: communication placed to overlap computation ----------------- */
+
+/* Splits D's exchanges and runs of all-reduces into start and finish halves
+ * and moves each exchange's start up to where its source is computed and
+ * its finish down to where its destination is first touched (cg_step.half),
+ * before the arena is planned. false: out of memory. */
+bool cg_overlap(cg_device *D, ap_arena *arena);
 
 /* ---- fuse.c: fusion in inference programs ---------------------------------- */
 
@@ -550,6 +571,33 @@ ap_status cg_print_llvm(const cg_program *p, const char *outdir, const cg_emit_o
  * (build.sh). */
 ap_status cg_llvm_build(const ap_build_opts *b, ap_diag *d);
 
+/* The runtime functions (accpar_rt.h) an LLVM module calls, with their
+ * LLVM types spelled with the letters v (void), i (int), l and L (int64_t,
+ * size_t, ptrdiff_t), f (float), d (double), p (a pointer), and "..." for
+ * variadic ones: one list for the module's declarations (print_llvm.c) and
+ * the JIT's symbols (accparc run). */
+#define CG_LLVM_RT_EXTERNS(X)                                           \
+  X(aprt_buffer, "p", "pil")                                          \
+  X(aprt_buffer_new, "p", "pilp")                                     \
+  X(aprt_fail, "i", "pip...")                                         \
+  X(aprt_get_args, "p", "p")                                          \
+  X(aprt_input, "p", "pi")                                            \
+  X(aprt_output_box, "i", "pipp")                                     \
+  X(aprt_step_loss, "i", "pid")                                       \
+  X(aprt_exchange, "i", "ppippipli")                                  \
+  X(aprt_exchange_start, "i", "ppipli")                               \
+  X(aprt_exchange_finish, "i", "ppipli")                              \
+  X(aprt_allreduce_sum, "i", "ppipLpi")                               \
+  X(aprt_allreduce_start, "i", "ppipLpi")                             \
+  X(aprt_allreduce_finish, "i", "ppipLpi")                            \
+  X(aprt_box_pack, "v", "pppl")                                       \
+  X(aprt_box_add_f32, "v", "ppp")                                     \
+  X(aprt_phase_begin, "v", "pi")                                      \
+  X(aprt_phase_end, "v", "p")                                         \
+  X(aprt_rank, "i", "p")                                              \
+  X(aprt_size, "i", "p")                                              \
+  X(aprt_main, "i", "ipp")
+
 /* A function of the runtime the JIT resolves to the caller's copy. */
 typedef struct cg_rt_symbol {
   const char *name;
@@ -577,12 +625,6 @@ typedef struct cg_backend {
 
 /* The backend called name, or NULL. */
 const cg_backend *cg_backend_named(const char *name);
-/* How many all-reduce steps of one phase follow one another from step si
- * (0: si is not one). Both backends print such a run as every start, then
- * every finish (aprt_allreduce_start), so the run waits about once: a
- * training step ends with one all-reduce per weight and bias, and each
- * waited for its own hand-over. */
-int cg_allreduce_run(const cg_device *D, int si);
 /* The lowering ap_codegen_c does for o (a training program exports its
  * updated weights). */
 ap_status cg_lower_codegen(ap_graph *g, const ap_codegen_opts *o, cg_program **out, ap_diag *d);

@@ -74,11 +74,7 @@ static int grad_buf(const lgen *G, int v) { return G->nv + v; }
 static int mom_buf(const lgen *G, int v) { return 2 * G->nv + v; }
 static int fed_buf(const lgen *G) { return 3 * G->nv; }
 
-static int root_of(const lgen *G, int b) {
-  while (G->D->bufs[b].st == CG_ALIAS)
-    b = G->D->bufs[b].alias_of;
-  return b;
-}
+static int root_of(const lgen *G, int b) { return cg_buf_root(G->D, b); }
 
 static int64_t value_bytes(const ap_value *v) {
   return ap_numel(v->rank, v->dims) * (int64_t)ap_dtype_size(v->dtype);
@@ -1759,6 +1755,8 @@ static ap_status lower_device(lgen *G) {
     D->bufs[fed_buf(G)].box = loss_box(G);
   if (s == AP_OK)
     s = plan_outputs(G);
+  if (s == AP_OK && G->multi && !cg_overlap(D, g->arena))
+    s = oom(G);
   if (s == AP_OK)
     s = plan_arena(G);
   return s;

@@ -18,12 +18,6 @@ typedef struct printer {
   FILE *f;
 } printer;
 
-static int root_of(const cg_device *D, int b) {
-  while (D->bufs[b].st == CG_ALIAS)
-    b = D->bufs[b].alias_of;
-  return b;
-}
-
 /* The program input the loss's fed operand is (training). */
 static int fed_input(const cg_program *p) { return p->n_inputs - 1; }
 
@@ -42,7 +36,7 @@ static void put_buf(const printer *P, int b) {
     fprintf(f, "((const int64_t *)in%d)", fed_input(P->p));
     return;
   }
-  int r = root_of(P->D, b);
+  int r = cg_buf_root(P->D, b);
   const cg_buf *bi = &P->D->bufs[r];
   const char *ct = cg_ctype(P->D->bufs[b].dtype ? P->D->bufs[b].dtype : bi->dtype);
   switch (bi->st) {
@@ -76,10 +70,13 @@ static void put_xchg(const printer *P, const cg_step *st, const char *ind) {
   ap_dbox sbox = P->D->bufs[src].box, dbox = P->D->bufs[st->args[1]].box;
   int64_t count = ap_dbox_volume(v->rank, &sbox);
   int ns = 0, nr = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    fprintf(f, pass == 0 ? "%s  static const aprt_xfer sends[] = {\n"
-                         : "%s  };\n%s  static const aprt_xfer recvs[] = {\n",
-            ind, ind);
+  /* The sends' list (pass 0) for a whole step or a start, the receives'
+   * (pass 1) for a whole step or a finish. */
+  int first = st->half == CG_HALF_FINISH, last = st->half == CG_HALF_START ? 0 : 1;
+  for (int pass = first; pass <= last; pass++) {
+    if (pass > first)
+      fprintf(f, "%s  };\n", ind);
+    fprintf(f, "%s  static const aprt_xfer %s[] = {\n", ind, pass ? "recvs" : "sends");
     int64_t at = 0;
     for (int k = 0; k < t->n_pieces; k++) {
       const ap_dpiece *pc = &t->pieces[k];
@@ -107,15 +104,26 @@ static void put_xchg(const printer *P, const cg_step *st, const char *ind) {
       fprintf(f, "%s    {0, {0, 0, {0}, {0}}},\n", ind); /* never read: the count is 0 */
   }
   fprintf(f, "%s  };\n", ind);
-  fprintf(f, "%s  s = aprt_exchange(c, ", ind);
-  put_buf(P, src);
-  fprintf(f, ", %d, sends, ", ns);
-  put_buf(P, dst);
-  fprintf(f, ", %d, recvs, %zu, %d);\n", nr, ap_dtype_size(v->dtype), st->tag);
+  size_t es = ap_dtype_size(v->dtype);
+  if (st->half == CG_HALF_START) {
+    fprintf(f, "%s  s = aprt_exchange_start(c, ", ind);
+    put_buf(P, src);
+    fprintf(f, ", %d, sends, %zu, %d);\n", ns, es, st->tag);
+  } else if (st->half == CG_HALF_FINISH) {
+    fprintf(f, "%s  s = aprt_exchange_finish(c, ", ind);
+    put_buf(P, dst);
+    fprintf(f, ", %d, recvs, %zu, %d);\n", nr, es, st->tag);
+  } else {
+    fprintf(f, "%s  s = aprt_exchange(c, ", ind);
+    put_buf(P, src);
+    fprintf(f, ", %d, sends, ", ns);
+    put_buf(P, dst);
+    fprintf(f, ", %d, recvs, %zu, %d);\n", nr, es, st->tag);
+  }
   char ind2[32];
   snprintf(ind2, sizeof ind2, "%s  ", ind);
   put_comm_check(f, ind2);
-  if (st->mode == CG_XM_ADD && nr) {
+  if (st->mode == CG_XM_ADD && nr && st->half != CG_HALF_START) {
     fprintf(f, "%s  static const aprt_box adds[] = {\n", ind);
     for (int k = 0; k < t->n_pieces; k++) {
       const ap_dpiece *pc = &t->pieces[k];
@@ -180,11 +188,17 @@ static void put_allreduce(const printer *P, const cg_step *st, const char *ind, 
   fprintf(f, "%s}\n", ind);
 }
 
+static const char *const halves[] = {[CG_HALF_WHOLE] = NULL, [CG_HALF_START] = "start",
+                                     [CG_HALF_FINISH] = "finish"};
+static const char *const allreduce_fns[] = {[CG_HALF_WHOLE] = "aprt_allreduce_sum",
+                                            [CG_HALF_START] = "aprt_allreduce_start",
+                                            [CG_HALF_FINISH] = "aprt_allreduce_finish"};
+
 static void put_step(const printer *P, const cg_step *st, const char *ind) {
   FILE *f = P->f;
   const ap_graph *g = P->p->g;
   const cg_device *D = P->D;
-  put_step_comment(P, st, ind, NULL);
+  put_step_comment(P, st, ind, halves[st->half]);
   switch (st->kind) {
   case CG_S_KERNEL:
     fprintf(f, "%scgk_%d(", ind, st->kernel);
@@ -202,7 +216,7 @@ static void put_step(const printer *P, const cg_step *st, const char *ind) {
     }
     break;
   case CG_S_ZERO: {
-    int r = root_of(D, st->args[0]);
+    int r = cg_buf_root(D, st->args[0]);
     if (D->bufs[r].bytes > 0) {
       fprintf(f, "%smemset(", ind);
       put_buf(P, st->args[0]);
@@ -236,7 +250,7 @@ static void put_step(const printer *P, const cg_step *st, const char *ind) {
     break;
   }
   case CG_S_ALLREDUCE:
-    put_allreduce(P, st, ind, "aprt_allreduce_sum");
+    put_allreduce(P, st, ind, allreduce_fns[st->half]);
     break;
   case CG_S_XCHG:
     fprintf(f, "%s{\n", ind);
@@ -401,19 +415,6 @@ static ap_status write_device(const cg_program *p, const cg_device *D, const cha
       if (si)
         fprintf(f, "%saprt_phase_end(c);\n", ind);
       fprintf(f, "%saprt_phase_begin(c, %s);\n", ind, phase_names[st->phase]);
-    }
-    int run = cg_allreduce_run(D, si);
-    if (run > 1) {
-      for (int k = 0; k < run; k++) {
-        put_step_comment(&P, &st[k], ind, "start");
-        put_allreduce(&P, &st[k], ind, "aprt_allreduce_start");
-      }
-      for (int k = 0; k < run; k++) {
-        put_step_comment(&P, &st[k], ind, "finish");
-        put_allreduce(&P, &st[k], ind, "aprt_allreduce_finish");
-      }
-      si += run - 1;
-      continue;
     }
     put_step(&P, st, ind);
   }

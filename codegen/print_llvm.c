@@ -48,29 +48,10 @@ extern const unsigned long cg_kernels_obj_size;
 extern const unsigned char cg_conv_spec_bc[];
 extern const unsigned long cg_conv_spec_bc_size;
 
-/* The functions a module calls: the runtime's (accpar_rt.h), the kernel
- * library's (kernels.h) and libc's, with their LLVM types spelled with the
- * letters v (void), i (int), l (int64_t, size_t, ptrdiff_t), f (float),
- * d (double), p (a pointer), and "..." for variadic ones. */
+/* The functions a module calls: the runtime's (CG_LLVM_RT_EXTERNS,
+ * codegen.h), the kernel library's (kernels.h) and libc's. */
 #define CG_LLVM_EXTERNS(X)                                              \
-  X(aprt_buffer, "p", "pil")                                            \
-  X(aprt_buffer_new, "p", "pilp")                                       \
-  X(aprt_fail, "i", "pip...")                                           \
-  X(aprt_get_args, "p", "p")                                            \
-  X(aprt_input, "p", "pi")                                              \
-  X(aprt_output_box, "i", "pipp")                                       \
-  X(aprt_step_loss, "i", "pid")                                         \
-  X(aprt_exchange, "i", "ppippipli")                                    \
-  X(aprt_allreduce_sum, "i", "ppipLpi")                                 \
-  X(aprt_allreduce_start, "i", "ppipLpi")                               \
-  X(aprt_allreduce_finish, "i", "ppipLpi")                              \
-  X(aprt_box_pack, "v", "pppl")                                         \
-  X(aprt_box_add_f32, "v", "ppp")                                       \
-  X(aprt_phase_begin, "v", "pi")                                        \
-  X(aprt_phase_end, "v", "p")                                           \
-  X(aprt_rank, "i", "p")                                                \
-  X(aprt_size, "i", "p")                                                \
-  X(aprt_main, "i", "ipp")                                              \
+  CG_LLVM_RT_EXTERNS(X)                                                 \
   X(memcmp, "i", "ppl")                                                 \
   X(apk_sgemm, "v", "iiiiifplplfplp")                                   \
   X(apk_sgemm_pb, "v", "iiiifplpfplp")                                 \
@@ -942,12 +923,6 @@ typedef struct db {
   LLVMBasicBlockRef done;
 } db;
 
-static int root_of(const cg_device *D, int b) {
-  while (D->bufs[b].st == CG_ALIAS)
-    b = D->bufs[b].alias_of;
-  return b;
-}
-
 static LLVMValueRef byte_ptr(db *B, LLVMValueRef base, int64_t offset) {
   if (!offset)
     return base;
@@ -964,7 +939,7 @@ static LLVMValueRef buf_value(db *B, int b) {
     return B->lr;
   if (b == CG_ARG_LABELS)
     return B->in[L->p->n_inputs - 1];
-  const cg_buf *bi = &B->D->bufs[root_of(B->D, b)];
+  const cg_buf *bi = &B->D->bufs[cg_buf_root(B->D, b)];
   switch (bi->st) {
   case CG_INPUT: return B->in[bi->input_index];
   case CG_CONST: return byte_ptr(B, L->blob, bi->offset);
@@ -1030,7 +1005,10 @@ static void xchg(db *B, const cg_step *st) {
     ap_die("out of memory");
   LLVMValueRef lists[2];
   int counts[2] = {0, 0}, n_adds = 0;
-  for (int pass = 0; pass < 2; pass++) {
+  /* The sends' list (pass 0) for a whole step or a start, the receives'
+   * (pass 1) for a whole step or a finish. */
+  int first = st->half == CG_HALF_FINISH, last = st->half == CG_HALF_START ? 0 : 1;
+  for (int pass = first; pass <= last; pass++) {
     int n = 0;
     int64_t at = 0;
     for (int k = 0; k < t->n_pieces; k++) {
@@ -1059,16 +1037,18 @@ static void xchg(db *B, const cg_step *st) {
       e[n++] = LLVMConstNull(L->xfer_t);
     lists[pass] = array_global(L, L->xfer_t, e, n, pass ? "recvs" : "sends");
   }
-  LLVMValueRef args[] = {B->c,
-                         buf_value(B, src),
-                         c_i32(L, counts[0]),
-                         lists[0],
-                         buf_value(B, dst),
-                         c_i32(L, counts[1]),
-                         lists[1],
-                         c_i64(L, (int64_t)ap_dtype_size(v->dtype)),
-                         c_i32(L, st->tag)};
-  check_status(B, call_ext(L, EXT_aprt_exchange, args, 9));
+  LLVMValueRef es = c_i64(L, (int64_t)ap_dtype_size(v->dtype)), tag = c_i32(L, st->tag);
+  if (st->half == CG_HALF_START) {
+    LLVMValueRef a[] = {B->c, buf_value(B, src), c_i32(L, counts[0]), lists[0], es, tag};
+    check_status(B, call_ext(L, EXT_aprt_exchange_start, a, 6));
+  } else if (st->half == CG_HALF_FINISH) {
+    LLVMValueRef a[] = {B->c, buf_value(B, dst), c_i32(L, counts[1]), lists[1], es, tag};
+    check_status(B, call_ext(L, EXT_aprt_exchange_finish, a, 6));
+  } else {
+    LLVMValueRef a[] = {B->c,      buf_value(B, src), c_i32(L, counts[0]), lists[0],
+                        buf_value(B, dst), c_i32(L, counts[1]), lists[1], es, tag};
+    check_status(B, call_ext(L, EXT_aprt_exchange, a, 9));
+  }
   /* CG_XM_ADD: the staged pieces added into their boxes, in order. */
   for (int k = 0; k < n_adds; k++) {
     LLVMValueRef box = const_global(L, "add", adds[k], 8);
@@ -1136,7 +1116,7 @@ static void step(db *B, const cg_step *st) {
     break;
   }
   case CG_S_ZERO: {
-    int r = root_of(D, st->args[0]);
+    int r = cg_buf_root(D, st->args[0]);
     if (D->bufs[r].bytes > 0)
       LLVMBuildMemSet(L->b, buf_value(B, st->args[0]), LLVMConstInt(L->i8, 0, 0),
                       c_i64(L, D->bufs[r].bytes), 1);
@@ -1162,7 +1142,13 @@ static void step(db *B, const cg_step *st) {
     }
     break;
   }
-  case CG_S_ALLREDUCE: allreduce(B, st, EXT_aprt_allreduce_sum); break;
+  case CG_S_ALLREDUCE: {
+    static const ext_id fns[] = {[CG_HALF_WHOLE] = EXT_aprt_allreduce_sum,
+                                 [CG_HALF_START] = EXT_aprt_allreduce_start,
+                                 [CG_HALF_FINISH] = EXT_aprt_allreduce_finish};
+    allreduce(B, st, fns[st->half]);
+    break;
+  }
   case CG_S_XCHG: xchg(B, st); break;
   }
 }
@@ -1338,15 +1324,6 @@ static LLVMValueRef build_device(lb *L, const cg_device *D) {
         call_ext(L, EXT_aprt_phase_end, &B.c, 1);
       LLVMValueRef a[] = {B.c, c_i32(L, phase_of[st->phase])};
       call_ext(L, EXT_aprt_phase_begin, a, 2);
-    }
-    int run = cg_allreduce_run(D, si);
-    if (run > 1) {
-      for (int k = 0; k < run; k++)
-        allreduce(&B, &st[k], EXT_aprt_allreduce_start);
-      for (int k = 0; k < run; k++)
-        allreduce(&B, &st[k], EXT_aprt_allreduce_finish);
-      si += run - 1;
-      continue;
     }
     step(&B, st);
   }

@@ -34,15 +34,8 @@ static const char usage_text[] =
 #ifdef ACCPAR_HAVE_LLVM
 /* The runtime functions generated modules call (print_llvm.c), resolved in
  * the JIT to this process's copy. */
-#define RT_SYM(name) {#name, (void (*)(void))name}
-static const cg_rt_symbol rt_symbols[] = {
-    RT_SYM(aprt_buffer),     RT_SYM(aprt_fail),          RT_SYM(aprt_get_args),
-    RT_SYM(aprt_input),      RT_SYM(aprt_output_box),    RT_SYM(aprt_step_loss),
-    RT_SYM(aprt_exchange),   RT_SYM(aprt_allreduce_sum), RT_SYM(aprt_box_pack),
-    RT_SYM(aprt_box_add_f32), RT_SYM(aprt_phase_begin),  RT_SYM(aprt_phase_end),
-    RT_SYM(aprt_rank),       RT_SYM(aprt_size),          RT_SYM(aprt_main),
-    RT_SYM(aprt_buffer_new), RT_SYM(aprt_allreduce_start), RT_SYM(aprt_allreduce_finish),
-};
+#define RT_SYM(name, ret, params) {#name, (void (*)(void))name},
+static const cg_rt_symbol rt_symbols[] = {CG_LLVM_RT_EXTERNS(RT_SYM)};
 #undef RT_SYM
 
 static int run_main(int argc, char **argv, const void *program) {

@@ -113,19 +113,25 @@ int ap_device_1(aprt_comm *c) {
     }
     /* backward Gemm 'fc' */
     cgk_7(((float *)(arena + 512)), ((float *)(params + 256)), ((float *)(arena + 1024)), ((float *)(arena + 1216)), ((float *)(arena + 4096)), work);
-    /* zero error 'flat' */
-    memset(((float *)(arena + 256)), 0, 512);
-    /* error back Gemm 'fc', of 'flat' */
+    /* error back Gemm 'fc', of 'flat', start */
     {
       static const aprt_xfer sends[] = {
         {1, {2, 64, {2, 32}, {32, 1}}},
         {0, {2, 0, {2, 32}, {32, 1}}},
       };
+      s = aprt_exchange_start(c, ((float *)(arena + 1216)), 2, sends, 4, 3);
+      if (s != APRT_OK)
+        goto done;
+    }
+    /* zero error 'flat' */
+    memset(((float *)(arena + 256)), 0, 512);
+    /* error back Gemm 'fc', of 'flat', finish */
+    {
       static const aprt_xfer recvs[] = {
         {0, {2, 0, {2, 32}, {32, 1}}},
         {1, {2, 64, {2, 32}, {32, 1}}},
       };
-      s = aprt_exchange(c, ((float *)(arena + 1216)), 2, sends, ((float *)(arena + 5376)), 2, recvs, 4, 3);
+      s = aprt_exchange_finish(c, ((float *)(arena + 5376)), 2, recvs, 4, 3);
       if (s != APRT_OK)
         goto done;
       static const aprt_box adds[] = {

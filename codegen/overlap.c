@@ -1,0 +1,170 @@
+/* Communication placed so that it overlaps computation (issue 8, item 5).
+ *
+ * Lowering emits each communication step where the distribution needs it:
+ * an exchange just before the first step that reads what it receives, an
+ * all-reduce where its sum is due. This pass splits them in two halves
+ * (cg_step.half) and moves the halves apart within their phase:
+ *
+ *  - an exchange's start (aprt_exchange_start: posts the sends) moves up to
+ *    just after the last step that writes what it sends, so a peer finds the
+ *    piece as soon as it is computed;
+ *  - its finish (aprt_exchange_finish: takes the receives) moves down to
+ *    just before the first step that touches what it receives, so this
+ *    device works on while the piece is on its way;
+ *  - a run of all-reduces of one phase becomes every start, then every
+ *    finish (aprt_allreduce_start), so the run waits about once.
+ *
+ * A start and a finish that end up next to each other are one step again
+ * (CG_HALF_WHOLE), printed as aprt_exchange; so is a run of one all-reduce.
+ *
+ * Why no device can wait for ever, although each device moves its halves
+ * by its own steps: number the communication steps in lowering's order,
+ * which is the same on every device (the tags). Starts never block (they
+ * only move up, so everything before a start that can block has a smaller
+ * number), exchange finishes wait only for their peers' starts, and
+ * all-reduce halves never move past another blocking half, so all-reduce
+ * finishes keep their order on every device. The blocked half with the
+ * smallest number then always finds what it waits for posted.
+ *
+ * What the moves keep: a start moves up past no step writing its source; a
+ * finish moves down past no step reading or writing its destination or
+ * staging, and past no step writing its source (under threads, receivers
+ * may copy straight out of it until this device's next finish returns). The
+ * finish keeps the source among its arguments, so the arena keeps the
+ * source's memory until then. Two halves with one tag never pass each other
+ * (tags wrap after APRT_TAG_MAX). Received boxes are therefore written and
+ * read by the same steps in the same order as before, and a partitioned
+ * program's numbers do not change. */
+#include <string.h>
+
+#include "codegen/codegen.h"
+
+/* Buffer b of D with its aliases resolved. */
+static int root(const cg_device *D, int b) { return b >= 0 ? cg_buf_root(D, b) : b; }
+
+/* Does step s read or write buffer r (a root)? Write only, when
+ * writes_only. A start reads only its source; a finish reads its source
+ * (lent until it returns) and writes its destination and staging. */
+static bool touches(const cg_device *D, const cg_step *s, int r, bool writes_only) {
+  for (int a = 0; a < s->n_args; a++) {
+    bool written = s->writes >> a & 1;
+    if (s->kind == CG_S_XCHG && s->half == CG_HALF_START && a > 0)
+      continue;
+    if (writes_only && !written)
+      continue;
+    if (s->args[a] >= 0 && root(D, s->args[a]) == r)
+      return true;
+  }
+  return false;
+}
+
+static bool is_comm(const cg_step *s) {
+  return s->kind == CG_S_XCHG || s->kind == CG_S_ALLREDUCE;
+}
+
+/* Can exchange start st move up past step p? */
+static bool start_passes(const cg_device *D, const cg_step *st, const cg_step *p) {
+  if (p->phase != st->phase || (is_comm(p) && p->tag == st->tag))
+    return false;
+  return !touches(D, p, root(D, st->args[0]), true);
+}
+
+/* Can exchange finish st move down past step n? Not past a blocking
+ * all-reduce half (see above). */
+static bool finish_passes(const cg_device *D, const cg_step *st, const cg_step *n) {
+  if (n->phase != st->phase || (is_comm(n) && n->tag == st->tag))
+    return false;
+  if (n->kind == CG_S_ALLREDUCE && n->half != CG_HALF_START)
+    return false;
+  for (int a = 1; a < st->n_args; a++)
+    if (st->args[a] >= 0 && touches(D, n, root(D, st->args[a]), false))
+      return false;
+  return !touches(D, n, root(D, st->args[0]), true);
+}
+
+/* The all-reduces of one phase following one another from step si that can
+ * be started together: a second sum of one buffer must see the first's. */
+static int allreduce_run(const cg_step *steps, int n_steps, int si) {
+  int n = 0;
+  while (si + n < n_steps && steps[si + n].kind == CG_S_ALLREDUCE &&
+         steps[si + n].phase == steps[si].phase) {
+    for (int k = 0; k < n; k++)
+      if (steps[si + k].args[0] == steps[si + n].args[0])
+        return n;
+    n++;
+  }
+  return n;
+}
+
+static void swap(cg_step *a, cg_step *b) {
+  cg_step t = *a;
+  *a = *b;
+  *b = t;
+}
+
+bool cg_overlap(cg_device *D, ap_arena *arena) {
+  int comm = 0;
+  for (int i = 0; i < D->n_steps; i++)
+    comm += is_comm(&D->steps[i]);
+  if (comm == 0)
+    return true;
+  int cap = D->n_steps + comm;
+  cg_step *out = ap_arena_array(arena, (size_t)cap, sizeof *out);
+  if (!out)
+    return false;
+  /* Split: exchanges in place, runs of all-reduces as starts, finishes. */
+  int n = 0;
+  for (int i = 0; i < D->n_steps; i++) {
+    const cg_step *s = &D->steps[i];
+    if (s->kind == CG_S_ALLREDUCE) {
+      int run = allreduce_run(D->steps, D->n_steps, i);
+      for (int half = 0; run > 1 && half < 2; half++)
+        for (int k = 0; k < run; k++) {
+          out[n] = s[k];
+          out[n++].half = half ? CG_HALF_FINISH : CG_HALF_START;
+        }
+      if (run > 1) {
+        i += run - 1;
+        continue;
+      }
+    }
+    out[n] = *s;
+    if (s->kind == CG_S_XCHG) {
+      out[n].half = CG_HALF_START;
+      out[++n] = *s;
+      out[n].half = CG_HALF_FINISH;
+      out[n].writes = s->writes;
+    }
+    n++;
+  }
+  for (int i = 0; i < n; i++) /* a start writes nothing */
+    if (out[i].kind == CG_S_XCHG && out[i].half == CG_HALF_START)
+      out[i].writes = 0;
+  /* Starts up, in order, so each passes the ones above it that it may. */
+  for (int i = 0; i < n; i++)
+    if (out[i].kind == CG_S_XCHG && out[i].half == CG_HALF_START)
+      for (int j = i; j > 0 && start_passes(D, &out[j], &out[j - 1]); j--)
+        swap(&out[j], &out[j - 1]);
+  /* Finishes down, from the last. */
+  for (int i = n - 1; i >= 0; i--)
+    if (out[i].kind == CG_S_XCHG && out[i].half == CG_HALF_FINISH)
+      for (int j = i; j + 1 < n && finish_passes(D, &out[j], &out[j + 1]); j++)
+        swap(&out[j], &out[j + 1]);
+  /* A start right before its own finish is the whole exchange again. */
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (i + 1 < n && out[i].kind == CG_S_XCHG && out[i].half == CG_HALF_START &&
+        out[i + 1].kind == CG_S_XCHG && out[i + 1].half == CG_HALF_FINISH &&
+        out[i + 1].tag == out[i].tag && out[i + 1].xfer == out[i].xfer) {
+      out[m] = out[i + 1];
+      out[m++].half = CG_HALF_WHOLE;
+      i++;
+      continue;
+    }
+    out[m++] = out[i];
+  }
+  D->steps = out;
+  D->n_steps = m;
+  D->cap_steps = cap;
+  return true;
+}

@@ -418,8 +418,9 @@ static inline int cg_buf_root(const cg_device *D, int b) {
 /* Splits D's exchanges and runs of all-reduces into start and finish halves
  * and moves each exchange's start up to where its source is computed and
  * its finish down to where its destination is first touched (cg_step.half),
- * before the arena is planned. false: out of memory. */
-bool cg_overlap(cg_device *D, ap_arena *arena);
+ * before the arena is planned; without move, only the all-reduces are
+ * split. false: out of memory. */
+bool cg_overlap(cg_device *D, ap_arena *arena, bool move);
 
 /* ---- fuse.c: fusion in inference programs ---------------------------------- */
 

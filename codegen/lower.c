@@ -57,6 +57,7 @@ typedef struct lgen {
   cg_kernel *kernel;       /* the node being emitted (one per compilation: it is large) */
   cg_kernel *pack_kernel;  /* a packing kernel, built while the node's is open */
   bool prepack;            /* inference: constant weights packed once (CG_PACKED) */
+  bool overlap;            /* exchanges' halves moved apart (cg_overlap) */
   int *order;              /* node ids in the order every device runs them */
   int n_order;
   int *in_off;             /* [n_nodes]: where node n's inputs start in rmap */
@@ -1755,7 +1756,7 @@ static ap_status lower_device(lgen *G) {
     D->bufs[fed_buf(G)].box = loss_box(G);
   if (s == AP_OK)
     s = plan_outputs(G);
-  if (s == AP_OK && G->multi && !cg_overlap(D, g->arena))
+  if (s == AP_OK && G->multi && !cg_overlap(D, g->arena, G->overlap))
     s = oom(G);
   if (s == AP_OK)
     s = plan_arena(G);
@@ -1772,6 +1773,10 @@ ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_dia
    * packing once saves (as ACCPAR_NO_FUSION does for fusion). */
   const char *no_prepack = getenv("ACCPAR_NO_PREPACK");
   G.prepack = !o->train && !(no_prepack && *no_prepack && strcmp(no_prepack, "0") != 0);
+  /* ACCPAR_NO_OVERLAP=1: every exchange stays where its reader is, for
+   * measuring what moving the halves apart gains. */
+  const char *no_overlap = getenv("ACCPAR_NO_OVERLAP");
+  G.overlap = !(no_overlap && *no_overlap && strcmp(no_overlap, "0") != 0);
   G.in_off = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *G.in_off);
   if (!p || !G.kernel || !G.pack_kernel || !G.in_off)
     return oom(&G);

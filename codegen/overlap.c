@@ -17,24 +17,24 @@
  * A start and a finish that end up next to each other are one step again
  * (CG_HALF_WHOLE), printed as aprt_exchange; so is a run of one all-reduce.
  *
- * Why no device can wait for ever, although each device moves its halves
- * by its own steps: number the communication steps in lowering's order,
- * which is the same on every device (the tags). Starts never block (they
- * only move up, so everything before a start that can block has a smaller
- * number), exchange finishes wait only for their peers' starts, and
- * all-reduce halves never move past another blocking half, so all-reduce
- * finishes keep their order on every device. The blocked half with the
- * smallest number then always finds what it waits for posted.
+ * Halves move past computation only, never past another communication
+ * step, so every device makes its runtime calls in lowering's order, which
+ * is the same on every device (the tags), and no device can wait for ever.
+ * Moving a start above another exchange would also cost a copy: under
+ * threads a piece of 16 KB or more is lent, and the sender's next finish or
+ * collective copies what no receiver has taken yet into a message (GPT-2
+ * tiny's owt plan, whose LayerNorms exchange their centred input before
+ * the variance's exchange, took 20.4-21.6 ms a step that way against
+ * 18.4-18.7 ms with its exchanges whole).
  *
  * What the moves keep: a start moves up past no step writing its source; a
  * finish moves down past no step reading or writing its destination or
- * staging, and past no step writing its source (under threads, receivers
- * may copy straight out of it until this device's next finish returns). The
- * finish keeps the source among its arguments, so the arena keeps the
- * source's memory until then. Two halves with one tag never pass each other
- * (tags wrap after APRT_TAG_MAX). Received boxes are therefore written and
- * read by the same steps in the same order as before, and a partitioned
- * program's numbers do not change. */
+ * staging, and past no step writing its source (receivers may copy straight
+ * out of it until the finish returns). The finish keeps the source among
+ * its arguments, so the arena keeps the source's memory until then.
+ * Received boxes are therefore written and read by the same steps in the
+ * same order as before, and a partitioned program's numbers do not
+ * change. */
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -64,17 +64,14 @@ static bool is_comm(const cg_step *s) {
 
 /* Can exchange start st move up past step p? */
 static bool start_passes(const cg_device *D, const cg_step *st, const cg_step *p) {
-  if (p->phase != st->phase || (is_comm(p) && p->tag == st->tag))
+  if (p->phase != st->phase || is_comm(p))
     return false;
   return !touches(D, p, root(D, st->args[0]), true);
 }
 
-/* Can exchange finish st move down past step n? Not past a blocking
- * all-reduce half (see above). */
+/* Can exchange finish st move down past step n? */
 static bool finish_passes(const cg_device *D, const cg_step *st, const cg_step *n) {
-  if (n->phase != st->phase || (is_comm(n) && n->tag == st->tag))
-    return false;
-  if (n->kind == CG_S_ALLREDUCE && n->half != CG_HALF_START)
+  if (n->phase != st->phase || is_comm(n))
     return false;
   for (int a = 1; a < st->n_args; a++)
     if (st->args[a] >= 0 && touches(D, n, root(D, st->args[a]), false))
@@ -102,7 +99,7 @@ static void swap(cg_step *a, cg_step *b) {
   *b = t;
 }
 
-bool cg_overlap(cg_device *D, ap_arena *arena) {
+bool cg_overlap(cg_device *D, ap_arena *arena, bool move) {
   int comm = 0;
   for (int i = 0; i < D->n_steps; i++)
     comm += is_comm(&D->steps[i]);
@@ -141,12 +138,12 @@ bool cg_overlap(cg_device *D, ap_arena *arena) {
     if (out[i].kind == CG_S_XCHG && out[i].half == CG_HALF_START)
       out[i].writes = 0;
   /* Starts up, in order, so each passes the ones above it that it may. */
-  for (int i = 0; i < n; i++)
+  for (int i = 0; move && i < n; i++)
     if (out[i].kind == CG_S_XCHG && out[i].half == CG_HALF_START)
       for (int j = i; j > 0 && start_passes(D, &out[j], &out[j - 1]); j--)
         swap(&out[j], &out[j - 1]);
   /* Finishes down, from the last. */
-  for (int i = n - 1; i >= 0; i--)
+  for (int i = n - 1; move && i >= 0; i--)
     if (out[i].kind == CG_S_XCHG && out[i].half == CG_HALF_FINISH)
       for (int j = i; j + 1 < n && finish_passes(D, &out[j], &out[j + 1]); j++)
         swap(&out[j], &out[j + 1]);

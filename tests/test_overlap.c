@@ -79,7 +79,7 @@ static const char *shape(fixture *F) {
   return s;
 }
 
-static void run(fixture *F) { cr_assert(cg_overlap(&F->D, F->arena)); }
+static void run(fixture *F) { cr_assert(cg_overlap(&F->D, F->arena, true)); }
 
 /* The send is posted right after its source is computed, the receive is
  * waited for right before its destination is read; independent kernels run
@@ -95,6 +95,22 @@ Test(overlap, start_after_producer_finish_before_reader) {
   kernel(&F, 4, 6, CG_PH_FORWARD);  /* the reader */
   run(&F);
   cr_assert_str_eq(shape(&F), "k1 S0 k2 k3 k5 F0 k6");
+  ap_arena_free(F.arena);
+}
+
+/* ACCPAR_NO_OVERLAP's form: exchanges stay at their readers, all-reduce
+ * runs are still split. */
+Test(overlap, without_moves_only_allreduce_runs_split) {
+  fixture F;
+  init(&F);
+  kernel(&F, -1, 1, CG_PH_BACKWARD);
+  kernel(&F, -1, 2, CG_PH_BACKWARD);
+  xchg(&F, 1, 4, 0, CG_PH_BACKWARD);
+  kernel(&F, 4, 6, CG_PH_BACKWARD);
+  allreduce(&F, 2, 1, CG_PH_GRADIENT);
+  allreduce(&F, 6, 2, CG_PH_GRADIENT);
+  cr_assert(cg_overlap(&F.D, F.arena, false));
+  cr_assert_str_eq(shape(&F), "k1 k2 X0 k6 s1 s2 f1 f2");
   ap_arena_free(F.arena);
 }
 
@@ -127,11 +143,9 @@ Test(overlap, the_source_and_the_phase_bound_the_moves) {
   ap_arena_free(F.arena);
 }
 
-/* A finish does not move past a blocking all-reduce half (every device must
- * finish all-reduces in one order), nor past a step with its tag; it may
- * move past an all-reduce start and past another exchange. Aliases count as
- * the buffer they alias. */
-Test(overlap, blocking_halves_tags_and_aliases) {
+/* A finish does not move past an all-reduce, nor past another exchange's
+ * half. Aliases count as the buffer they alias. */
+Test(overlap, allreduces_exchanges_and_aliases_stop_a_finish) {
   fixture F;
   init(&F);
   F.bufs[7] = (cg_buf){.st = CG_ALIAS, .alias_of = 4, .value = -1};
@@ -148,18 +162,18 @@ Test(overlap, blocking_halves_tags_and_aliases) {
   kernel(&F, -1, 1, CG_PH_FORWARD);
   xchg(&F, 1, 4, 5, CG_PH_FORWARD);
   kernel(&F, -1, 2, CG_PH_FORWARD);
-  xchg(&F, 2, 3, 5, CG_PH_FORWARD); /* the same tag (tags wrap) */
+  xchg(&F, 2, 3, 6, CG_PH_FORWARD);
   kernel(&F, -1, 8, CG_PH_FORWARD);
   kernel(&F, 4, 6, CG_PH_FORWARD);
   kernel(&F, 3, 9, CG_PH_FORWARD);
   run(&F);
-  cr_assert_str_eq(shape(&F), "k1 S5 k2 F5 S5 k8 k6 F5 k9");
+  cr_assert_str_eq(shape(&F), "k1 S5 k2 F5 S6 k8 k6 F6 k9");
   ap_arena_free(F.arena);
 }
 
-/* A finish passes another exchange's halves, and a start passes another's
- * finish unless that finish writes what the start sends. */
-Test(overlap, exchanges_pass_each_other_unless_they_feed_each_other) {
+/* Neither half passes another exchange's: every device calls the runtime
+ * in lowering's order. */
+Test(overlap, halves_never_pass_other_communication) {
   fixture F;
   init(&F);
   kernel(&F, -1, 1, CG_PH_FORWARD);
@@ -169,7 +183,7 @@ Test(overlap, exchanges_pass_each_other_unless_they_feed_each_other) {
   kernel(&F, 3, 9, CG_PH_FORWARD);
   kernel(&F, 2, 10, CG_PH_FORWARD);
   run(&F);
-  cr_assert_str_eq(shape(&F), "k1 S0 k8 X1 k9 F0 k10");
+  cr_assert_str_eq(shape(&F), "k1 S0 k8 F0 X1 k9 k10");
   ap_arena_free(F.arena);
 
   init(&F);

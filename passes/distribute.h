@@ -130,6 +130,15 @@ ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int de
  * (the node's output boxes). The same charge as fwd_bytes's. */
 void ap_dxfer_charge(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
                      double *bytes);
+/* Adds to bytes[d] what device d sends for the adjoint of forward transfer t
+ * in a training step: every piece's error back to the device that sent it,
+ * or the all-reduce of the error over box[d]. */
+void ap_dxfer_charge_adjoint(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box,
+                             int n_dev, double *bytes);
+/* Adds to bytes[d] what device d sends for t = dist->wgrad[v], the sum of a
+ * trainable weight's gradient over box[d] = ap_dist_weight_box(v, d). */
+void ap_dxfer_charge_sum(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
+                         double *bytes);
 
 int64_t ap_dbox_volume(int rank, const ap_dbox *b);
 bool ap_dbox_equal(int rank, const ap_dbox *a, const ap_dbox *b);

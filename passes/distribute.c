@@ -757,6 +757,42 @@ ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int de
   return whole_box(val);
 }
 
+void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box) {
+  const ap_value *val = &g->values[v];
+  size_t n = (size_t)dist->n_dev;
+  bool read = false;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *nd = &g->nodes[ni];
+    if (nd->dead || !dist->node[ni].in)
+      continue;
+    for (int i = 0; i < nd->n_in; i++) {
+      if (nd->in[i] != v)
+        continue;
+      const ap_dbox *b = &dist->node[ni].in[(size_t)i * n];
+      if (!read) { /* the first reader's box stands where no reader reads any */
+        memcpy(box, b, n * sizeof *box);
+        read = true;
+        continue;
+      }
+      for (size_t dev = 0; dev < n; dev++) {
+        ap_dbox *u = &box[dev];
+        if (ap_dbox_volume(val->rank, &b[dev]) == 0)
+          continue;
+        if (ap_dbox_volume(val->rank, u) == 0) {
+          *u = b[dev];
+          continue;
+        }
+        for (int a = 0; a < val->rank; a++) {
+          u->lo[a] = b[dev].lo[a] < u->lo[a] ? b[dev].lo[a] : u->lo[a];
+          u->hi[a] = b[dev].hi[a] > u->hi[a] ? b[dev].hi[a] : u->hi[a];
+        }
+      }
+    }
+  }
+  for (size_t dev = 0; dev < n && !read; dev++)
+    box[dev] = whole_box(val);
+}
+
 /* Whether the devices' boxes of the final output partition its rows: each
  * holds whole rows, no row twice, every row somewhere. */
 static bool rows_partitioned(const ap_value *y, const ap_dbox *held, int n) {
@@ -998,8 +1034,7 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
   for (int v = 0; v < g->n_values; v++) {
     if (!trainable[v])
       continue;
-    for (int dev = 0; dev < n; dev++)
-      box[dev] = ap_dist_weight_box(g, dist, v, dev);
+    ap_dist_weight_boxes(g, dist, v, box);
     if ((s = weight_sum(&x, v, box, &dist->wgrad[v])) != AP_OK)
       return s;
     if (dist->wgrad[v])

@@ -124,6 +124,9 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
  * box its readers on d read of it (a table tied to an LM head may be read
  * by rows and by columns), whole when no node reads it. */
 ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev);
+/* The same for every device at once, into box[n_dev]: one pass over the
+ * nodes, where a call per device passes over them once each. */
+void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box);
 
 /* Adds to bytes[d] what device d sends for the forward transfer t: its
  * pieces, or for an all-reduce of partial sums its share of summing box[d]

@@ -556,6 +556,15 @@ void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v
     ratio[i] = (double)take[i] / (double)n;
 }
 
+void ap_plan_level_ratio(const ap_plan *p, const ap_graph *g, int l, int cls, int v,
+                         double *ratio) {
+  if (p->level_ratio)
+    memcpy(ratio, p->level_ratio[l][(size_t)cls * p->n_vertices + v],
+           sizeof(double) * AP_MAX_CHILDREN);
+  else
+    ap_plan_ratio(p, g, &p->cls[l][cls], v, p->state[(size_t)l * p->n_vertices + v], ratio);
+}
+
 void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int v,
                             int s, ap_exchange *ex) {
   level_ctx x;
@@ -1802,29 +1811,6 @@ static int slot_item(const ap_plan *p, const ap_graph *g, int v, int ni, int i) 
   return v;
 }
 
-/* Whether the program's training step trains every layer's weight (its own,
- * or jointly with other readers), as the levels price it: a weight the
- * program does not train (ap_train_roles: one with no data, as a test
- * graph's or a light model's computed from shapes) leaves its layers
- * without a backward pass there, while the levels charge one. */
-static ap_status weights_train(const ap_plan *p, ap_graph *g, bool *all, ap_diag *d) {
-  ap_arena *keep = g->arena, *a = ap_arena_new();
-  if (!a)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  g->arena = a;
-  uint64_t *want;
-  bool *trainable;
-  ap_status st = ap_train_roles(g, &want, &trainable, d);
-  g->arena = keep;
-  *all = st == AP_OK;
-  for (int v = 0; v < p->n_vertices && *all; v++) {
-    const ap_vertex *vx = &p->v[v];
-    *all = vx->join || vx->weight_joint || (vx->weight >= 0 && trainable[vx->weight]);
-  }
-  ap_arena_free(a);
-  return st;
-}
-
 /* For each item, what device d sends for it in a training step as the
  * program sends it, minus what the levels charge it (spread evenly over a
  * child's devices, as comm_time assumes), into delta[item * N + d]; the
@@ -1835,27 +1821,38 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, N = p->dev.n_devices;
   ap_arena *keep = g->arena, *a = ap_arena_new();
   ap_plan *planned = g->plan;
+  const uint64_t *want = p->train_want;
   if (!a)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  g->arena = a;
-  g->plan = p;
-  uint64_t *want;
-  bool *trainable;
+  /* Every group's ratios, once: the distribution walks the levels for
+   * every device and port, and the levels' charges below need them too. */
+  bool ok = (p->level_ratio = ap_arena_array(a, (size_t)L, sizeof *p->level_ratio)) != NULL;
+  for (int l = 0; l < L && ok; l++) {
+    ok = (p->level_ratio[l] = ap_arena_array(a, (size_t)p->n_cls[l] * V + 1,
+                                              sizeof **p->level_ratio)) != NULL;
+    for (int ci = 0; ci < p->n_cls[l] && ok; ci++)
+      for (int v = 0; v < V; v++)
+        ap_plan_ratio(p, g, &p->cls[l][ci], v, p->state[(size_t)l * V + v],
+                      p->level_ratio[l][(size_t)ci * V + v]);
+  }
   ap_dist *dist = NULL;
-  ap_status st = ap_train_roles(g, &want, &trainable, d);
-  if (st == AP_OK)
-    st = ap_distribute_train(g, want, trainable, &dist, d);
-  g->arena = keep;
-  g->plan = planned;
+  ap_status st = AP_OK;
+  if (ok) {
+    g->arena = a;
+    g->plan = p;
+    st = ap_distribute_train(g, p->train_want, p->trainable, &dist, d);
+    g->arena = keep;
+    g->plan = planned;
+  }
   int *item_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *item_of);
   int *wvertex = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *wvertex);
   ap_dbox *box = ap_arena_array(a, (size_t)N, sizeof *box);
   child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
   child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
-  double(*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
-  if (st == AP_OK && (!item_of || !wvertex || !box || !vc || !ec || !ratio))
+  if (st == AP_OK && (!ok || !item_of || !wvertex || !box || !vc || !ec))
     st = ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   if (st != AP_OK) {
+    p->level_ratio = NULL;
     ap_arena_free(a);
     return st;
   }
@@ -1916,8 +1913,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
   for (int w = 0; w < g->n_values; w++) {
     if (!dist->wgrad || !dist->wgrad[w])
       continue;
-    for (int dv = 0; dv < N; dv++)
-      box[dv] = ap_dist_weight_box(g, dist, w, dv);
+    ap_dist_weight_boxes(g, dist, w, box);
     ap_dxfer_charge_sum(g, dist->wgrad[w], box, N, delta + (size_t)wvertex[w] * (size_t)N);
   }
   /* What the levels charge each item, as next_level does. */
@@ -1925,12 +1921,11 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     const uint8_t *stl = p->state + (size_t)l * V;
     for (int ci = 0; ci < p->n_cls[l]; ci++) {
       const ap_class *c = &p->cls[l][ci];
+      double(*ratio)[AP_MAX_CHILDREN] = p->level_ratio[l] + (size_t)ci * V;
       level_ctx x;
       ctx_init(&x, p, g, c);
-      for (int v = 0; v < V; v++) {
-        ap_plan_ratio(p, g, c, v, stl[v], ratio[v]);
+      for (int v = 0; v < V; v++)
         vertex_cost(&x, v, stl[v], ratio[v], true, &vc[v]);
-      }
       for (int jw = 0; jw < p->n_wjoint; jw++) {
         ap_exchange ex;
         double elems[AP_MAX_CHILDREN] = {0};
@@ -1954,6 +1949,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
       }
     }
   }
+  p->level_ratio = NULL;
   ap_arena_free(a);
   return AP_OK;
 }
@@ -1999,13 +1995,11 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
   p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
-  /* One level: what the levels charge is what the program sends. */
-  bool exact = L > 1 && N <= EXACT_MAX_DEVICES && !published_model(p);
-  if (exact) {
-    ap_status st = weights_train(p, g, &exact, d);
-    if (st != AP_OK)
-      return st;
-  }
+  /* One level: what the levels charge is what the program sends. Where the
+   * program does not train some layer's weight (layers_train), it runs no
+   * backward there while the levels charge one. */
+  bool exact =
+      L > 1 && N <= EXACT_MAX_DEVICES && !published_model(p) && p->layers_train;
   double *item_delta =
       exact ? ap_arena_array(a, (size_t)(V + E + 1) * (size_t)N, sizeof *item_delta) : NULL;
   if ((exact && !item_delta) || !p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||

@@ -1840,7 +1840,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
   if (ok) {
     g->arena = a;
     g->plan = p;
-    st = ap_distribute_train(g, p->train_want, p->trainable, &dist, d);
+    st = ap_distribute_train(g, want, p->trainable, &dist, d);
     g->arena = keep;
     g->plan = planned;
   }

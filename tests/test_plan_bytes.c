@@ -75,6 +75,16 @@ static int mismatches_on(const char *dir, int m, const char *array, const char *
                 "%d of %d devices differ", models[m], array, strategy,
                 train ? "step" : "forward", model, program,
                 program > 0 ? 100 * (model - program) / program : 0.0, bad, dv.n_devices);
+  /* comm_bytes, which the plan prints, sums the devices' step bytes (in
+   * another order: levels of three children leave thirds of bytes). */
+  ap_plan_summary sum;
+  cr_assert(ap_plan_get(g, &sum));
+  double off = sum.comm_bytes - model;
+  if (train && (off > 1e-9 * model || -off > 1e-9 * model)) {
+    cr_log_info("%s on %s with %s: comm_bytes %.0f, the devices' step bytes %.0f", models[m],
+                array, strategy, sum.comm_bytes, model);
+    bad++;
+  }
   ap_graph_free(g);
   return bad;
 }

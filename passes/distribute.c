@@ -757,6 +757,42 @@ ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int de
   return whole_box(val);
 }
 
+void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box) {
+  const ap_value *val = &g->values[v];
+  size_t n = (size_t)dist->n_dev;
+  bool read = false;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *nd = &g->nodes[ni];
+    if (nd->dead || !dist->node[ni].in)
+      continue;
+    for (int i = 0; i < nd->n_in; i++) {
+      if (nd->in[i] != v)
+        continue;
+      const ap_dbox *b = &dist->node[ni].in[(size_t)i * n];
+      if (!read) { /* the first reader's box stands where no reader reads any */
+        memcpy(box, b, n * sizeof *box);
+        read = true;
+        continue;
+      }
+      for (size_t dev = 0; dev < n; dev++) {
+        ap_dbox *u = &box[dev];
+        if (ap_dbox_volume(val->rank, &b[dev]) == 0)
+          continue;
+        if (ap_dbox_volume(val->rank, u) == 0) {
+          *u = b[dev];
+          continue;
+        }
+        for (int a = 0; a < val->rank; a++) {
+          u->lo[a] = b[dev].lo[a] < u->lo[a] ? b[dev].lo[a] : u->lo[a];
+          u->hi[a] = b[dev].hi[a] > u->hi[a] ? b[dev].hi[a] : u->hi[a];
+        }
+      }
+    }
+  }
+  for (size_t dev = 0; dev < n && !read; dev++)
+    box[dev] = whole_box(val);
+}
+
 /* Whether the devices' boxes of the final output partition its rows: each
  * holds whole rows, no row twice, every row somewhere. */
 static bool rows_partitioned(const ap_value *y, const ap_dbox *held, int n) {
@@ -879,13 +915,22 @@ static void charge_reversed(const ap_dxfer *t, const ap_value *v, double *bytes)
   }
 }
 
-static void charge_weight_sum(const ap_dxfer *t, const ap_value *v, const ap_dbox *box, int n,
-                              double *bytes) {
+void ap_dxfer_charge_adjoint(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box,
+                             int n_dev, double *bytes) {
+  if (t->kind == AP_DX_ALLREDUCE)
+    ap_dxfer_charge(g, t, box, n_dev, bytes);
+  else
+    charge_reversed(t, &g->values[t->value], bytes);
+}
+
+void ap_dxfer_charge_sum(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
+                         double *bytes) {
+  const ap_value *v = &g->values[t->value];
   if (t->kind == AP_DX_REDUCE) {
     charge_pieces(t, v, bytes);
     return;
   }
-  for (int d = 0; d < n; d++)
+  for (int d = 0; d < n_dev; d++)
     bytes[d] += (double)aprt_allreduce_bytes(t->n_group[d], ap_dbox_volume(v->rank, &box[d]),
                                               NULL, t->summand[d]);
 }
@@ -966,12 +1011,11 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
   if (!dist->wgrad || !box)
     return oom(&x);
   if (g->n_outputs > 0 && ap_value_shape_known(&g->values[g->outputs[0]])) {
-    const ap_value *y = &g->values[g->outputs[0]];
     if ((s = loss_boxes(&x, g->outputs[0])) != AP_OK)
       return s;
     if (dist->loss_xfer) {
-      charge_pieces(dist->loss_xfer, y, bytes);
-      charge_reversed(dist->loss_xfer, y, bytes);
+      ap_dxfer_charge(g, dist->loss_xfer, NULL, n, bytes);
+      ap_dxfer_charge_adjoint(g, dist->loss_xfer, NULL, n, bytes);
     }
   }
   for (int ni = 0; ni < g->n_nodes; ni++) {
@@ -981,26 +1025,20 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
       continue;
     for (int i = 0; i < n_->n_in && i < 64; i++)
       if ((want[ni] >> i & 1) && dn->xfer_in[i])
-        charge_reversed(dn->xfer_in[i], &g->values[n_->in[i]], bytes);
+        ap_dxfer_charge_adjoint(g, dn->xfer_in[i], NULL, n, bytes);
     uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
     if (!dn->reduce || !(want[ni] & ~bias))
       continue;
-    const ap_dxfer *t = dn->reduce;
-    if (t->kind == AP_DX_REDUCE)
-      charge_reversed(t, &g->values[t->value], bytes);
-    else
-      charge_reduction(&x, t, &dn->out[0], bytes);
+    ap_dxfer_charge_adjoint(g, dn->reduce, dn->out, n, bytes);
   }
   for (int v = 0; v < g->n_values; v++) {
     if (!trainable[v])
       continue;
-    const ap_value *val = &g->values[v];
-    for (int dev = 0; dev < n; dev++)
-      box[dev] = ap_dist_weight_box(g, dist, v, dev);
+    ap_dist_weight_boxes(g, dist, v, box);
     if ((s = weight_sum(&x, v, box, &dist->wgrad[v])) != AP_OK)
       return s;
     if (dist->wgrad[v])
-      charge_weight_sum(dist->wgrad[v], val, box, n, bytes);
+      ap_dxfer_charge_sum(g, dist->wgrad[v], box, n, bytes);
   }
   *out = dist;
   return AP_OK;

@@ -124,12 +124,24 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
  * box its readers on d read of it (a table tied to an LM head may be read
  * by rows and by columns), whole when no node reads it. */
 ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev);
+/* The same for every device at once, into box[n_dev]: one pass over the
+ * nodes, where a call per device passes over them once each. */
+void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box);
 
 /* Adds to bytes[d] what device d sends for the forward transfer t: its
  * pieces, or for an all-reduce of partial sums its share of summing box[d]
  * (the node's output boxes). The same charge as fwd_bytes's. */
 void ap_dxfer_charge(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
                      double *bytes);
+/* Adds to bytes[d] what device d sends for the adjoint of forward transfer t
+ * in a training step: every piece's error back to the device that sent it,
+ * or the all-reduce of the error over box[d]. */
+void ap_dxfer_charge_adjoint(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box,
+                             int n_dev, double *bytes);
+/* Adds to bytes[d] what device d sends for t = dist->wgrad[v], the sum of a
+ * trainable weight's gradient over box[d] = ap_dist_weight_box(v, d). */
+void ap_dxfer_charge_sum(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
+                         double *bytes);
 
 int64_t ap_dbox_volume(int rank, const ap_dbox *b);
 bool ap_dbox_equal(int rank, const ap_dbox *a, const ap_dbox *b);

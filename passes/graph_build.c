@@ -460,6 +460,14 @@ static ap_status gradient_sums(ap_plan *p, ap_graph *g, const bool *act, ap_diag
       return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
     p->wjoint[p->n_wjoint++] = j;
   }
+  p->train_want = want;
+  p->trainable = trainable;
+  p->layers_train = true;
+  for (int v = 0; v < p->n_vertices; v++) {
+    const ap_vertex *vx = &p->v[v];
+    p->layers_train &=
+        vx->join || vx->weight_joint || (vx->weight >= 0 && trainable[vx->weight]);
+  }
   /* The vertex computing graph output 0, which the loss reads by rows. */
   p->loss_vertex = -1;
   int y = g->n_outputs > 0 ? g->outputs[0] : -1;

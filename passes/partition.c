@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "passes/distribute.h"
 #include "passes/passes.h"
 #include "runtime/accpar_rt.h"
 
@@ -553,6 +554,15 @@ void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v
   }
   for (int i = 0; i < k; i++)
     ratio[i] = (double)take[i] / (double)n;
+}
+
+void ap_plan_level_ratio(const ap_plan *p, const ap_graph *g, int l, int cls, int v,
+                         double *ratio) {
+  if (p->level_ratio)
+    memcpy(ratio, p->level_ratio[l][(size_t)cls * p->n_vertices + v],
+           sizeof(double) * AP_MAX_CHILDREN);
+  else
+    ap_plan_ratio(p, g, &p->cls[l][cls], v, p->state[(size_t)l * p->n_vertices + v], ratio);
 }
 
 void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class *c, int v,
@@ -1777,6 +1787,173 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
   *bwd = elem * (gathers ? whole - held : need - meet);
 }
 
+/* Up to this many devices the chosen plan's bytes are the program's, device
+ * by device: the distribution (passes/distribute.c) is built for the plan
+ * and its transfers are priced, each on the vertex or edge whose cost it
+ * is. Building it takes the square of the device count per transfer, so
+ * beyond, the closed forms of finish price what they can (the sums every
+ * level makes, the loss's rows, edge_direct's edges) and the rest stays
+ * the levels' (docs/partition.md, "Approximations"). */
+enum { EXACT_MAX_DEVICES = 16 };
+
+/* The vertex or edge item (vertices 0..V-1, edges V..V+E-1, V+E: none)
+ * whose cost prices input slot i of node ni, read by vertex v: the edge
+ * bringing a vertex's activation port, else the vertex (a chain op's
+ * gather, a weight's slice). */
+static int slot_item(const ap_plan *p, const ap_graph *g, int v, int ni, int i) {
+  int V = p->n_vertices, E = p->n_edges;
+  if (v < 0)
+    return V + E;
+  if (p->v[v].node == ni)
+    for (int e = 0; e < E; e++)
+      if (p->e[e].to == v && p->v[v].port[p->e[e].port].value == g->nodes[ni].in[i])
+        return V + e;
+  return v;
+}
+
+/* For each item, what device d sends for it in a training step as the
+ * program sends it, minus what the levels charge it (spread evenly over a
+ * child's devices, as comm_time assumes), into delta[item * N + d]; the
+ * program's bytes per device into fwd[d] and step[d]. The distribution is
+ * built in a scratch arena, freed before returning. */
+static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, double *delta,
+                               double *fwd, double *step, ap_diag *d) {
+  int L = p->n_levels, V = p->n_vertices, E = p->n_edges, N = p->dev.n_devices;
+  ap_arena *keep = g->arena, *a = ap_arena_new();
+  ap_plan *planned = g->plan;
+  const uint64_t *want = p->train_want;
+  if (!a)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  /* Every group's ratios, once: the distribution walks the levels for
+   * every device and port, and the levels' charges below need them too. */
+  bool ok = (p->level_ratio = ap_arena_array(a, (size_t)L, sizeof *p->level_ratio)) != NULL;
+  for (int l = 0; l < L && ok; l++) {
+    ok = (p->level_ratio[l] = ap_arena_array(a, (size_t)p->n_cls[l] * V + 1,
+                                              sizeof **p->level_ratio)) != NULL;
+    for (int ci = 0; ci < p->n_cls[l] && ok; ci++)
+      for (int v = 0; v < V; v++)
+        ap_plan_ratio(p, g, &p->cls[l][ci], v, p->state[(size_t)l * V + v],
+                      p->level_ratio[l][(size_t)ci * V + v]);
+  }
+  ap_dist *dist = NULL;
+  ap_status st = AP_OK;
+  if (ok) {
+    g->arena = a;
+    g->plan = p;
+    st = ap_distribute_train(g, want, p->trainable, &dist, d);
+    g->arena = keep;
+    g->plan = planned;
+  }
+  int *item_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *item_of);
+  int *wvertex = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *wvertex);
+  ap_dbox *box = ap_arena_array(a, (size_t)N, sizeof *box);
+  child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
+  child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
+  if (st == AP_OK && (!ok || !item_of || !wvertex || !box || !vc || !ec))
+    st = ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  if (st != AP_OK) {
+    p->level_ratio = NULL;
+    ap_arena_free(a);
+    return st;
+  }
+  for (int dv = 0; dv < N; dv++) {
+    fwd[dv] = dist->fwd_bytes[dv];
+    step[dv] = dist->step_bytes[dv];
+  }
+  for (size_t q = 0; q < (size_t)(V + E + 1) * (size_t)N; q++)
+    delta[q] = 0;
+  /* Each node's vertex: its own, or the one whose chain op it is. */
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    item_of[ni] = -1;
+  for (int v = 0; v < V; v++) {
+    item_of[p->v[v].node] = v;
+    for (int k = 0; k < p->v[v].n_chain; k++)
+      item_of[p->v[v].chain[k].node] = v;
+  }
+  /* A weight's gradient sum is priced on its layer's row, a joint weight's
+   * on its first reader's (next_level). */
+  for (int w = 0; w < g->n_values; w++)
+    wvertex[w] = V + E;
+  for (int jw = 0; jw < p->n_wjoint; jw++)
+    wvertex[p->wjoint[jw].value] = p->wjoint[jw].r[0].vertex;
+  for (int v = 0; v < V; v++) {
+    if (p->v[v].weight >= 0 && wvertex[p->v[v].weight] == V + E)
+      wvertex[p->v[v].weight] = v;
+    for (int k = 0; k < p->v[v].n_wsum; k++)
+      if (wvertex[p->v[v].wsum[k].value] == V + E)
+        wvertex[p->v[v].wsum[k].value] = v;
+  }
+  /* The program's transfers, as ap_distribute_train charges them. */
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    const ap_dnode *dn = &dist->node[ni];
+    if (n->dead || !dn->xfer_in)
+      continue;
+    for (int i = 0; i < n->n_in; i++) {
+      if (!dn->xfer_in[i])
+        continue;
+      double *at = delta + (size_t)slot_item(p, g, item_of[ni], ni, i) * (size_t)N;
+      ap_dxfer_charge(g, dn->xfer_in[i], NULL, N, at);
+      if (i < 64 && (want[ni] >> i & 1))
+        ap_dxfer_charge_adjoint(g, dn->xfer_in[i], NULL, N, at);
+    }
+    if (!dn->reduce)
+      continue;
+    double *at = delta + (size_t)(item_of[ni] < 0 ? V + E : item_of[ni]) * (size_t)N;
+    ap_dxfer_charge(g, dn->reduce, dn->out, N, at);
+    uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
+    if (want[ni] & ~bias)
+      ap_dxfer_charge_adjoint(g, dn->reduce, dn->out, N, at);
+  }
+  if (dist->loss_xfer) {
+    double *at = delta + (size_t)(p->loss_vertex >= 0 ? p->loss_vertex : V + E) * (size_t)N;
+    ap_dxfer_charge(g, dist->loss_xfer, NULL, N, at);
+    ap_dxfer_charge_adjoint(g, dist->loss_xfer, NULL, N, at);
+  }
+  for (int w = 0; w < g->n_values; w++) {
+    if (!dist->wgrad || !dist->wgrad[w])
+      continue;
+    ap_dist_weight_boxes(g, dist, w, box);
+    ap_dxfer_charge_sum(g, dist->wgrad[w], box, N, delta + (size_t)wvertex[w] * (size_t)N);
+  }
+  /* What the levels charge each item, as next_level does. */
+  for (int l = 0; l < L; l++) {
+    const uint8_t *stl = p->state + (size_t)l * V;
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      const ap_class *c = &p->cls[l][ci];
+      double(*ratio)[AP_MAX_CHILDREN] = p->level_ratio[l] + (size_t)ci * V;
+      level_ctx x;
+      ctx_init(&x, p, g, c);
+      for (int v = 0; v < V; v++)
+        vertex_cost(&x, v, stl[v], ratio[v], true, &vc[v]);
+      for (int jw = 0; jw < p->n_wjoint; jw++) {
+        ap_exchange ex;
+        double elems[AP_MAX_CHILDREN] = {0};
+        joint_sum(&x, &p->wjoint[jw], stl, ratio, &ex);
+        add_exchange(&x, &ex, elem_bytes(g, p->wjoint[jw].value),
+                     &vc[p->wjoint[jw].r[0].vertex], elems, false);
+      }
+      for (int e = 0; e < E; e++) {
+        int u = p->e[e].from, w = p->e[e].to;
+        edge_cost(&x, e, stl[u], stl[w], ratio[u], ratio[w], &ec[e]);
+      }
+      for (int dv = 0; dv < N; dv++) {
+        if (dp->c[dv * L + l] != ci)
+          continue;
+        int i = dp->i[dv * L + l];
+        double m = dp->m[dv * L + l];
+        for (int v = 0; v < V; v++)
+          delta[(size_t)v * N + dv] -= vc[v].sent[i] / m;
+        for (int e = 0; e < E; e++)
+          delta[(size_t)(V + e) * N + dv] -= ec[e].sent[i] / m;
+      }
+    }
+  }
+  p->level_ratio = NULL;
+  ap_arena_free(a);
+  return AP_OK;
+}
+
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
   int N = p->dev.n_devices;
@@ -1818,19 +1995,26 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
   p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
-  if (!p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
+  /* One level: what the levels charge is what the program sends. Where the
+   * program does not train some layer's weight (layers_train), it runs no
+   * backward there while the levels charge one. */
+  bool exact =
+      L > 1 && N <= EXACT_MAX_DEVICES && !published_model(p) && p->layers_train;
+  double *item_delta =
+      exact ? ap_arena_array(a, (size_t)(V + E + 1) * (size_t)N, sizeof *item_delta) : NULL;
+  if ((exact && !item_delta) || !p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
       !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
       !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !gather[0] ||
       !gather[1] || !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int jw = 0; jw < p->n_wjoint; jw++)
-    if (L < 2 || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
+    if (L < 2 || exact || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
       joint_count[jw] = -1;
   int ns = 0;
   for (int v = 0; v < V; v++) {
     first_sum[v] = ns;
-    ns += L > 1 ? whole_sums(p, g, v, sums + ns) : 0;
+    ns += L > 1 && !exact ? whole_sums(p, g, v, sums + ns) : 0;
     /* A joint weight's sum is charged on its first reader's row (next_level). */
     for (int jw = 0; jw < p->n_wjoint; jw++)
       if (joint_count[jw] > 0 && p->wjoint[jw].r[0].vertex == v)
@@ -1850,7 +2034,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     if (!(loss_level[l] = ap_arena_array(a, (size_t)p->n_cls[l] * AP_MAX_CHILDREN + 1,
                                          sizeof **loss_level)))
       return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-  bool loss_whole = L > 1 && loss_levels_charged(p, g, ratio[0], loss_level);
+  bool loss_whole = L > 1 && !exact && loss_levels_charged(p, g, ratio[0], loss_level);
   for (int l = 0; l < L; l++)
     for (int q = 0; q < 4; q++) {
       size_t n_at = (size_t)p->n_cls[l] * AP_MAX_CHILDREN;
@@ -1860,7 +2044,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
         gather[q][l][at] = 0;
     }
   for (int e = 0; e < E; e++) {
-    direct[e] = L > 1 && edge_direct(p, g, e, ratio, gather[0], gather[1], &whole_read[e]);
+    direct[e] = L > 1 && !exact && edge_direct(p, g, e, ratio, gather[0], gather[1],
+                                               &whole_read[e]);
     for (int l = 0; l < L && direct[e]; l++)
       for (int at = 0; at < p->n_cls[l] * AP_MAX_CHILDREN; at++) {
         gather[2][l][at] += gather[0][l][at];
@@ -1912,6 +2097,14 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     loss_exact[dv] = loss_whole ? loss_bytes(p, g, dv) : 0;
     p->dev_step_bytes[dv] += loss_exact[dv];
   }
+  if (exact) {
+    ap_status st =
+        program_bytes(p, g, &dp, item_delta, p->dev_fwd_bytes, p->dev_step_bytes, d);
+    if (st != AP_OK)
+      return st;
+    for (size_t q = (size_t)V * N; q < (size_t)(V + E + 1) * (size_t)N; q++)
+      p->comm_bytes += item_delta[q]; /* a vertex's, with its row below */
+  }
   for (int e = 0; e < E; e++) {
     if (!direct[e])
       continue;
@@ -1944,7 +2137,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       worst_compute = fmax(worst_compute, compute[ci]);
     }
     int q0 = first_sum[v], q1 = first_sum[v + 1];
-    bool loss = loss_whole && v == p->loss_vertex, per_device = q1 > q0 || loss;
+    bool loss = loss_whole && v == p->loss_vertex, per_device = q1 > q0 || loss || exact;
     if (per_device) /* the levels' charges give way to the program's bytes */
       worst = 0;
     for (int q = q0; q < q1; q++)
@@ -1953,6 +2146,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     for (int dv = 0; dv < N && per_device; dv++) {
       int ci = p->dev_class[dv];
       double delta = loss ? loss_exact[dv] - loss_levels[dv] : 0;
+      if (exact)
+        delta += item_delta[(size_t)v * N + dv];
       for (int q = q0; q < q1; q++) {
         p->dev_fwd_bytes[dv] += sums[q].fwd * bytes[q][dv];
         p->dev_step_bytes[dv] += sums[q].step * bytes[q][dv];
@@ -1967,8 +2162,13 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   }
   for (int e = 0; e < E; e++) {
     double worst = direct[e] ? edge_worst[e] : 0;
-    for (int ci = 0; ci < nl && !direct[e]; ci++)
+    for (int ci = 0; ci < nl && !direct[e] && !exact; ci++)
       worst = fmax(worst, p->cls[L][ci].acc_e[e]);
+    for (int dv = 0; dv < N && exact; dv++) {
+      const ap_class *c = &p->cls[L][p->dev_class[dv]];
+      worst = fmax(worst, c->acc_e[e] + item_delta[(size_t)(V + e) * N + dv] /
+                                            p->dev.kinds[c->g.kind].link_bw_bytes_s);
+    }
     p->row_time_s[p->e[e].to] += worst; /* a conversion shows on its consumer's row */
   }
   for (int v = 0; v < V; v++)

@@ -175,6 +175,14 @@ typedef struct ap_plan {
   int loss_map[2];              /* where its output dims are in graph output 0; -1: gathered */
   ap_wjoint *wjoint;            /* the weights summed jointly for their readers */
   int n_wjoint;
+  bool layers_train;            /* a training step trains every layer's weight, its own or
+                                   jointly (ap_train_roles); not one without data (a test
+                                   graph's, a light model's computed from shapes) */
+  uint64_t *train_want;         /* ap_train_roles's, for the graph the plan was built on */
+  bool *trainable;
+  double (**level_ratio)[AP_MAX_CHILDREN]; /* [n_levels][class * n_vertices + v]: the
+                                   ratio of v's state in a group of the class, while
+                                   finish prices the plan as the program runs; or NULL */
   const uint8_t *fixed;         /* [n_levels][n_vertices]: the one state (type + 3 * ratio rule)
                                    a plan read back allows each vertex; or NULL */
 } ap_plan;
@@ -193,6 +201,10 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d);
 /* Child i's ratio for vertex v in state s in a group of class c. */
 void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v, int s,
                    double *ratio);
+/* The ratio of vertex v in its state at level l in a group of class cls
+ * (from level_ratio when set). */
+void ap_plan_level_ratio(const ap_plan *p, const ap_graph *g, int l, int cls, int v,
+                         double *ratio);
 /* The layout of vertex v's port in state s (partial sums as they are
  * produced: the output of type II, the input error of type III). */
 ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const double *ratio);

@@ -57,7 +57,7 @@ static void walk_levels(const ap_plan *p, const ap_graph *g, int v, int dev, con
 static ap_layout port_layout_at(const ap_plan *p, const ap_graph *g, int v, int level, int cls,
                                 int k, int s, int port) {
   double ratio[AP_MAX_CHILDREN], pr[AP_MAX_CHILDREN];
-  ap_plan_ratio(p, g, &p->cls[level][cls], v, s, ratio);
+  ap_plan_level_ratio(p, g, level, cls, v, ratio);
   ap_plan_port_ratio(p, g, p->cls[level][cls].ext + 2 * p->v[v].ext_base, v, port, s, k, ratio,
                      pr);
   return ap_plan_port_layout(p, v, port, s, pr);
@@ -74,7 +74,7 @@ static ap_layout weight_layout_at(const ap_plan *p, const ap_graph *g, int v, in
     lay.kind = AP_LAYOUT_SPLIT;
     lay.dim = vx->w_dim[type - 1];
     lay.unit = type == 1 ? vx->port[1].unit[1] : vx->port[0].unit[1];
-    ap_plan_ratio(p, g, &p->cls[level][cls], v, s, lay.ratio);
+    ap_plan_level_ratio(p, g, level, cls, v, lay.ratio);
   }
   return lay;
 }

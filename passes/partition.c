@@ -282,48 +282,73 @@ static double gemm_packing_floats(bool gemm, bool first, double rows, double k, 
   return 3 * (k * n * (first ? 1 : 2) + rows * (gemm ? k : n));
 }
 
-/* The same for a convolution, whose B operands are the column matrix
- * (forward, weight gradient) and the output's error (backward data), for
- * the device's box (batch n, input channels c, output channels m) of
- * convolution `whole` with the algorithm the kernel library picks for that
- * box (apk_conv2d_choose). Per column matrix element: the implicit packing
- * loads the input and stores the panel the micro-kernel loads (3); forming
- * the matrix whole adds its store and load (5); backward data stores the
- * product and adds it into the input's error, loaded and stored (2, plus the
- * matrix's store and load when formed whole, and the error's zeroing).
- * Winograd stores and loads 4x4 transformed tiles per 2x2 output tile on
- * both sides. A pointwise convolution's column matrix is its input. The
- * column matrix covers the device's whole input: splitting the output
+/* Seconds of a convolution's kernels in a training step (forward, backward
+ * data unless the input is a graph input, backward weights) for the
+ * device's box (batch n, input channels c, output channels m) of
+ * convolution `whole`, each with the algorithm the kernel library picks for
+ * that box (apk_conv2d_choose), priced as what it runs:
+ * - the GEMM's products at peak_flops; Winograd's are its own, 16 products
+ *   of m x c per 2x2 tile, plus its 4x4 transformed tiles stored and loaded
+ *   on both sides at the memory bandwidth;
+ * - the lowering of the column matrix (implicit forward and backward
+ *   weights, block by block; backward data's col2im pass after the GEMM
+ *   wrote the matrix whole): lower_row_s per row of the matrix (one output
+ *   row of one tap) and per float lower_float_s, or lower_gather_s where the
+ *   stride is not 1. The lowering's copy runs on short rows that stay in
+ *   the caches, far from the memcpy rate of mem_bw (docs/partition.md).
+ *   Backward weights then transposes each float into the GEMM's panel (one
+ *   access at mem_bw); backward data first zeroes the input's error;
+ * - a pointwise convolution's column matrix is its input, which the GEMM
+ *   packs as gemm_packing_floats counts (3 accesses per element);
+ * - one input channel (apk_conv2d_is_direct): forward and backward weights
+ *   are direct loops at direct_flops, lowering nothing.
+ * A device file without the lowering's figures prices a float as a load and
+ * a store at mem_bw, no cost per row, and the direct loops at peak_flops.
+ * The column matrix covers the device's whole input: splitting the output
  * channels leaves every device lowering all of it. */
-static double conv_packing_floats(const apk_conv2d *whole, bool first, int64_t n, int64_t c,
-                                  int64_t m) {
+static double conv_kernels_s(const apk_conv2d *whole, bool first, int64_t n, int64_t c,
+                             int64_t m, const ap_device_kind *dk) {
   if (n <= 0 || c <= 0 || m <= 0)
     return 0;
   apk_conv2d p = *whole;
   p.batch = (int)n;
   p.in_channels = (int)c;
   p.out_channels = (int)m;
+  double float_s = dk->lower_float_s > 0 ? dk->lower_float_s : 8 / dk->mem_bw_bytes_s;
+  double gather_s = dk->lower_gather_s > 0 ? dk->lower_gather_s : float_s;
+  double direct_flops = dk->direct_flops > 0 ? dk->direct_flops : dk->peak_flops;
+  double access_s = 4 / dk->mem_bw_bytes_s; /* one float loaded or stored */
   bool pointwise = p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
                    p.pad_top == 0 && p.pad_left == 0 && p.pad_bottom == 0 && p.pad_right == 0;
   double oh = apk_conv2d_out_h(&p), ow = apk_conv2d_out_w(&p);
-  double col = (double)n * (double)c * p.kernel_h * p.kernel_w * oh * ow;
+  double taps = (double)p.kernel_h * p.kernel_w;
+  double rows = (double)n * (double)c * taps * oh, col = rows * ow;
+  double lowering = rows * dk->lower_row_s + col * (p.stride_w == 1 ? float_s : gather_s);
   double x = (double)n * (double)c * p.in_h * p.in_w, dy = (double)n * (double)m * oh * ow;
-  double floats = 0;
+  double products = 2 * dy * (double)(c / p.groups) * taps; /* FLOPs of one kernel */
+  double t = 0;
   for (int k = APK_CONV_FORWARD; k <= APK_CONV_BACKWARD_WEIGHTS; k++) {
     if (k == APK_CONV_BACKWARD_DATA && first)
       continue;
     apk_conv_algo a = apk_conv2d_choose(&p, (apk_conv_kernel)k);
     if (a == APK_CONV_WINOGRAD) {
       bool fwd = k == APK_CONV_FORWARD;
-      double th = ceil((fwd ? oh : p.in_h) / 2), tw = ceil((fwd ? ow : p.in_w) / 2);
-      floats += 2 * 16 * (double)n * th * tw * (double)(c + m);
+      double tiles = (double)n * ceil((fwd ? oh : p.in_h) / 2) * ceil((fwd ? ow : p.in_w) / 2);
+      t += 2 * 16 * tiles * (double)c * (double)m / dk->peak_flops +
+           2 * 16 * tiles * (double)(c + m) * access_s;
+    } else if (a == APK_CONV_IMPLICIT && k != APK_CONV_BACKWARD_DATA &&
+               apk_conv2d_is_direct(&p)) {
+      t += products / direct_flops;
+    } else if (pointwise) {
+      t += products / dk->peak_flops + 3 * (k == APK_CONV_BACKWARD_DATA ? dy : col) * access_s;
     } else if (k == APK_CONV_BACKWARD_DATA) {
-      floats += 3 * dy + (pointwise ? 0 : a == APK_CONV_IM2COL ? 4 * col + x : 2 * col);
+      t += products / dk->peak_flops + lowering + x * access_s;
     } else {
-      floats += a == APK_CONV_IM2COL && !pointwise ? 5 * col : 3 * col;
+      t += products / dk->peak_flops + lowering +
+           (k == APK_CONV_BACKWARD_WEIGHTS || a == APK_CONV_IM2COL ? col * access_s : 0);
     }
   }
-  return floats;
+  return t;
 }
 
 /* Seconds per output element of node n's transcendental functions in a
@@ -370,21 +395,21 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
     double fb = (double)ext[2] / full(g, in->value, in->dim[0]);
     double fi = (double)ext[3] / full(g, in->value, in->dim[1]);
     fr = fb * fi * f0[1];
-    t += vx->flops * fr / (count * dk->peak_flops) +
-         vx->traffic * fr / (count * dk->mem_bw_bytes_s);
-    double packed;
     if (vx->conv) {
-      packed = conv_packing_floats(vx->conv, vx->first, ext[2], ext[3], ext[1]);
+      t += vx->traffic * fr / (count * dk->mem_bw_bytes_s) +
+           conv_kernels_s(vx->conv, vx->first, ext[2], ext[3], ext[1], dk) / count;
     } else {
+      t += vx->flops * fr / (count * dk->peak_flops) +
+           vx->traffic * fr / (count * dk->mem_bw_bytes_s);
       const ap_value *xv = &g->values[in->value];
       const ap_port *out = &vx->port[0];
       double rows = (double)ap_numel(xv->rank, xv->dims) / full(g, in->value, in->dim[1]) * fb;
-      packed = vx->flops > 0 ? gemm_packing_floats(g->nodes[vx->node].op == AP_OP_GEMM,
-                                                    vx->first, rows, (double)ext[3],
-                                                    out->dim[1] >= 0 ? (double)ext[1] : 1)
-                             : 0;
+      double packed = vx->flops > 0 ? gemm_packing_floats(g->nodes[vx->node].op == AP_OP_GEMM,
+                                                           vx->first, rows, (double)ext[3],
+                                                           out->dim[1] >= 0 ? (double)ext[1] : 1)
+                                    : 0;
+      t += packed * elem_bytes(g, in->value) / (count * dk->mem_bw_bytes_s);
     }
-    t += packed * elem_bytes(g, in->value) / (count * dk->mem_bw_bytes_s);
   } else {
     double traffic = 0;
     for (int port = 0; port < vx->n_ports; port++) {

@@ -229,10 +229,13 @@ static ap_status read_devices(const loader *x, const jval *list, ap_devices *dv)
                         "device kind '%s' has no number \"%s\"", dk->name, figures[f]);
       *field[f] = num->num;
     }
-    /* Plans written before the transcendentals were priced lack them: 0, unpriced. */
-    static const char *const optional[] = {"exp_s", "tanh_s"};
-    double *ofield[] = {&dk->exp_s, &dk->tanh_s};
-    for (int f = 0; f < 2; f++) {
+    /* Plans written before the transcendentals and the convolutions' lowering
+     * were priced lack them: 0, as in a device file. */
+    static const char *const optional[] = {"exp_s",         "tanh_s",         "lower_row_s",
+                                           "lower_float_s", "lower_gather_s", "direct_flops"};
+    double *ofield[] = {&dk->exp_s,         &dk->tanh_s,          &dk->lower_row_s,
+                        &dk->lower_float_s, &dk->lower_gather_s, &dk->direct_flops};
+    for (int f = 0; f < 6; f++) {
       const jval *num = member(list->item[k], optional[f]);
       if (num && (num->kind != J_NUM || !(num->num >= 0) || isinf(num->num)))
         return ap_error(x->d, AP_ERR_INVALID, x->file, NULL, NULL,

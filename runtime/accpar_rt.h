@@ -336,6 +336,16 @@ typedef struct aprt_calibrate_kernels {
   size_t (*sgemm_work_floats)(int m, int n, int k);
   void (*tanh_n)(float *y, const float *x, size_t n); /* y = tanh(x), the element-wise
                                                           loops' form */
+  /* The convolutions' lowering (apk_im2col): one image's column matrix of
+   * channels x size x size under a k x k kernel at stride and pad. */
+  void (*im2col)(int channels, int size, int k, int stride, int pad, const float *x,
+                 float *col);
+  /* One input channel, m output channels, a k x k kernel on batch images of
+   * size x size: the forward kernel then backward weights (the direct loops
+   * where the kernels take them), work of conv1_work_floats floats. */
+  void (*conv1)(int batch, int size, int k, int m, const float *x, const float *w, float *y,
+                float *dw, float *work);
+  size_t (*conv1_work_floats)(int batch, int size, int k, int m);
 } aprt_calibrate_kernels;
 int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k);
 

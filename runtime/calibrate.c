@@ -18,6 +18,14 @@
  *                    per logit (twice) and Softmax's float loop per element
  *   tanh_s           one element of the element-wise loops' vectorised tanh
  *                    (apk_tanhf, which GELU's tanh form and Tanh call)
+ *   lower_row_s      the convolutions' lowering (apk_im2col, one image's
+ *   lower_float_s    column matrix, which stays in the caches): its time per
+ *                    row (one output row of one tap) and per float, from
+ *                    rows of 8 and of 64 contiguous floats
+ *   lower_gather_s   per float of rows gathered at stride 2, their row cost
+ *                    taken out
+ *   direct_flops     the one-input-channel convolution's forward and
+ *                    backward-weights kernels (direct loops), FLOP/s
  *   mem_bytes        physical memory over the processors online (devices
  *                    that are threads of one host share it)
  * The compute, memory and transcendental figures are each the fastest of
@@ -177,6 +185,71 @@ static void tanh_time(const aprt_calibrate_kernels *k, double quantum_s, double 
   }
 }
 
+/* ---- the convolutions' lowering ---- */
+
+/* Seconds per row of apk_im2col's column matrix of one image, channels x
+ * size x size under a 3x3 kernel at stride and pad 1, per sample. */
+static int lowering_time(const aprt_calibrate_kernels *k, int channels, int size, int stride,
+                         double quantum_s, double *per) {
+  int out = (size + 2 - 3) / stride + 1;
+  size_t rows = (size_t)channels * 9 * (size_t)out;
+  float *x = calloc((size_t)channels * size * size, sizeof *x);
+  float *col = malloc(rows * (size_t)out * sizeof *col);
+  int ok = x && col;
+  if (ok) {
+    k->im2col(channels, size, 3, stride, 1, x, col); /* warm-up */
+    for (int s = 0; s < SAMPLES; s++) {
+      long reps = 0;
+      double t0 = cpu_s(), t;
+      do {
+        k->im2col(channels, size, 3, stride, 1, x, col);
+        __asm__ volatile("" : : "r"(col) : "memory");
+        reps++;
+      } while ((t = cpu_s() - t0) < quantum_s);
+      per[s] = t / ((double)reps * (double)rows);
+    }
+  }
+  free(x);
+  free(col);
+  return ok;
+}
+
+/* FLOP/s of the one-input-channel convolution's forward and backward
+ * weights (2 x 2 m OH OW k k per image), per sample: 8 MNIST-sized images,
+ * 5x5, 8 output channels. */
+static int direct_rate(const aprt_calibrate_kernels *k, double quantum_s, double *rate) {
+  enum { BATCH = 8, SIZE = 28, KERNEL = 5, M = 8, OUT = SIZE - KERNEL + 1 };
+  float *x = malloc((size_t)BATCH * SIZE * SIZE * sizeof *x);
+  float *w = malloc((size_t)M * KERNEL * KERNEL * sizeof *w);
+  float *y = malloc((size_t)BATCH * M * OUT * OUT * sizeof *y);
+  float *dw = malloc((size_t)M * KERNEL * KERNEL * sizeof *dw);
+  float *work = malloc(k->conv1_work_floats(BATCH, SIZE, KERNEL, M) * sizeof *work + 64);
+  int ok = x && w && y && dw && work;
+  if (ok) {
+    for (int i = 0; i < BATCH * SIZE * SIZE; i++)
+      x[i] = (float)(i % 11) * 0.01f;
+    for (int i = 0; i < M * KERNEL * KERNEL; i++)
+      w[i] = (float)(i % 5) * 0.02f;
+    k->conv1(BATCH, SIZE, KERNEL, M, x, w, y, dw, work); /* warm-up */
+    double flop = 2.0 * 2.0 * BATCH * M * OUT * OUT * KERNEL * KERNEL;
+    for (int s = 0; s < SAMPLES; s++) {
+      long reps = 0;
+      double t0 = cpu_s(), t;
+      do {
+        k->conv1(BATCH, SIZE, KERNEL, M, x, w, y, dw, work);
+        reps++;
+      } while ((t = cpu_s() - t0) < quantum_s);
+      rate[s] = flop * (double)reps / t;
+    }
+  }
+  free(x);
+  free(w);
+  free(y);
+  free(dw);
+  free(work);
+  return ok;
+}
+
 /* ---- the threads transport ---- */
 
 typedef struct pingpong {
@@ -237,7 +310,8 @@ static int one_way(size_t bytes, int trips, double *t, char *err, size_t err_len
 
 static int write_file(const char *path, const char *name, figure flops, figure bw,
                       double mem_bytes, figure link_bw, figure latency, figure exp_t,
-                      figure tanh_t, char *err, size_t err_len) {
+                      figure tanh_t, figure row, figure flt, figure gather, figure direct,
+                      char *err, size_t err_len) {
   size_t len = strlen(path) + 8;
   char *tmp = malloc(len);
   if (!tmp) {
@@ -269,11 +343,20 @@ static int write_file(const char *path, const char *name, figure flops, figure b
           "# libm exp in double, per call (the loss, Softmax); spread %.0f%%\n"
           "exp_s = %.4g\n"
           "# the kernels' vectorised tanh, per element (GELU, Tanh); spread %.0f%%\n"
-          "tanh_s = %.4g\n",
+          "tanh_s = %.4g\n"
+          "# apk_im2col, per row of the column matrix (rows of 8 floats); spread %.0f%%\n"
+          "lower_row_s = %.4g\n"
+          "# apk_im2col, per float beyond the row's (rows of 64 floats); spread %.0f%%\n"
+          "lower_float_s = %.4g\n"
+          "# apk_im2col, per float of rows at stride 2; spread %.0f%%\n"
+          "lower_gather_s = %.4g\n"
+          "# one input channel's forward and backward weights, FLOP/s; spread %.0f%%\n"
+          "direct_flops = %.4g\n",
           SAMPLES, name, 100 * flops.spread, flops.value, 100 * bw.spread, bw.value,
           mem_bytes, 100 * link_bw.spread, link_bw.value, 100 * latency.spread,
           latency.value, 100 * exp_t.spread, exp_t.value, 100 * tanh_t.spread,
-          tanh_t.value);
+          tanh_t.value, 100 * row.spread, row.value, 100 * flt.spread, flt.value,
+          100 * gather.spread, gather.value, 100 * direct.spread, direct.value);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
@@ -334,6 +417,23 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   figure exp_t = fastest(samples, SAMPLES, 0);
   tanh_time(k, quantum_s, samples);
   figure tanh_t = fastest(samples, SAMPLES, 0);
+  /* The lowering: per row of 8 floats (short) and of 64 (long) at stride 1,
+   * and of 16 gathered at stride 2; a row's cost and a float's follow from
+   * the first two, a gathered float's from the third less a row's cost. */
+  double short_rows[SAMPLES], long_rows[SAMPLES], gather_rows[SAMPLES];
+  if (!lowering_time(k, 16, 8, 1, quantum_s, short_rows) ||
+      !lowering_time(k, 4, 64, 1, quantum_s, long_rows) ||
+      !lowering_time(k, 16, 32, 2, quantum_s, gather_rows) || !direct_rate(k, quantum_s, samples)) {
+    fprintf(stderr, "calibrate: out of memory\n");
+    return 1;
+  }
+  figure direct = fastest(samples, SAMPLES, 1);
+  figure t8 = fastest(short_rows, SAMPLES, 0), t64 = fastest(long_rows, SAMPLES, 0);
+  figure t16 = fastest(gather_rows, SAMPLES, 0);
+  /* Noise could make a figure 0 or less, which a device file reads as absent. */
+  figure flt = {fmax((t64.value - t8.value) / (64 - 8), 1e-13), t64.spread};
+  figure row = {fmax(t8.value - 8 * flt.value, 1e-12), t8.spread};
+  figure gather = {fmax((t16.value - row.value) / 16, flt.value), t16.spread};
   double small[SAMPLES], large[SAMPLES];
   if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, small, err, sizeof err) ||
       !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, large, err, sizeof err)) {
@@ -351,16 +451,19 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   long procs = sysconf(_SC_NPROCESSORS_ONLN);
   double mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 4294967296.0;
   mem_bytes /= procs > 0 ? (double)procs : 1.0;
-  if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, exp_t, tanh_t, err,
-                  sizeof err)) {
+  if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, exp_t, tanh_t, row, flt,
+                  gather, direct, err, sizeof err)) {
     fprintf(stderr, "calibrate: %s\n", err);
     return 1;
   }
   printf("peak_flops %.4g FLOP/s (spread %.0f%%), mem_bw %.4g B/s (%.0f%%), "
          "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%), exp %.3g s (%.0f%%), "
-         "tanh %.3g s (%.0f%%)\n",
+         "tanh %.3g s (%.0f%%), lowering %.3g s/row (%.0f%%) %.3g s/float (%.0f%%) "
+         "%.3g s/gathered float (%.0f%%), direct %.4g FLOP/s (%.0f%%)\n",
          flops.value, 100 * flops.spread, bw.value, 100 * bw.spread, link_bw.value,
          100 * link_bw.spread, latency.value, 100 * latency.spread, exp_t.value,
-         100 * exp_t.spread, tanh_t.value, 100 * tanh_t.spread);
+         100 * exp_t.spread, tanh_t.value, 100 * tanh_t.spread, row.value, 100 * row.spread,
+         flt.value, 100 * flt.spread, gather.value, 100 * gather.spread, direct.value,
+         100 * direct.spread);
   return 0;
 }

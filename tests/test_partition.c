@@ -210,6 +210,45 @@ static ap_plan_summary plan(const ap_devices *dv, ap_strategy s, ap_cost_mode co
   return sum;
 }
 
+/* The compute time of one device of kind k running the graph G. */
+static double one_device_compute_s(ap_device_kind k) {
+  ap_devices dv = array_of(1, &k);
+  return plan(&dv, AP_STRATEGY_DP, AP_COST_TIME).compute_time_s;
+}
+
+/* A convolution's kernels are priced as they run (docs/partition.md, "Cost
+ * model"): a one-input-channel layer's forward and backward weights as the
+ * direct loops, at direct_flops, lowering nothing; another's lowering per
+ * row of its column matrix. Both layers read the graph input: no backward
+ * data. */
+Test(cost, convolution_lowering_and_direct_loops_are_priced_apart) {
+  new_graph();
+  int64_t d1[4] = {8, 1, 28, 28};
+  finish_graph(conv(input(4, d1), 8, 5, 1, 0)); /* 24x24 out, 25 taps */
+  ap_device_kind k = round_kind("k", 1e9);
+  double products = 2.0 * 8 * 8 * 24 * 24 * 25; /* FLOPs of one kernel */
+  k.direct_flops = 2e9;
+  double slow = one_device_compute_s(k);
+  k.direct_flops = 4e9;
+  double fast = one_device_compute_s(k);
+  cr_expect_float_eq(slow - fast, 2 * products * (1 / 2e9 - 1 / 4e9), 1e-12 * slow);
+  k.lower_row_s = 1e-6;
+  cr_expect_float_eq(one_device_compute_s(k), fast, 1e-12 * fast, "the direct loops lower nothing");
+  drop_graph();
+
+  new_graph();
+  int64_t d4[4] = {8, 4, 28, 28};
+  finish_graph(conv(input(4, d4), 8, 5, 1, 0));
+  k = round_kind("k", 1e9);
+  k.lower_row_s = 1e-9;
+  double cheap = one_device_compute_s(k);
+  k.lower_row_s = 3e-9;
+  double rows = 8.0 * 4 * 25 * 24; /* batch x channels x taps x output rows */
+  cr_expect_float_eq(one_device_compute_s(k) - cheap, 2 * rows * 2e-9, 1e-12 * cheap,
+                     "forward and backward weights each lower every row once");
+  drop_graph();
+}
+
 /* ---- layouts: the published tables ---- */
 
 /* Layouts of one level of two groups at ratio 1/2, tensors of rows B and
@@ -416,12 +455,19 @@ Test(devices, device_file) {
   /* A file without the transcendentals (written before they were priced)
    * leaves them free; one with them sets them. */
   cr_expect_eq(dv.kinds[0].exp_s, 0);
+  cr_expect_eq(dv.kinds[0].lower_row_s, 0);
+  cr_expect_eq(dv.kinds[0].direct_flops, 0);
   f = fopen(path, "a");
-  fprintf(f, "exp_s = 5e-9\ntanh_s = 6e-10\n");
+  fprintf(f, "exp_s = 5e-9\ntanh_s = 6e-10\nlower_row_s = 6e-9\nlower_float_s = 4e-11\n"
+             "lower_gather_s = 3.5e-10\ndirect_flops = 4.6e10\n");
   fclose(f);
   cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK, "%s", d.message);
   cr_expect_eq(dv.kinds[0].exp_s, 5e-9);
   cr_expect_eq(dv.kinds[0].tanh_s, 6e-10);
+  cr_expect_eq(dv.kinds[0].lower_row_s, 6e-9);
+  cr_expect_eq(dv.kinds[0].lower_float_s, 4e-11);
+  cr_expect_eq(dv.kinds[0].lower_gather_s, 3.5e-10);
+  cr_expect_eq(dv.kinds[0].direct_flops, 4.6e10);
   f = fopen(path, "w");
   fprintf(f, "name = toy\npeak_flops = fast\n");
   fclose(f);

@@ -386,7 +386,7 @@ __attribute__((always_inline)) void apk_spec_col2im(const apk_conv2d *p, const a
  * backward weights masks them out. */
 enum { APK_DIRECT_MB = 8, APK_DIRECT_TAPS_MAX = 49 };
 
-static int apk_conv2d_is_direct(const apk_conv2d *p)
+APK_API int apk_conv2d_is_direct(const apk_conv2d *p)
 {
   return p->groups == 1 && p->in_channels == 1 && p->kernel_h * p->kernel_w <= APK_DIRECT_TAPS_MAX &&
          p->stride_h == 1 && p->stride_w == 1 && p->dilation_h == 1 && p->dilation_w == 1 &&

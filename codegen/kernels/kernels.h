@@ -168,6 +168,10 @@ APK_API apk_conv_algo apk_conv2d_choose(const apk_conv2d *p, apk_conv_kernel whi
  * (apk_conv2d_pack_weights, apk_conv2d_forward_packed): Winograd on fewer
  * tiles than apk_conv2d_choose, whose rule counts the weight transform. */
 APK_API apk_conv_algo apk_conv2d_choose_packed(const apk_conv2d *p);
+/* 1 if APK_CONV_IMPLICIT's forward and backward weights of p (weights not
+ * packed) are the direct loops of one input channel, which lower nothing:
+ * the cost model prices them apart (passes/partition.c). */
+APK_API int apk_conv2d_is_direct(const apk_conv2d *p);
 
 /* Workspace (in floats) the three convolution kernels need for p, each with
  * the algorithm apk_conv2d_choose picks. */

@@ -32,6 +32,11 @@ typedef struct ap_device_kind {
   double link_latency_s;         /* per message, seconds */
   double exp_s;                  /* one exp in double (the loss, Softmax), seconds; 0: free */
   double tanh_s;                 /* one element of a vectorised tanh (GELU, Tanh), seconds */
+  /* The convolutions' lowering (docs/partition.md, "Cost model"); 0: absent */
+  double lower_row_s;            /* per row of the column matrix (a tap's output row), seconds */
+  double lower_float_s;          /* per float of a contiguous row, beyond the row's cost */
+  double lower_gather_s;         /* per float of a strided row (stride > 1) */
+  double direct_flops;           /* FLOP/s of the one-input-channel direct convolution */
   int count;                     /* devices of this kind in the array */
 } ap_device_kind;
 
@@ -51,7 +56,8 @@ AP_API const char *const *ap_device_preset_names(void);
 AP_API ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
 /* Reads one device file: "key = value" lines (name, peak_flops,
  * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s, and optionally
- * exp_s and tanh_s, 0 when absent; # comments). */
+ * exp_s, tanh_s, lower_row_s, lower_float_s, lower_gather_s and
+ * direct_flops, 0 when absent; # comments). */
 AP_API ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
 
 typedef enum ap_strategy {

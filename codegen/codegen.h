@@ -422,7 +422,7 @@ static inline int cg_buf_root(const cg_device *D, int b) {
  * split. false: out of memory. */
 bool cg_overlap(cg_device *D, ap_arena *arena, bool move);
 
-/* ---- fuse.c: fusion in inference programs ---------------------------------- */
+/* ---- fuse.c: fusion ------------------------------------------------------------ */
 
 /* One operator a convolution's epilogue applies (fuse.c). */
 typedef enum cg_epi_kind {
@@ -498,12 +498,13 @@ typedef struct cg_fusion {
   int n_fused;        /* operators absorbed */
 } cg_fusion;
 
-/* Decides the fusion of an inference program (order: the nodes as every
- * device runs them; dist: NULL or one device for no constraint), folding
- * BatchNormalization constants into g's values. ACCPAR_NO_FUSION=1 in the
- * environment turns it off (the comparisons of tests and benchmarks). */
+/* Decides the fusion of a program (order: the nodes as every device runs
+ * them; dist: NULL or one device for no constraint), folding
+ * BatchNormalization constants into g's values; a training program's only
+ * what its backward allows (fuse.c). ACCPAR_NO_FUSION=1 in the environment
+ * turns it off (the comparisons of tests and benchmarks). */
 ap_status cg_fuse_plan(ap_graph *g, const struct ap_dist *dist, const int *order,
-                       int n_order, cg_fusion *f, ap_diag *d);
+                       int n_order, bool train, cg_fusion *f, ap_diag *d);
 struct cg_kernel;
 /* Transpose node t's permutation of its rank axes in perm. */
 void cg_transpose_perm(const ap_node *t, int rank, int *perm);

@@ -1,4 +1,4 @@
-/* Fusion in inference programs (issue 8): a float32 2-D convolution
+/* Fusion (issue 8): a float32 2-D convolution
  * computes, besides its own output, the chain of operators after it that
  * each read only the previous one's output (element by element, the same
  * box on every device):
@@ -22,9 +22,17 @@
  * transfer, the convolution's partial sums (if any) are not fused, every
  * value of the chain has the same box on each device, and the residual is
  * held by each device in exactly that box. Folding changes constants only,
- * which no device sends (each reads its boxes from the blob). Training
- * programs are left alone: the backward of every absorbed operator reads
- * the values fusion would not materialise.
+ * which no device sends (each reads its boxes from the blob).
+ *
+ * Training programs fuse what their backward allows: only the chain's last
+ * value is stored, so an absorbed operator's backward may read none of its
+ * inputs (Add) and its own output only if it ends the chain (Relu,
+ * Sigmoid: their derivatives are functions of the output); the
+ * convolution's backward reads its input and weight, never its output. So
+ * Conv -> [Add] -> [Relu or Sigmoid], as ResNet's blocks end; no
+ * BatchNormalization (training normalises by the batch's statistics, and
+ * its backward reads its input), and none of the views and expressions
+ * below.
  *
  * Then, below, the views MatMul and Gemm read in place (Slices of
  * constants, Transposes) and the element-wise expressions: the epilogues
@@ -36,6 +44,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/train.h"
 #include "passes/distribute.h"
 
 static bool is_f32(const ap_graph *g, int v) {
@@ -409,8 +418,18 @@ static bool fusion_disabled(void) {
   return e && *e && strcmp(e, "0") != 0;
 }
 
+/* What a training program's chain may absorb of node n: 0 nothing, 1 an
+ * operator whose backward reads nothing of the forward, 2 one that reads
+ * its output only and so must end the chain. */
+static int train_absorbs(const ap_node *n) {
+  const cg_grad_op *op = cg_grad_op_of(n->op);
+  if (!op || !op->emit || op->reads_in)
+    return 0;
+  return op->reads_out ? 2 : 1;
+}
+
 ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n_order,
-                       cg_fusion *f, ap_diag *d) {
+                       bool train, cg_fusion *f, ap_diag *d) {
   memset(f, 0, sizeof *f);
   f->head = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->head);
   f->chain = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *f->chain);
@@ -428,10 +447,12 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
     pos[order[i]] = i;
   if (fusion_disabled())
     return AP_OK;
-  ap_status vs = view_const_slices(g, dist, d);
-  if (vs != AP_OK)
-    return vs;
-  plan_transposes(g, dist, f);
+  if (!train) {
+    ap_status vs = view_const_slices(g, dist, d);
+    if (vs != AP_OK)
+      return vs;
+    plan_transposes(g, dist, f);
+  }
   for (int oi = 0; oi < n_order; oi++) {
     int ci = order[oi];
     const ap_node *c = &g->nodes[ci];
@@ -448,6 +469,9 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
         break;
       const ap_node *n = &g->nodes[ni];
       cg_epi_op op;
+      int absorbs = train ? train_absorbs(n) : 1;
+      if (!absorbs)
+        break;
       if (n->op == AP_OP_BATCH_NORM) {
         bool ok = chain.n_ops == 0 && n->n_in == 5 && n->in[0] == v &&
                   ap_attr_int(n, "training_mode", 0) == 0 && ap_attr_int(n, "spatial", 1) == 1 &&
@@ -476,6 +500,8 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
       chain.ops[chain.n_ops++] = op;
       f->head[ni] = ci;
       v = n->out[0];
+      if (absorbs == 2)
+        break;
     }
     if (!chain.n_ops)
       continue;
@@ -486,7 +512,7 @@ ap_status cg_fuse_plan(ap_graph *g, const ap_dist *dist, const int *order, int n
     f->chain[ci] = e;
     f->n_fused += chain.n_ops;
   }
-  return ew_plan(g, dist, order, n_order, pos, f, d);
+  return train ? AP_OK : ew_plan(g, dist, order, n_order, pos, f, d);
 }
 
 /* The epilogue of a convolution kernel whose output box k->out[0] is

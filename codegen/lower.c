@@ -66,7 +66,7 @@ typedef struct lgen {
   int n_tags;              /* communication steps so far: the next one's tag */
   int *exports;            /* values whose gradient is an output */
   int n_exports;
-  cg_fusion fuse;          /* inference: which nodes a convolution's epilogue computes */
+  cg_fusion fuse;          /* which nodes a convolution's epilogue computes */
 } lgen;
 
 static ap_status oom(lgen *G) { return cg_oom(G->g, G->d); }
@@ -1803,8 +1803,8 @@ ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_dia
   }
   if (s == AP_OK)
     s = schedule(&G);
-  if (s == AP_OK && !o->train)
-    s = cg_fuse_plan(g, dist, G.order, G.n_order, &G.fuse, d);
+  if (s == AP_OK)
+    s = cg_fuse_plan(g, dist, G.order, G.n_order, o->train, &G.fuse, d);
   if (s == AP_OK)
     s = plan_specs(&G);
   if (s != AP_OK)

@@ -98,6 +98,16 @@ def shortcut():
     return model(nodes, [("x", D, [1, 2, 4, 4]), ("w", D, [2, 2, 3, 3])], ("y", D))
 
 
+def conv_add_sigmoid():
+    """Conv -> Add -> Sigmoid in float32, which a training program computes
+    in one kernel (codegen/fuse.c) storing only the Sigmoid's output."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["h", "r"], ["s"]),
+             helper.make_node("Sigmoid", ["s"], ["y"])]
+    return model(nodes, [("x", F, [1, 2, 4, 4]), ("w", F, [3, 2, 3, 3]), ("b", F, [3]),
+                         ("r", F, [1, 3, 4, 4])], ("y", F))
+
+
 def branches():
     """An Inception-style block: x feeds three branches joined by Concat."""
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
@@ -667,6 +677,7 @@ CASES = {
     "layer_norm_last": lambda: layer_norm(-1, [4]),
     "layer_norm_axis1": lambda: layer_norm(1, [3, 4]),
     "shortcut": shortcut,
+    "conv_add_sigmoid": conv_add_sigmoid,
     "branches": branches,
     "branches_f32": branches_f32,
     "shared_gemm_f32": shared_gemm_f32,

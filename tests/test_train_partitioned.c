@@ -287,6 +287,57 @@ Test(train_partitioned, accpar_under_mpi_equals_threads_llvm, .init = make_model
   under_mpi("llvm");
 }
 
+/* A training program fuses each of LeNet-5's convolutions with its Relu
+ * (codegen/fuse.c: the Relu's derivative reads only its output); on one
+ * and on two devices the fused program trains as the one compiled with
+ * fusion off, and sends the same bytes. */
+static void fused_equals_unfused(const char *devices) {
+  char w[4096], cmd[16384];
+  fmt(w, sizeof w, "%s/fused-%s", WORK, devices);
+  fmt(cmd, sizeof cmd,
+      "rm -rf '%s' && mkdir -p '%s/fused' '%s/unfused' && "
+      "'%s' compile '" WORK "/lenet5.onnx' --devices %s --mode train -o '%s/fp' >'%s.log' 2>&1 && "
+      "ACCPAR_NO_FUSION=1 '%s' compile '" WORK "/lenet5.onnx' --devices %s --mode train "
+      "-o '%s/up' >>'%s.log' 2>&1 && "
+      "'%s/fp/model' --steps %d --lr 0.05 --seed 4 --outputs '%s/fused' --report '%s/f.json' "
+      ">>'%s.log' 2>&1 && "
+      "'%s/up/model' --steps %d --lr 0.05 --seed 4 --outputs '%s/unfused' --report '%s/u.json' "
+      ">>'%s.log' 2>&1 && grep -c 'fused relu Conv' '%s/fp/dev0.c' >'%s/n' && "
+      "! grep -q 'fused relu' '%s/up/dev0.c'",
+      w, w, w, ACCPARC, devices, w, w, ACCPARC, devices, w, w, w, STEPS, w, w, w, w, STEPS, w,
+      w, w, w, w, w);
+  cr_assert_eq(system(cmd), 0, "see %s.log", w);
+  char a[4200], b[4200], why[1024] = "";
+  fmt(a, sizeof a, "%s/n", w);
+  FILE *f = fopen(a, "r");
+  int n = 0;
+  cr_assert(f && fscanf(f, "%d", &n) == 1, "%s", a);
+  fclose(f);
+  cr_assert_eq(n, 2, "LeNet-5's two convolutions fused with their Relu: %d", n);
+  double la[STEPS + 1], lb[STEPS + 1], sa[MAX_DEV], sb[MAX_DEV];
+  fmt(a, sizeof a, "%s/f.json", w);
+  fmt(b, sizeof b, "%s/u.json", w);
+  cr_assert_eq(json_array(a, "losses", la, STEPS + 1), STEPS);
+  cr_assert_eq(json_array(b, "losses", lb, STEPS + 1), STEPS);
+  for (int s = 0; s < STEPS; s++)
+    cr_expect(close_enough(la[s], lb[s]), "step %d: fused %.9g, unfused %.9g", s + 1, la[s],
+              lb[s]);
+  int nd = json_array(a, "bytes_sent", sa, MAX_DEV);
+  cr_assert_eq(json_array(b, "bytes_sent", sb, MAX_DEV), nd);
+  for (int dev = 0; dev < nd; dev++)
+    cr_expect_eq(sa[dev], sb[dev], "device %d: fused %.0f bytes, unfused %.0f", dev, sa[dev],
+                 sb[dev]);
+  int count;
+  fmt(a, sizeof a, "%s/fused", w);
+  fmt(b, sizeof b, "%s/unfused", w);
+  cr_expect(outputs_close(b, a, &count, why, sizeof why), "%s", why);
+}
+
+Test(train_partitioned, fused_training_equals_unfused, .init = make_models, .timeout = 600) {
+  fused_equals_unfused("cpu:1");
+  fused_equals_unfused("cpu:2");
+}
+
 /* A language model learns: GPT-2 tiny's first loss (per token, over the 256
  * tokens of its vocabulary) is near ln 256, as for untrained logits, and
  * falls at every one of 4 steps on one batch. */

@@ -27,24 +27,27 @@ AP_MINMAX(uint64_t)
 #include "gemm.c"
 #include "conv.c"
 
-/* Conv forward x0:float[2,1,8,8] x1:float[4,1,3,3] x2:float[4] y0:float[2,4,8,8] pads=1,1,1,1 */
+/* Conv fused relu x0:float[2,1,8,8] x1:float[4,1,3,3] x2:float[4] y0:float[2,4,8,8] pads=1,1,1,1 */
 void cgk_0(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work) {
   {
     static const apk_conv2d conv = {.batch = 2, .in_channels = 1, .in_h = 8, .in_w = 8, .out_channels = 4, .kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1, .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .dilation_h = 1, .dilation_w = 1, .groups = 1};
     apk_conv2d_forward(&conv, x0, x1, x2, y0, work);
   }
-}
-
-/* Relu forward x0:float[2,4,8,8] y0:float[2,4,8,8] */
-void cgk_1(const float *restrict x0, float *restrict y0) {
-  for (int64_t i = 0; i < 512; i++) {
-    const float a = x0[i];
-    y0[i] = ((a > 0.0f) ? a : 0.0f);
+  for (int64_t n = 0; n < 2; n++) {
+    for (int64_t c = 0; c < 4; c++) {
+      const int64_t base = (((n * 4) + c) * 64);
+      for (int64_t i = 0; i < 64; i++) {
+        const int64_t o = (base + i);
+        float a = y0[o];
+        a = ((a > 0.0f) ? a : 0.0f);
+        y0[o] = a;
+      }
+    }
   }
 }
 
 /* MaxPool forward x0:float[2,4,8,8] y0:float[2,4,4,4] kernel_shape=2,2 strides=2,2 */
-void cgk_2(const float *restrict x0, float *restrict y0) {
+void cgk_1(const float *restrict x0, float *restrict y0) {
   for (int64_t nc = 0; nc < 8; nc++) {
     for (int64_t o0 = 0; o0 < 4; o0++) {
       for (int64_t o1 = 0; o1 < 4; o1++) {
@@ -66,12 +69,12 @@ void cgk_2(const float *restrict x0, float *restrict y0) {
 }
 
 /* Gemm forward x0:float[4,32] x1:float[10,32] y0:float[4,10] transB=1 */
-void cgk_3(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work) {
+void cgk_2(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work) {
   apk_sgemm(0, 1, 4, 10, 32, 0x1p+0f, x0, 32, x1, 32, 0x0p+0f, y0, 10, work);
 }
 
 /* Gemm bias x0:float[10] y0:float[4,10] transB=1 */
-void cgk_4(const float *restrict x0, float *restrict y0) {
+void cgk_3(const float *restrict x0, float *restrict y0) {
   for (int64_t i0 = 0; i0 < 4; i0++) {
     for (int64_t i1 = 0; i1 < 10; i1++) {
       y0[((i0 * 10) + i1)] = (y0[((i0 * 10) + i1)] + (1.0f * x0[i1]));
@@ -80,7 +83,7 @@ void cgk_4(const float *restrict x0, float *restrict y0) {
 }
 
 /* loss softmax-ce float[2,10] of 4 labels */
-void cgk_5(const float *restrict x0, const int64_t *restrict labels, float *restrict dx0, double *restrict loss, const int64_t *restrict all_labels) {
+void cgk_4(const float *restrict x0, const int64_t *restrict labels, float *restrict dx0, double *restrict loss, const int64_t *restrict all_labels) {
   int64_t counted = 0;
   for (int64_t i = 0; i < 4; i++) {
     counted = (counted + ((int64_t)(all_labels[i] != -100)));
@@ -116,7 +119,7 @@ void cgk_5(const float *restrict x0, const int64_t *restrict labels, float *rest
 }
 
 /* Gemm bias-backward x0:float[10] y0:float[4,10] transB=1 */
-void cgk_6(const float *restrict dy0, float *restrict dx0) {
+void cgk_5(const float *restrict dy0, float *restrict dx0) {
   for (int64_t i = 0; i < 10; i++) {
     dx0[i] = 0.0f;
   }
@@ -128,20 +131,20 @@ void cgk_6(const float *restrict dy0, float *restrict dx0) {
 }
 
 /* Gemm backward(want=3,acc=0,dy=1) x0:float[4,32] x1:float[10,32] y0:float[4,10] transB=1 */
-void cgk_7(const float *restrict x0, const float *restrict x1, const float *restrict dy0, float *dx0, float *dx1, float *restrict work) {
+void cgk_6(const float *restrict x0, const float *restrict x1, const float *restrict dy0, float *dx0, float *dx1, float *restrict work) {
   apk_sgemm(0, 0, 4, 32, 10, 0x1p+0f, dy0, 10, x1, 32, 0x0p+0f, dx0, 32, work);
   apk_sgemm(1, 0, 10, 32, 4, 0x1p+0f, dy0, 10, x0, 32, 0x0p+0f, dx1, 32, work);
 }
 
 /* Reshape backward(want=1,acc=0,dy=1) x0:float[2,4,4,4] x1:int64_t[2] y0:float[2,64] */
-void cgk_8(const float *restrict dy0, float *dx0) {
+void cgk_7(const float *restrict dy0, float *dx0) {
   for (int64_t i = 0; i < 128; i++) {
     dx0[i] = dy0[i];
   }
 }
 
 /* MaxPool backward(want=1,acc=0,dy=1) x0:float[2,4,8,8] y0:float[2,4,4,4] kernel_shape=2,2 strides=2,2 */
-void cgk_9(const float *restrict x0, const float *restrict dy0, float *dx0) {
+void cgk_8(const float *restrict x0, const float *restrict dy0, float *dx0) {
   for (int64_t i = 0; i < 512; i++) {
     dx0[i] = 0.0f;
   }
@@ -174,14 +177,14 @@ void cgk_9(const float *restrict x0, const float *restrict dy0, float *dx0) {
 }
 
 /* Relu backward(want=1,acc=0,dy=1) x0:float[2,4,8,8] y0:float[2,4,8,8] */
-void cgk_10(const float *restrict y0, const float *restrict dy0, float *dx0) {
+void cgk_9(const float *restrict y0, const float *restrict dy0, float *dx0) {
   for (int64_t i = 0; i < 512; i++) {
     dx0[i] = ((y0[i] > 0.0f) ? dy0[i] : 0.0f);
   }
 }
 
 /* Conv backward(want=6,acc=0,dy=1) x0:float[2,1,8,8] x1:float[4,1,3,3] x2:float[4] y0:float[2,4,8,8] pads=1,1,1,1 */
-void cgk_11(const float *restrict x0, const float *restrict dy0, float *dx1, float *dx2, float *restrict work) {
+void cgk_10(const float *restrict x0, const float *restrict dy0, float *dx1, float *dx2, float *restrict work) {
   {
     static const apk_conv2d conv = {.batch = 2, .in_channels = 1, .in_h = 8, .in_w = 8, .out_channels = 4, .kernel_h = 3, .kernel_w = 3, .stride_h = 1, .stride_w = 1, .pad_top = 1, .pad_left = 1, .pad_bottom = 1, .pad_right = 1, .dilation_h = 1, .dilation_w = 1, .groups = 1};
     apk_conv2d_backward_weights(&conv, x0, dy0, dx1, dx2, work);
@@ -189,7 +192,7 @@ void cgk_11(const float *restrict x0, const float *restrict dy0, float *dx1, flo
 }
 
 /* sgd momentum float[36] */
-void cgk_12(float *restrict w, const float *restrict g, float *restrict v, float lr) {
+void cgk_11(float *restrict w, const float *restrict g, float *restrict v, float lr) {
   for (int64_t i = 0; i < 36; i++) {
     v[i] = ((0.9f * v[i]) + g[i]);
     w[i] = (w[i] - (lr * v[i]));
@@ -197,7 +200,7 @@ void cgk_12(float *restrict w, const float *restrict g, float *restrict v, float
 }
 
 /* sgd momentum float[4] */
-void cgk_13(float *restrict w, const float *restrict g, float *restrict v, float lr) {
+void cgk_12(float *restrict w, const float *restrict g, float *restrict v, float lr) {
   for (int64_t i = 0; i < 4; i++) {
     v[i] = ((0.9f * v[i]) + g[i]);
     w[i] = (w[i] - (lr * v[i]));
@@ -205,7 +208,7 @@ void cgk_13(float *restrict w, const float *restrict g, float *restrict v, float
 }
 
 /* sgd momentum float[320] */
-void cgk_14(float *restrict w, const float *restrict g, float *restrict v, float lr) {
+void cgk_13(float *restrict w, const float *restrict g, float *restrict v, float lr) {
   for (int64_t i = 0; i < 320; i++) {
     v[i] = ((0.9f * v[i]) + g[i]);
     w[i] = (w[i] - (lr * v[i]));
@@ -213,7 +216,7 @@ void cgk_14(float *restrict w, const float *restrict g, float *restrict v, float
 }
 
 /* sgd momentum float[10] */
-void cgk_15(float *restrict w, const float *restrict g, float *restrict v, float lr) {
+void cgk_14(float *restrict w, const float *restrict g, float *restrict v, float lr) {
   for (int64_t i = 0; i < 10; i++) {
     v[i] = ((0.9f * v[i]) + g[i]);
     w[i] = (w[i] - (lr * v[i]));

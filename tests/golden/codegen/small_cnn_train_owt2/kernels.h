@@ -8,19 +8,18 @@
 size_t cgk_work_floats(void);
 void cgk_0(const float *restrict x0, const float *restrict x1, const float *restrict x2, float *restrict y0, float *restrict work);
 void cgk_1(const float *restrict x0, float *restrict y0);
-void cgk_2(const float *restrict x0, float *restrict y0);
-void cgk_3(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work);
-void cgk_4(const float *restrict x0, float *restrict y0);
-void cgk_5(const float *restrict x0, const int64_t *restrict labels, float *restrict dx0, double *restrict loss, const int64_t *restrict all_labels);
-void cgk_6(const float *restrict dy0, float *restrict dx0);
-void cgk_7(const float *restrict x0, const float *restrict x1, const float *restrict dy0, float *dx0, float *dx1, float *restrict work);
-void cgk_8(const float *restrict dy0, float *dx0);
-void cgk_9(const float *restrict x0, const float *restrict dy0, float *dx0);
-void cgk_10(const float *restrict y0, const float *restrict dy0, float *dx0);
-void cgk_11(const float *restrict x0, const float *restrict dy0, float *dx1, float *dx2, float *restrict work);
+void cgk_2(const float *restrict x0, const float *restrict x1, float *restrict y0, float *restrict work);
+void cgk_3(const float *restrict x0, float *restrict y0);
+void cgk_4(const float *restrict x0, const int64_t *restrict labels, float *restrict dx0, double *restrict loss, const int64_t *restrict all_labels);
+void cgk_5(const float *restrict dy0, float *restrict dx0);
+void cgk_6(const float *restrict x0, const float *restrict x1, const float *restrict dy0, float *dx0, float *dx1, float *restrict work);
+void cgk_7(const float *restrict dy0, float *dx0);
+void cgk_8(const float *restrict x0, const float *restrict dy0, float *dx0);
+void cgk_9(const float *restrict y0, const float *restrict dy0, float *dx0);
+void cgk_10(const float *restrict x0, const float *restrict dy0, float *dx1, float *dx2, float *restrict work);
+void cgk_11(float *restrict w, const float *restrict g, float *restrict v, float lr);
 void cgk_12(float *restrict w, const float *restrict g, float *restrict v, float lr);
 void cgk_13(float *restrict w, const float *restrict g, float *restrict v, float lr);
 void cgk_14(float *restrict w, const float *restrict g, float *restrict v, float lr);
-void cgk_15(float *restrict w, const float *restrict g, float *restrict v, float lr);
 
 #endif

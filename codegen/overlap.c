@@ -42,24 +42,18 @@
 /* Buffer b of D with its aliases resolved. */
 static int root(const cg_device *D, int b) { return b >= 0 ? cg_buf_root(D, b) : b; }
 
-/* Does step s read or write buffer r (a root)? Write only, when
- * writes_only. A start reads only its source; a finish reads its source
- * (lent until it returns) and writes its destination and staging. */
-static bool touches(const cg_device *D, const cg_step *s, int r, bool writes_only) {
-  for (int a = 0; a < s->n_args; a++) {
-    bool written = s->writes >> a & 1;
-    if (s->kind == CG_S_XCHG && s->half == CG_HALF_START && a > 0)
-      continue;
-    if (writes_only && !written)
-      continue;
-    if (s->args[a] >= 0 && root(D, s->args[a]) == r)
-      return true;
-  }
-  return false;
-}
-
 static bool is_comm(const cg_step *s) {
   return s->kind == CG_S_XCHG || s->kind == CG_S_ALLREDUCE;
+}
+
+/* Does computation step s read or write buffer r (a root)? Write only,
+ * when writes_only. (Halves never pass communication steps, so only
+ * computation is asked.) */
+static bool touches(const cg_device *D, const cg_step *s, int r, bool writes_only) {
+  for (int a = 0; a < s->n_args; a++)
+    if ((!writes_only || (s->writes >> a & 1)) && s->args[a] >= 0 && root(D, s->args[a]) == r)
+      return true;
+  return false;
 }
 
 /* Can exchange start st move up past step p? */

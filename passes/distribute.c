@@ -719,45 +719,11 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
 
 /* ---- the training step ------------------------------------------------------ */
 
-ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev) {
-  const ap_value *val = &g->values[v];
-  ap_dbox u;
-  bool any = false;
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *n = &g->nodes[ni];
-    if (n->dead || !dist->node[ni].in)
-      continue;
-    for (int i = 0; i < n->n_in; i++) {
-      if (n->in[i] != v)
-        continue;
-      const ap_dbox *b = &dist->node[ni].in[(size_t)i * (size_t)dist->n_dev + (size_t)dev];
-      if (ap_dbox_volume(val->rank, b) == 0)
-        continue;
-      if (!any) {
-        u = *b;
-        any = true;
-        continue;
-      }
-      for (int a = 0; a < val->rank; a++) {
-        u.lo[a] = b->lo[a] < u.lo[a] ? b->lo[a] : u.lo[a];
-        u.hi[a] = b->hi[a] > u.hi[a] ? b->hi[a] : u.hi[a];
-      }
-    }
-  }
-  if (any)
-    return u;
-  /* Read by none of this device's nodes: an empty box (or whole when no
-   * node reads it anywhere). */
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *n = &g->nodes[ni];
-    for (int i = 0; i < n->n_in && !n->dead && dist->node[ni].in; i++)
-      if (n->in[i] == v)
-        return dist->node[ni].in[(size_t)i * (size_t)dist->n_dev + (size_t)dev];
-  }
-  return whole_box(val);
-}
-
-void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box) {
+/* box[k] = the smallest box holding what device dev0 + k's nodes read of
+ * weight v, for k < count: the first reader's box where no reader reads
+ * any of it, whole where no node reads it at all. */
+static void weight_boxes(const ap_graph *g, const ap_dist *dist, int v, int dev0, int count,
+                         ap_dbox *box) {
   const ap_value *val = &g->values[v];
   size_t n = (size_t)dist->n_dev;
   bool read = false;
@@ -768,29 +734,39 @@ void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox
     for (int i = 0; i < nd->n_in; i++) {
       if (nd->in[i] != v)
         continue;
-      const ap_dbox *b = &dist->node[ni].in[(size_t)i * n];
-      if (!read) { /* the first reader's box stands where no reader reads any */
-        memcpy(box, b, n * sizeof *box);
+      const ap_dbox *b = &dist->node[ni].in[(size_t)i * n + (size_t)dev0];
+      if (!read) {
+        memcpy(box, b, (size_t)count * sizeof *box);
         read = true;
         continue;
       }
-      for (size_t dev = 0; dev < n; dev++) {
-        ap_dbox *u = &box[dev];
-        if (ap_dbox_volume(val->rank, &b[dev]) == 0)
+      for (int k = 0; k < count; k++) {
+        ap_dbox *u = &box[k];
+        if (ap_dbox_volume(val->rank, &b[k]) == 0)
           continue;
         if (ap_dbox_volume(val->rank, u) == 0) {
-          *u = b[dev];
+          *u = b[k];
           continue;
         }
         for (int a = 0; a < val->rank; a++) {
-          u->lo[a] = b[dev].lo[a] < u->lo[a] ? b[dev].lo[a] : u->lo[a];
-          u->hi[a] = b[dev].hi[a] > u->hi[a] ? b[dev].hi[a] : u->hi[a];
+          u->lo[a] = b[k].lo[a] < u->lo[a] ? b[k].lo[a] : u->lo[a];
+          u->hi[a] = b[k].hi[a] > u->hi[a] ? b[k].hi[a] : u->hi[a];
         }
       }
     }
   }
-  for (size_t dev = 0; dev < n && !read; dev++)
-    box[dev] = whole_box(val);
+  for (int k = 0; k < count && !read; k++)
+    box[k] = whole_box(val);
+}
+
+ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev) {
+  ap_dbox b;
+  weight_boxes(g, dist, v, dev, 1, &b);
+  return b;
+}
+
+void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box) {
+  weight_boxes(g, dist, v, 0, dist->n_dev, box);
 }
 
 /* Whether the devices' boxes of the final output partition its rows: each

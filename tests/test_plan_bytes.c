@@ -1,4 +1,3 @@
-#define _POSIX_C_SOURCE 200809L
 /* The cost model's bytes against the program's: for every device, the bytes
  * the partition pass charges (ap_plan_model_device_bytes, what its
  * communication time is made of) must be the bytes the partitioned program
@@ -19,28 +18,26 @@ static const char *const arrays[] = {"cpu:2",           "tpuv3:1,tpuv2:1", "cpu:
                                      "cpu:4",           "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:2"};
 enum { N_MODELS = 5, N_STRATEGIES = 4, N_ARRAYS = 6 };
 
-/* Writes the zoo's four CNNs and GPT-2 tiny (16 tokens) at batch 8 into a
- * fresh directory. */
-static void zoo(char *dir) {
+/* Writes zoo models with accpar-zoo's options into a fresh folder of the
+ * build named after the test (each test its own, as Criterion runs them in
+ * parallel), whose path goes to dir. */
+static void zoo_in(const char *test, const char *options, char *dir, size_t cap) {
   const char *bin = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
   FILE *probe = fopen(bin, "rb");
   if (!probe)
     cr_skip_test("%s is not built", bin);
   fclose(probe);
-  cr_assert(mkdtemp(dir));
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 8 -o %s mlp lenet5 resnet_small "
-                            "inception_block gpt2_tiny >/dev/null", bin, dir);
+  snprintf(dir, cap, "%s/tests/plan_bytes/%s", ACCPAR_BINARY_DIR, test);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && %s %s -o '%s' >/dev/null", dir, dir,
+           bin, options, dir);
   cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
-static void unzoo(const char *dir) {
-  for (int m = 0; m < N_MODELS; m++) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
-    remove(path);
-  }
-  remove(dir);
+/* The zoo's four CNNs and GPT-2 tiny (16 tokens) at batch 8. */
+static void zoo(const char *test, char *dir, size_t cap) {
+  zoo_in(test, "--no-weights --batch 8 mlp lenet5 resnet_small inception_block gpt2_tiny", dir,
+         cap);
 }
 
 /* Plans model m on array a with strategy s and counts the devices whose
@@ -99,14 +96,13 @@ static int mismatches(const char *dir, int m, int a, int s, bool train) {
  * on the vertex or edge whose cost it is; on one level what the levels
  * charge is what the program sends. */
 static void check(bool train) {
-  char dir[] = "/tmp/accpar_bytesXXXXXX"; /* the template mkdtemp (in zoo) fills */
-  zoo(dir);
+  char dir[600];
+  zoo(train ? "step" : "forward", dir, sizeof dir);
   int failed = 0, n = 0;
   for (int m = 0; m < N_MODELS; m++)
     for (int a = 0; a < N_ARRAYS; a++)
       for (int s = 0; s < N_STRATEGIES; s++, n++)
         failed += mismatches(dir, m, a, s, train) > 0;
-  unzoo(dir);
   cr_assert_eq(failed, 0, "%d of %d plans: the cost model's %s bytes differ from the "
                "program's (see the log)", failed, n, train ? "step" : "forward");
   cr_assert_eq(n - failed, 120, "exact plans: %d", n - failed);
@@ -129,18 +125,11 @@ Test(plan_bytes, step_bytes_of_the_cost_model_are_the_programs, .timeout = 600) 
  * (ap_train_roles) train the same weights on models whose weights are
  * initializers (docs/partition.md, "Approximations": fed weights differ). */
 Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
-  const char *bin = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
-  FILE *probe = fopen(bin, "rb");
-  if (!probe)
-    cr_skip_test("%s is not built", bin);
-  fclose(probe);
-  char dir[] = "/tmp/accpar_rolesXXXXXX", cmd[1024], path[600];
+  char dir[600], path[700];
   static const char *const names[] = {"mlp", "lenet5", "resnet_small", "inception_block",
                                       "gpt2_tiny", "bert_tiny", "vit_tiny"};
-  cr_assert(mkdtemp(dir));
-  snprintf(cmd, sizeof cmd, "%s --batch 2 -o %s mlp lenet5 resnet_small inception_block "
-                            "gpt2_tiny bert_tiny vit_tiny >/dev/null", bin, dir);
-  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  zoo_in("roles", "--batch 2 mlp lenet5 resnet_small inception_block gpt2_tiny bert_tiny vit_tiny",
+         dir, sizeof dir);
   for (size_t m = 0; m < sizeof names / sizeof *names; m++) {
     snprintf(path, sizeof path, "%s/%s.onnx", dir, names[m]);
     ap_graph *g = NULL;
@@ -164,9 +153,7 @@ Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
     cr_expect_eq(differ, 0, "%s: %d of %d weights differ", names[m], differ, n);
     cr_expect_gt(n, 0, "%s", names[m]);
     ap_graph_free(g);
-    remove(path);
   }
-  remove(dir);
 }
 
 /* Deeper and uneven trees (three levels; a 2 x 3 split; kinds of unequal
@@ -174,14 +161,13 @@ Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
  * device by device, forward and a training step. */
 Test(plan_bytes, plans_are_exact_on_deeper_trees, .timeout = 600) {
   static const char *const deep[] = {"cpu:8", "cpu:6", "tpuv3:2,tpuv2:4", "tpuv3:1,tpuv2:6"};
-  char dir[] = "/tmp/accpar_bytesXXXXXX"; /* the template mkdtemp (in zoo) fills */
-  zoo(dir);
+  char dir[600];
+  zoo("deep", dir, sizeof dir);
   int failed = 0;
   for (int m = 0; m < N_MODELS; m++)
     for (size_t a = 0; a < sizeof deep / sizeof *deep; a++)
       for (int s = 0; s < N_STRATEGIES; s++)
         for (int train = 0; train < 2; train++)
           failed += mismatches_on(dir, m, deep[a], strategies[s], train) > 0;
-  unzoo(dir);
   cr_assert_eq(failed, 0, "%d plans differ from the program's bytes (see the log)", failed);
 }

@@ -230,6 +230,31 @@ Test(train_partitioned, every_strategy_equals_one_device_on_2_3_4_devices_llvm,
   every_strategy("llvm");
 }
 
+/* Two runs of one model in w, run x and run y (their outputs in w/x and
+ * w/y, their reports w/x.json and w/y.json), train alike: the same losses
+ * and outputs (the weights) within the tolerances and the same bytes on
+ * every device; the device count goes to *n_dev. */
+static void runs_agree(const char *w, const char *x, const char *y, int *n_dev) {
+  char a[4200], b[4200], why[1024] = "";
+  double la[STEPS + 1], lb[STEPS + 1], sa[MAX_DEV], sb[MAX_DEV];
+  fmt(a, sizeof a, "%s/%s.json", w, x);
+  fmt(b, sizeof b, "%s/%s.json", w, y);
+  cr_assert_eq(json_array(a, "losses", la, STEPS + 1), STEPS);
+  cr_assert_eq(json_array(b, "losses", lb, STEPS + 1), STEPS);
+  for (int s = 0; s < STEPS; s++)
+    cr_expect(close_enough(lb[s], la[s]), "step %d: %s %.9g, %s %.9g", s + 1, y, lb[s], x,
+              la[s]);
+  *n_dev = json_array(a, "bytes_sent", sa, MAX_DEV);
+  cr_assert_eq(json_array(b, "bytes_sent", sb, MAX_DEV), *n_dev);
+  for (int dev = 0; dev < *n_dev; dev++)
+    cr_expect_eq(sb[dev], sa[dev], "device %d: %s %.0f bytes, %s %.0f", dev, y, sb[dev], x,
+                 sa[dev]);
+  int count;
+  fmt(a, sizeof a, "%s/%s", w, x);
+  fmt(b, sizeof b, "%s/%s", w, y);
+  cr_expect(outputs_close(a, b, &count, why, sizeof why), "%s", why);
+}
+
 static void under_mpi(const char *backend) {
   const char *lib = ACCPAR_BINARY_DIR "/runtime/libaccpar_rt_mpi.a";
   if (system("command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1") != 0 ||
@@ -253,27 +278,17 @@ static void under_mpi(const char *backend) {
       "--report '%s/mpi.json' >>'%s.log' 2>&1",
       w, w, w, lib, ACCPARC, backend_option(backend), w, w, w, STEPS, w, w, w, w, STEPS, w, w, w);
   cr_assert_eq(system(cmd), 0, "see %s.log", w);
-  char a[4200], b[4200], why[1024] = "";
-  double la[STEPS + 1], lb[STEPS + 1], sa[MAX_DEV], sb[MAX_DEV], pb[MAX_DEV];
-  fmt(a, sizeof a, "%s/threads.json", w);
+  int n_dev;
+  runs_agree(w, "threads", "mpi", &n_dev);
+  cr_assert_eq(n_dev, 3);
+  char b[4200];
+  double sb[MAX_DEV], pb[MAX_DEV];
   fmt(b, sizeof b, "%s/mpi.json", w);
-  cr_assert_eq(json_array(a, "losses", la, STEPS + 1), STEPS);
-  cr_assert_eq(json_array(b, "losses", lb, STEPS + 1), STEPS);
-  for (int s = 0; s < STEPS; s++)
-    cr_expect(close_enough(lb[s], la[s]), "step %d: mpi %.9g, threads %.9g", s + 1, lb[s], la[s]);
-  cr_assert_eq(json_array(a, "bytes_sent", sa, MAX_DEV), 3);
   cr_assert_eq(json_array(b, "bytes_sent", sb, MAX_DEV), 3);
   cr_assert_eq(json_array(b, "predicted_bytes", pb, MAX_DEV), 3);
-  for (int dev = 0; dev < 3; dev++) {
+  for (int dev = 0; dev < 3; dev++)
     cr_expect_eq(sb[dev], pb[dev], "device %d under mpi: %.0f bytes, predicted %.0f", dev, sb[dev],
                  pb[dev]);
-    cr_expect_eq(sb[dev], sa[dev], "device %d: mpi %.0f bytes, threads %.0f", dev, sb[dev],
-                 sa[dev]);
-  }
-  int count;
-  fmt(a, sizeof a, "%s/threads", w);
-  fmt(b, sizeof b, "%s/mpi", w);
-  cr_expect(outputs_close(a, b, &count, why, sizeof why), "%s", why);
 }
 
 Test(train_partitioned, accpar_under_mpi_equals_threads, .init = make_models, .timeout = 600) {
@@ -299,38 +314,23 @@ static void fused_equals_unfused(const char *devices) {
       "'%s' compile '" WORK "/lenet5.onnx' --devices %s --mode train -o '%s/fp' >'%s.log' 2>&1 && "
       "ACCPAR_NO_FUSION=1 '%s' compile '" WORK "/lenet5.onnx' --devices %s --mode train "
       "-o '%s/up' >>'%s.log' 2>&1 && "
-      "'%s/fp/model' --steps %d --lr 0.05 --seed 4 --outputs '%s/fused' --report '%s/f.json' "
+      "'%s/fp/model' --steps %d --lr 0.05 --seed 4 --outputs '%s/fused' --report '%s/fused.json' "
       ">>'%s.log' 2>&1 && "
-      "'%s/up/model' --steps %d --lr 0.05 --seed 4 --outputs '%s/unfused' --report '%s/u.json' "
+      "'%s/up/model' --steps %d --lr 0.05 --seed 4 --outputs '%s/unfused' --report '%s/unfused.json' "
       ">>'%s.log' 2>&1 && grep -c 'fused relu Conv' '%s/fp/dev0.c' >'%s/n' && "
       "! grep -q 'fused relu' '%s/up/dev0.c'",
       w, w, w, ACCPARC, devices, w, w, ACCPARC, devices, w, w, w, STEPS, w, w, w, w, STEPS, w,
       w, w, w, w, w);
   cr_assert_eq(system(cmd), 0, "see %s.log", w);
-  char a[4200], b[4200], why[1024] = "";
+  char a[4200];
   fmt(a, sizeof a, "%s/n", w);
   FILE *f = fopen(a, "r");
   int n = 0;
   cr_assert(f && fscanf(f, "%d", &n) == 1, "%s", a);
   fclose(f);
   cr_assert_eq(n, 2, "LeNet-5's two convolutions fused with their Relu: %d", n);
-  double la[STEPS + 1], lb[STEPS + 1], sa[MAX_DEV], sb[MAX_DEV];
-  fmt(a, sizeof a, "%s/f.json", w);
-  fmt(b, sizeof b, "%s/u.json", w);
-  cr_assert_eq(json_array(a, "losses", la, STEPS + 1), STEPS);
-  cr_assert_eq(json_array(b, "losses", lb, STEPS + 1), STEPS);
-  for (int s = 0; s < STEPS; s++)
-    cr_expect(close_enough(la[s], lb[s]), "step %d: fused %.9g, unfused %.9g", s + 1, la[s],
-              lb[s]);
-  int nd = json_array(a, "bytes_sent", sa, MAX_DEV);
-  cr_assert_eq(json_array(b, "bytes_sent", sb, MAX_DEV), nd);
-  for (int dev = 0; dev < nd; dev++)
-    cr_expect_eq(sa[dev], sb[dev], "device %d: fused %.0f bytes, unfused %.0f", dev, sa[dev],
-                 sb[dev]);
-  int count;
-  fmt(a, sizeof a, "%s/fused", w);
-  fmt(b, sizeof b, "%s/unfused", w);
-  cr_expect(outputs_close(b, a, &count, why, sizeof why), "%s", why);
+  int n_dev;
+  runs_agree(w, "unfused", "fused", &n_dev);
 }
 
 Test(train_partitioned, fused_training_equals_unfused, .init = make_models, .timeout = 600) {

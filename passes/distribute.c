@@ -1,4 +1,6 @@
 /* Boxes per device and the transfers between devices; see distribute.h. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes/distribute.h"
@@ -85,6 +87,56 @@ static int subtract(int rank, const ap_dbox *a, const ap_dbox *b, ap_dbox *out) 
   return n;
 }
 
+/* first[i] = the lowest j whose key equals key i (width int64s each, n
+ * keys in a row), by hashing: grouping a thousand devices' boxes by
+ * comparing every pair took the square of the device count per value. */
+static bool first_equal(const int64_t *key, int width, int n, int *first) {
+  size_t cap = 1;
+  while (cap < 2 * (size_t)n)
+    cap <<= 1;
+  int *slot = malloc(cap * sizeof *slot);
+  if (!slot)
+    return false;
+  for (size_t s = 0; s < cap; s++)
+    slot[s] = -1;
+  for (int i = 0; i < n; i++) {
+    const int64_t *k = key + (size_t)i * (size_t)width;
+    uint64_t h = 1469598103934665603u;
+    for (int w = 0; w < width; w++) {
+      h = (h ^ (uint64_t)k[w]) * 1099511628211u;
+      h ^= h >> 29;
+    }
+    for (size_t s = h & (cap - 1);; s = (s + 1) & (cap - 1)) {
+      if (slot[s] < 0) {
+        slot[s] = first[i] = i;
+        break;
+      }
+      if (!memcmp(key + (size_t)slot[s] * (size_t)width, k, (size_t)width * sizeof *k)) {
+        first[i] = slot[s];
+        break;
+      }
+    }
+  }
+  free(slot);
+  return true;
+}
+
+/* first[d] = the lowest device whose box equals box[d]. */
+static bool box_classes(int rank, const ap_dbox *box, int n, int *first) {
+  int width = 2 * (rank > 0 ? rank : 1);
+  int64_t *key = malloc((size_t)n * (size_t)width * sizeof *key);
+  if (!key)
+    return false;
+  for (int d = 0; d < n; d++)
+    for (int i = 0; i < width / 2; i++) {
+      key[(size_t)d * (size_t)width + 2 * (size_t)i] = rank > 0 ? box[d].lo[i] : 0;
+      key[(size_t)d * (size_t)width + 2 * (size_t)i + 1] = rank > 0 ? box[d].hi[i] : 0;
+    }
+  bool ok = first_equal(key, width, n, first);
+  free(key);
+  return ok;
+}
+
 /* A growable list of boxes in the arena. */
 typedef struct box_list {
   ap_dbox *b;
@@ -159,23 +211,24 @@ static int state_type_at(const dctx *x, int v, int l) {
 
 /* Which summand of vertex v's partial sums device dev holds: its children at
  * the levels of type `type` (II: the output; III: the input's error), as one
- * number per distinct path; *n_summands counts them over all devices. */
-static void summands(const dctx *x, int v, int type, int *summand, int *n_summands) {
-  int L = x->p->n_levels;
+ * number per distinct path, in the order of the devices first holding
+ * them; *n_summands counts them over all devices. */
+static bool summands(const dctx *x, int v, int type, int *summand, int *n_summands) {
+  int L = x->p->n_levels, n = x->n_dev, w = L ? L : 1;
+  int64_t *key = malloc((size_t)n * (size_t)w * sizeof *key);
+  int *first = malloc((size_t)n * sizeof *first);
+  bool ok = key && first;
+  for (int dev = 0; dev < n && ok; dev++)
+    for (int l = 0; l < w; l++)
+      key[(size_t)dev * (size_t)w + (size_t)l] =
+          l < L && state_type_at(x, v, l) == type ? x->path[dev * L + l] : 0;
+  ok = ok && first_equal(key, w, n, first);
   *n_summands = 0;
-  for (int dev = 0; dev < x->n_dev; dev++) {
-    summand[dev] = -1;
-    for (int e = 0; e < dev && summand[dev] < 0; e++) {
-      bool same = true;
-      for (int l = 0; l < L && same; l++)
-        if (state_type_at(x, v, l) == type)
-          same = x->path[dev * L + l] == x->path[e * L + l];
-      if (same)
-        summand[dev] = summand[e];
-    }
-    if (summand[dev] < 0)
-      summand[dev] = (*n_summands)++;
-  }
+  for (int dev = 0; dev < n && ok; dev++)
+    summand[dev] = first[dev] == dev ? (*n_summands)++ : summand[first[dev]];
+  free(key);
+  free(first);
+  return ok;
 }
 
 static bool has_type(const dctx *x, int v, int type) {
@@ -272,13 +325,19 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     return AP_OK;
   ap_dxfer *t = new_xfer(x, AP_DX_EXCHANGE, v);
   box_list *owned = ap_arena_array(a, (size_t)n, sizeof *owned);
-  if (!t || !owned)
+  int *first = ap_arena_array(a, (size_t)n, sizeof *first);
+  if (!t || !owned || !first || !box_classes(rank, held, n, first))
     return oom(x);
+  /* A box an earlier device holds too is all subtracted; the others lose
+   * what the earlier distinct boxes hold (an equal box subtracts nothing
+   * more than its first holder's). */
   for (int d = 0; d < n; d++) {
-    if (ap_dbox_volume(rank, &held[d]) > 0 && !list_push(a, &owned[d], &held[d]))
+    if (first[d] < d || ap_dbox_volume(rank, &held[d]) == 0)
+      continue;
+    if (!list_push(a, &owned[d], &held[d]))
       return oom(x);
-    for (int e = 0; e < d; e++)
-      if (!list_subtract(a, rank, &owned[d], &held[e]))
+    for (int e = 0; e < d && owned[d].n; e++)
+      if (first[e] == e && !list_subtract(a, rank, &owned[d], &held[e]))
         return oom(x);
   }
   int cap = 0;
@@ -320,37 +379,32 @@ static ap_status reduction(dctx *x, int v, const ap_dbox *box, int *summand, int
    * first device holding its box. */
   int *group = ap_arena_array(a, (size_t)n, sizeof *group);
   int *members = ap_arena_array(a, (size_t)n, sizeof *members);
-  if (!group || !members)
+  int *first = malloc((size_t)n * sizeof *first);
+  if (!group || !members || !first || !box_classes(rank, box, n, first)) {
+    free(first);
     return oom(x);
+  }
   bool clean = val->dtype == AP_DT_FLOAT;
   int n_members = 0; /* groups of n_summands each, filling members exactly when clean */
   for (int d = 0; d < n && clean; d++) {
-    int first = d;
-    for (int e = 0; e < d && first == d; e++)
-      if (ap_dbox_equal(rank, &box[d], &box[e]))
-        first = e;
-    if (first < d) {
-      group[d] = group[first];
-      continue;
-    }
-    if (n_members + n_summands > n) {
-      clean = false;
-      break;
-    }
-    int *slots = members + n_members;
-    group[d] = n_members;
-    n_members += n_summands;
-    for (int s = 0; s < n_summands; s++)
-      slots[s] = -1;
-    for (int e = d; e < n; e++)
-      if (ap_dbox_equal(rank, &box[d], &box[e])) {
-        if (slots[summand[e]] >= 0)
-          clean = false;
-        slots[summand[e]] = e;
+    if (first[d] == d) {
+      if (n_members + n_summands > n) {
+        clean = false;
+        break;
       }
-    for (int s = 0; s < n_summands; s++)
-      clean &= slots[s] >= 0;
+      group[d] = n_members;
+      n_members += n_summands;
+      for (int s = 0; s < n_summands; s++)
+        members[group[d] + s] = -1;
+    }
+    group[d] = group[first[d]];
+    int *slot = &members[group[d] + summand[d]];
+    clean &= *slot < 0;
+    *slot = d;
   }
+  for (int m = 0; m < n_members && clean; m++)
+    clean = members[m] >= 0;
+  free(first);
   ap_dxfer *t = new_xfer(x, clean ? AP_DX_ALLREDUCE : AP_DX_REDUCE, v);
   if (!t)
     return oom(x);
@@ -463,7 +517,8 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
     int *summand = ap_arena_array(g->arena, (size_t)n_dev, sizeof *summand), S;
     if (!summand)
       return oom(x);
-    summands(x, vx, 1, summand, &S);
+    if (!summands(x, vx, 1, summand, &S))
+      return oom(x);
     if (S > 1) {
       ap_status s = reduction(x, n->out[0], dn->out, summand, S, &dn->reduce);
       if (s != AP_OK)
@@ -818,22 +873,19 @@ static ap_status weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out) 
   int rank = val->rank, n = x->n_dev;
   *out = NULL;
   int *cls = ap_arena_array(a, (size_t)n, sizeof *cls);
-  if (!cls)
+  if (!cls || !box_classes(rank, box, n, cls))
     return oom(x);
-  /* Groups of equal boxes; an all-reduce in each when the groups are disjoint. */
+  /* Groups of equal boxes; an all-reduce in each when the groups are
+   * disjoint. Only the first device of each group is compared with the
+   * others' firsts: a thousand devices of data parallelism hold one box. */
   bool disjoint = true, shared = false;
   for (int d = 0; d < n; d++) {
-    cls[d] = d;
-    for (int e = 0; e < d; e++) {
-      ap_dbox meet;
-      if (ap_dbox_equal(rank, &box[d], &box[e])) {
-        if (cls[d] == d)
-          cls[d] = cls[e];
-      } else if (intersect(rank, &box[d], &box[e], &meet)) {
-        disjoint = false;
-      }
-    }
     shared |= cls[d] != d && ap_dbox_volume(rank, &box[d]) > 0;
+    for (int e = 0; e < d && disjoint && cls[d] == d; e++) {
+      ap_dbox meet;
+      if (cls[e] == e && intersect(rank, &box[d], &box[e], &meet))
+        disjoint = false;
+    }
   }
   if (disjoint && !shared)
     return AP_OK; /* one copy of every element */
@@ -858,23 +910,31 @@ static ap_status weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out) 
   t->n_group = n_group;
   t->summand = summand;
   /* Each class's devices, in device order, once: cls[d] <= d is the first
-   * device of d's class, which comes first. */
+   * device of d's class, which comes first; next[c] counts the devices of
+   * class c placed so far. */
+  for (int d = 0; d < n; d++)
+    n_group[d] = 0;
+  for (int d = 0; d < n; d++)
+    n_group[cls[d]]++;
   int n_members = 0;
   for (int d = 0; d < n; d++) {
-    if (cls[d] < d) {
+    if (cls[d] == d) {
+      group[d] = n_members;
+      n_members += n_group[d];
+    } else {
       group[d] = group[cls[d]];
-      summand[d] = n_group[cls[d]]++;
-      members[group[d] + summand[d]] = d;
-      continue;
     }
-    group[d] = n_members;
-    n_group[d] = 1;
-    summand[d] = 0;
-    members[n_members] = d;
-    for (int e = d + 1; e < n; e++)
-      n_members += cls[e] == d;
-    n_members++;
   }
+  int *next = malloc((size_t)n * sizeof *next);
+  if (!next)
+    return oom(x);
+  for (int d = 0; d < n; d++) {
+    int c = cls[d];
+    next[d] = 0;
+    summand[d] = next[c]++;
+    members[group[d] + summand[d]] = d;
+  }
+  free(next);
   for (int d = 0; d < n; d++)
     n_group[d] = n_group[cls[d]];
   *out = t;

@@ -171,3 +171,18 @@ Test(plan_bytes, plans_are_exact_on_deeper_trees, .timeout = 600) {
           failed += mismatches_on(dir, m, deep[a], strategies[s], train) > 0;
   cr_assert_eq(failed, 0, "%d plans differ from the program's bytes (see the log)", failed);
 }
+
+/* Up to EXACT_MAX_DEVICES (64) the chosen plan is priced from the program's
+ * transfers: five and six binary levels, one array of two kinds. */
+Test(plan_bytes, plans_are_exact_on_32_and_64_devices, .timeout = 900) {
+  static const char *const wide[] = {"cpu:32", "tpuv3:32,tpuv2:32"};
+  char dir[600];
+  zoo("wide", dir, sizeof dir);
+  int failed = 0;
+  for (int m = 0; m < N_MODELS; m++)
+    for (size_t a = 0; a < sizeof wide / sizeof *wide; a++)
+      for (int s = 0; s < N_STRATEGIES; s++)
+        for (int train = 0; train < 2; train++)
+          failed += mismatches_on(dir, m, wide[a], strategies[s], train) > 0;
+  cr_assert_eq(failed, 0, "%d plans differ from the program's bytes (see the log)", failed);
+}

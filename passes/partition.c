@@ -1028,7 +1028,7 @@ static const memo_entry *memo_find(const below *b, int n, uint64_t h) {
 }
 
 static void memo_put(below *b, int n, uint64_t h, const double *value, int n_value) {
-  if (b->n_entry >= 2 * b->n_bucket) { /* rehash into twice the buckets */
+  if (2 * b->n_entry >= b->n_bucket) { /* at half full: lookups walk short chains */
     size_t nb = 2 * b->n_bucket;
     memo_entry **bk = ap_arena_array(b->ar, nb, sizeof *bk);
     if (!bk) {

@@ -970,9 +970,10 @@ static double vertex_memory(const ap_plan *p, const ap_graph *g, const int64_t *
 typedef struct memo_entry {
   struct memo_entry *next;
   uint64_t hash;
-  double value[AP_MAX_CHILDREN]; /* a subtree's time, or a ratio */
   int n;          /* key length */
-  int64_t key[];  /* vertex or edge, states, kind, count, extents */
+  int64_t key[];  /* vertex or edge, states, kind, count, extents; after the key its
+                     values as doubles (a subtree's time, or a ratio per child): a
+                     fixed array of AP_MAX_CHILDREN made most entries half waste */
 } memo_entry;
 
 typedef struct below {
@@ -1020,10 +1021,11 @@ static uint64_t key_hash(const int64_t *key, int n) {
   return h;
 }
 
-static const memo_entry *memo_find(const below *b, int n, uint64_t h) {
+/* The values remembered under b->key[0..n), or NULL. */
+static const double *memo_find(const below *b, int n, uint64_t h) {
   for (const memo_entry *m = b->bucket[h & (b->n_bucket - 1)]; m; m = m->next)
     if (m->hash == h && m->n == n && memcmp(m->key, b->key, sizeof(int64_t) * (size_t)n) == 0)
-      return m;
+      return (const double *)(const void *)(m->key + n);
   return NULL;
 }
 
@@ -1044,13 +1046,14 @@ static void memo_put(below *b, int n, uint64_t h, const double *value, int n_val
     b->bucket = bk;
     b->n_bucket = nb;
   }
-  memo_entry *m = ap_arena_alloc(b->ar, sizeof *m + sizeof(int64_t) * (size_t)n);
+  memo_entry *m = ap_arena_alloc(b->ar, sizeof *m + sizeof(int64_t) * (size_t)n +
+                                            sizeof(double) * (size_t)n_value);
   if (!m) {
     b->status = AP_ERR_NOMEM;
     return;
   }
   m->hash = h;
-  memcpy(m->value, value, sizeof(double) * (size_t)n_value);
+  memcpy(m->key + n, value, sizeof(double) * (size_t)n_value);
   m->n = n;
   memcpy(m->key, b->key, sizeof(int64_t) * (size_t)n);
   m->next = b->bucket[h & (b->n_bucket - 1)];
@@ -1077,9 +1080,9 @@ static void cached_ratio(below *b, const ap_class *c, int v, int s, double *r) {
   b->key[n++] = c->g.count;
   n = key_ext(b, n, c->ext, v);
   uint64_t h = key_hash(b->key, n);
-  const memo_entry *m = memo_find(b, n, h);
+  const double *m = memo_find(b, n, h);
   if (m) {
-    memcpy(r, m->value, sizeof(double) * AP_MAX_CHILDREN);
+    memcpy(r, m, sizeof(double) * AP_MAX_CHILDREN);
     return;
   }
   ap_plan_ratio(b->p, b->g, c, v, s, r);
@@ -1126,9 +1129,9 @@ static double below_vertex(below *b, int l, const ap_group *grp, const int64_t *
   }
   int n = key_ext(b, key_head(b, v, s, l, grp), ext, v);
   uint64_t h = key_hash(b->key, n);
-  const memo_entry *m = memo_find(b, n, h);
+  const double *m = memo_find(b, n, h);
   if (m)
-    return m->value[0];
+    return m[0];
   ap_class c = {.g = *grp, .mult = 1, .ext = (int64_t *)ext};
   level_ctx x;
   ctx_init(&x, p, g, &c);
@@ -1173,9 +1176,9 @@ static double below_edge(below *b, int l, const ap_group *grp, const int64_t *ex
     n = key_ext(b, key_ext(b, n, ext, u), ext, w);
   }
   uint64_t h = key_hash(b->key, n);
-  const memo_entry *m = memo_find(b, n, h);
+  const double *m = memo_find(b, n, h);
   if (m)
-    return m->value[0];
+    return m[0];
   ap_class c = {.g = *grp, .mult = 1, .ext = (int64_t *)ext};
   level_ctx x;
   ctx_init(&x, p, g, &c);

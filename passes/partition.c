@@ -107,21 +107,27 @@ static double box_bytes(const ap_graph *g, int value, int rank, const int64_t *b
 
 /* ---- layouts of a vertex's ports ---- */
 
-ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const double *ratio) {
+/* The slot (0 or 1) of the port's dims that state s splits, or -1. */
+static int port_slot(const ap_plan *p, int v, int port, int s) {
   const ap_vertex *vx = &p->v[v];
   s = state_type(s);
-  ap_layout l = {.kind = AP_LAYOUT_REPLICATED};
-  int c = -1;
-  if (vx->join) {
+  int c;
+  if (vx->join)
     c = s < 2 ? s : -1;
-  } else if (port == 0) { /* the output: I splits B, II is partial, III splits O */
-    if (s == 1)
-      l.kind = AP_LAYOUT_PARTIAL;
+  else if (port == 0) /* the output: I splits B, II is partial, III splits O */
     c = s == 0 ? 0 : s == 2 ? 1 : -1;
-  } else { /* the input: I splits B, II splits I, III needs it whole */
+  else /* the input: I splits B, II splits I, III needs it whole */
     c = s == 0 ? 0 : s == 1 ? 1 : -1;
-  }
-  if (c >= 0 && vx->port[port].dim[c] >= 0) {
+  return c >= 0 && vx->port[port].dim[c] >= 0 ? c : -1;
+}
+
+ap_layout ap_plan_port_layout(const ap_plan *p, int v, int port, int s, const double *ratio) {
+  const ap_vertex *vx = &p->v[v];
+  ap_layout l = {.kind = AP_LAYOUT_REPLICATED};
+  if (!vx->join && port == 0 && state_type(s) == 1)
+    l.kind = AP_LAYOUT_PARTIAL;
+  int c = port_slot(p, v, port, s);
+  if (c >= 0) {
     l.kind = AP_LAYOUT_SPLIT;
     l.dim = vx->port[port].dim[c];
     l.unit = vx->port[port].unit[c];
@@ -259,11 +265,13 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
       ap_plan_port_ratio(x->p, x->g, port_ext(x->p, ext, v, 0), v, port, s, x->k, r, pr);
       rp = pr;
     }
-    ap_layout l = ap_plan_port_layout(x->p, v, port, s, rp);
-    int c = split_slot(x->p, v, port, &l);
+    /* split_slot of the port's layout, without building the layout */
+    int c = port_slot(x->p, v, port, s);
+    if (c == 1 && vx->port[port].dim[0] == vx->port[port].dim[1])
+      c = 0;
     if (c >= 0 && x->k > 1) {
       int64_t share[AP_MAX_CHILDREN];
-      ap_layout_unit_shares(e[c], x->k, rp, l.unit, share);
+      ap_layout_unit_shares(e[c], x->k, rp, vx->port[port].unit[c], share);
       o[c] = share[i];
     }
   }

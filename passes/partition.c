@@ -2033,18 +2033,27 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
   p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
   p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
-  /* One level: what the levels charge is what the program sends. Where the
-   * program does not train some layer's weight (layers_train), it runs no
-   * backward there while the levels charge one. */
+  p->level_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
+  p->level_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
+  /* Every level count, one included: on one level the levels' charges equal
+   * the program's on every plan test_plan_bytes checks, and pricing from the
+   * program's transfers makes that so for every model. Where the program
+   * does not train some layer's weight (layers_train), it runs no backward
+   * there while the levels charge one. */
   bool exact =
-      L > 1 && N <= EXACT_MAX_DEVICES && !published_model(p) && p->layers_train;
+      L > 0 && N > 1 && N <= EXACT_MAX_DEVICES && !published_model(p) && p->layers_train;
+  p->bytes_priced = published_model(p) ? "paper"
+                    : !p->layers_train  ? "levels"
+                    : exact || N == 1   ? "program"
+                                        : "closed forms";
   double *item_delta =
       exact ? ap_arena_array(a, (size_t)(V + E + 1) * (size_t)N, sizeof *item_delta) : NULL;
   if ((exact && !item_delta) || !p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
       !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
       !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !gather[0] ||
-      !gather[1] || !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes)
+      !gather[1] || !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes ||
+      !p->level_fwd_bytes || !p->level_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int jw = 0; jw < p->n_wjoint; jw++)
     if (L < 2 || exact || !joint_whole(p, g, &p->wjoint[jw], ratio, &joint_count[jw]))
@@ -2136,6 +2145,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     p->dev_step_bytes[dv] += loss_exact[dv];
   }
   if (exact) {
+    /* No closed form has touched them: what the levels charged. */
+    memcpy(p->level_fwd_bytes, p->dev_fwd_bytes, (size_t)N * sizeof(double));
+    memcpy(p->level_step_bytes, p->dev_step_bytes, (size_t)N * sizeof(double));
     ap_status st =
         program_bytes(p, g, &dp, item_delta, p->dev_fwd_bytes, p->dev_step_bytes, d);
     if (st != AP_OK)
@@ -2197,6 +2209,10 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     }
     p->row_time_s[v] = worst;
     p->compute_time_s += worst_compute;
+  }
+  if (!exact) { /* the levels' and the closed forms' */
+    memcpy(p->level_fwd_bytes, p->dev_fwd_bytes, (size_t)N * sizeof(double));
+    memcpy(p->level_step_bytes, p->dev_step_bytes, (size_t)N * sizeof(double));
   }
   for (int e = 0; e < E; e++) {
     double worst = direct[e] ? edge_worst[e] : 0;
@@ -2481,4 +2497,10 @@ double ap_plan_model_device_bytes(const ap_plan *p, int dev, bool train) {
   if (!p || dev < 0 || dev >= p->dev.n_devices)
     return -1;
   return train ? p->dev_step_bytes[dev] : p->dev_fwd_bytes[dev];
+}
+
+double ap_plan_level_device_bytes(const ap_plan *p, int dev, bool train) {
+  if (!p || dev < 0 || dev >= p->dev.n_devices)
+    return -1;
+  return train ? p->level_step_bytes[dev] : p->level_fwd_bytes[dev];
 }

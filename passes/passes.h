@@ -164,10 +164,17 @@ typedef struct ap_plan {
   double **child_sent;          /* the same, a training step */
   double *dev_fwd_bytes;        /* [n_devices]: the cost model's bytes per device, forward */
   double *dev_step_bytes;       /* [n_devices]: the same, a training step */
+  double *level_fwd_bytes;      /* [n_devices]: what the levels charged, forward */
+  double *level_step_bytes;     /* [n_devices]: the same, a training step */
   double *class_mem;            /* [classes of the last level]: footprint, bytes */
   double *row_time_s;           /* [n_vertices]: its share of the step time */
   double step_time_s, compute_time_s, comm_time_s, comm_bytes, paper_cost, max_mem_bytes;
   const char *optimality;
+  const char *bytes_priced;     /* how comm_bytes and the devices' bytes were priced:
+                                   "program" (its transfers, device by device), "closed
+                                   forms" (past EXACT_MAX_DEVICES), "levels" (a weight
+                                   without data: the program trains no layer there),
+                                   "paper" (the published metric) */
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
   bool level_only;              /* price each level by itself (a base plan of accpar's rollout) */
   int loss_vertex;              /* the vertex computing graph output 0 (itself or by a chain
@@ -228,6 +235,10 @@ void ap_plan_intra_exchange(const ap_plan *p, const ap_graph *g, const ap_class 
 /* The bytes the cost model charges device dev (what its communication
  * time is made of): the forward pass (train false) or a training step. */
 double ap_plan_model_device_bytes(const ap_plan *p, int dev, bool train);
+/* The bytes the levels charged device dev, as the search prices every
+ * candidate, before the chosen plan is priced from the program's transfers
+ * (bytes_priced "program"); where it is not, ap_plan_model_device_bytes. */
+double ap_plan_level_device_bytes(const ap_plan *p, int dev, bool train);
 
 /* ---- plan_print.c ------------------------------------------------------- */
 

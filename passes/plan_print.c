@@ -135,7 +135,7 @@ ap_status ap_plan_print_table(const ap_graph *g, FILE *out) {
     fprintf(out, " %s %.6e bytes%s", p->dev.kinds[k].name, mx,
             k + 1 < p->dev.n_kinds ? "," : "");
   }
-  fprintf(out, "\noptimality: %s\n", p->optimality);
+  fprintf(out, "\noptimality: %s\nbytes priced: %s\n", p->optimality, p->bytes_priced);
   return ferror(out) ? AP_ERR_IO : AP_OK;
 }
 
@@ -182,6 +182,8 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
           p->dev.n_devices, L, p->step_time_s, p->compute_time_s, p->comm_time_s,
           p->comm_bytes, p->paper_cost, p->max_mem_bytes);
   json_string(out, p->optimality);
+  fprintf(out, ",\n  \"bytes_priced\": ");
+  json_string(out, p->bytes_priced);
   fprintf(out, ",\n  \"device_mem_bytes\": [");
   for (int dv = 0; dv < p->dev.n_devices; dv++)
     fprintf(out, "%s%.9g", dv ? ", " : "", p->class_mem[p->dev_class[dv]]);

@@ -60,7 +60,9 @@ static int mismatches_on(const char *dir, int m, const char *array, const char *
   ap_dist *dist;
   cr_assert_eq(train ? ap_distribute_train(g, NULL, NULL, &dist, &d) : ap_distribute(g, &dist, &d),
                AP_OK, "%s", d.message);
-  int bad = 0;
+  ap_plan_summary sum;
+  cr_assert(ap_plan_get(g, &sum));
+  int bad = 0, level_bad = 0;
   double model = 0, program = 0;
   for (int dev = 0; dev < dv.n_devices; dev++) {
     double want = train ? dist->step_bytes[dev] : dist->fwd_bytes[dev];
@@ -68,6 +70,15 @@ static int mismatches_on(const char *dir, int m, const char *array, const char *
     model += got;
     program += want;
     bad += got != want;
+    level_bad += ap_plan_level_device_bytes(g->plan, dev, train) != want;
+  }
+  /* On one level the search's own pricing is the program's too: there the
+   * levels price every candidate as the program would send it. */
+  if (sum.n_levels == 1 && level_bad) {
+    cr_log_info("%s on %s with %s: the levels' %s bytes differ from the program's on %d of "
+                "%d devices", models[m], array, strategy, train ? "step" : "forward", level_bad,
+                dv.n_devices);
+    bad += level_bad;
   }
   if (bad)
     cr_log_info("%s on %s with %s: %s bytes, cost model %.0f, program %.0f (%+.1f%%), "
@@ -76,8 +87,6 @@ static int mismatches_on(const char *dir, int m, const char *array, const char *
                 program > 0 ? 100 * (model - program) / program : 0.0, bad, dv.n_devices);
   /* comm_bytes, which the plan prints, sums the devices' step bytes (in
    * another order: levels of three children leave thirds of bytes). */
-  ap_plan_summary sum;
-  cr_assert(ap_plan_get(g, &sum));
   double off = sum.comm_bytes - model;
   if (train && (off > 1e-9 * model || -off > 1e-9 * model)) {
     cr_log_info("%s on %s with %s: comm_bytes %.0f, the devices' step bytes %.0f", models[m],

@@ -1823,16 +1823,24 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
   *bwd = elem * (gathers ? whole - held : need - meet);
 }
 
-/* Up to this many devices the chosen plan's bytes are the program's, device
- * by device: the distribution (passes/distribute.c) is built for the plan
- * and its transfers are priced, each on the vertex or edge whose cost it
- * is. Building it takes every device's boxes of every value, and the
- * square of the count of distinct boxes per transfer (GPT-2 small on 64
- * devices: 0.65 s; ResNet-152 on 1024 would take seconds), so beyond, the
- * closed forms of finish price what they can (the sums every level makes,
- * the loss's rows, edge_direct's edges) and the rest stays the levels'
- * (docs/partition.md, "Approximations"). */
-enum { EXACT_MAX_DEVICES = 64 };
+/* Where its distribution is cheap to build, the chosen plan's bytes are the
+ * program's, device by device: the distribution (passes/distribute.c) is
+ * built for the plan and its transfers are priced, each on the vertex or
+ * edge whose cost it is. Building it takes every device's boxes of every
+ * node (EXACT_MAX_WORK node-devices: GPT-2 small's 957 nodes on 64 devices
+ * are 61,248 and cost 0.14 s; ResNet-152's 515 on 1024 devices would take
+ * seconds) and compares the distinct boxes of a transfer pairwise (at most
+ * EXACT_MAX_DEVICES). Beyond, the closed forms of finish price what they
+ * can (the sums every level makes, the loss's rows, edge_direct's edges)
+ * and the rest stays the levels' (docs/partition.md, "Approximations"). */
+enum { EXACT_MAX_WORK = 1 << 16, EXACT_MAX_DEVICES = 1024 };
+
+static bool exact_affordable(const ap_graph *g, int n_devices) {
+  int64_t live = 0;
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    live += !g->nodes[ni].dead;
+  return n_devices <= EXACT_MAX_DEVICES && live * n_devices <= EXACT_MAX_WORK;
+}
 
 /* The vertex or edge item (vertices 0..V-1, edges V..V+E-1, V+E: none)
  * whose cost prices input slot i of node ni, read by vertex v: the edge
@@ -2041,7 +2049,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
    * does not train some layer's weight (layers_train), it runs no backward
    * there while the levels charge one. */
   bool exact =
-      L > 0 && N > 1 && N <= EXACT_MAX_DEVICES && !published_model(p) && p->layers_train;
+      L > 0 && N > 1 && exact_affordable(g, N) && !published_model(p) && p->layers_train;
   p->bytes_priced = published_model(p) ? "paper"
                     : !p->layers_train  ? "levels"
                     : exact || N == 1   ? "program"

@@ -172,7 +172,7 @@ typedef struct ap_plan {
   const char *optimality;
   const char *bytes_priced;     /* how comm_bytes and the devices' bytes were priced:
                                    "program" (its transfers, device by device), "closed
-                                   forms" (past EXACT_MAX_DEVICES), "levels" (a weight
+                                   forms" (past EXACT_MAX_WORK), "levels" (a weight
                                    without data: the program trains no layer there),
                                    "paper" (the published metric) */
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */

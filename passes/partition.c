@@ -286,7 +286,7 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
  * Each float costs pack_float_s copied from contiguous rows of op(B), or
  * pack_transposed_s gathered from a transposed one (apk_pack_b's two paths,
  * measured by calibrate on an operand in the caches, where a layer's weight
- * and activations are: the memcpy rate of mem_bw is two to six times
+ * and activations are: the memcpy rate of mem_bw is three to six times
  * slower). A device file without them prices a float as loaded, stored and
  * loaded again at mem_bw. Splitting the batch leaves every device packing
  * the whole weight. */
@@ -296,9 +296,9 @@ static double gemm_packing_s(const ap_graph *g, const ap_vertex *vx, double rows
   const ap_value *x = &g->values[vx->port[1].value];
   if (x->dtype != AP_DT_FLOAT || rows <= 0 || k <= 0 || n <= 0)
     return 0;
-  double old_s = 3 * 4 / dk->mem_bw_bytes_s;
-  double contiguous_s = dk->pack_float_s > 0 ? dk->pack_float_s : old_s;
-  double transposed_s = dk->pack_transposed_s > 0 ? dk->pack_transposed_s : old_s;
+  double streamed_s = 3 * 4 / dk->mem_bw_bytes_s;
+  double contiguous_s = dk->pack_float_s > 0 ? dk->pack_float_s : streamed_s;
+  double transposed_s = dk->pack_transposed_s > 0 ? dk->pack_transposed_s : streamed_s;
   bool gemm = node->op == AP_OP_GEMM;
   bool ta = gemm && ap_attr_int(node, "transA", 0) != 0;
   bool tb = gemm && ap_attr_int(node, "transB", 0) != 0;

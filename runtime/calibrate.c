@@ -260,7 +260,8 @@ static int direct_rate(const aprt_calibrate_kernels *k, double quantum_s, double
  * panels on every ISA) of 540 KiB, which stays in the caches as a layer's
  * weight does between its uses. Its row stride of 576 floats spreads a
  * transposed pack's read streams over the cache sets; strides of a multiple
- * of 256 floats make them collide (docs/partition.md, "Cost model"). */
+ * of 256 floats make them collide (docs/partition.md, "Approximations, on
+ * purpose"). */
 static int pack_time(const aprt_calibrate_kernels *k, int trans_b, double quantum_s,
                      double *per) {
   enum { K = 576, N = 240 };

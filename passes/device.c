@@ -14,6 +14,7 @@ typedef struct preset {
   double peak_flops, mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s;
   double exp_s, tanh_s;
   double lower_row_s, lower_float_s, lower_gather_s, direct_flops;
+  double pack_float_s, pack_transposed_s;
 } preset;
 
 /* Transcendental functions (exp_s, tanh_s). A TPU computes them on its
@@ -31,27 +32,34 @@ typedef struct preset {
  * neither: their figures are assumptions, a lowering that streams each float
  * in and out at the memory bandwidth with no cost per row (8 bytes over
  * mem_bw, rounded), and a direct convolution at the peak rate. The cpu
- * preset's are `accparc calibrate`'s on this host (2026-11-27). */
+ * preset's are `accparc calibrate`'s on this host (2026-11-27).
+ *
+ * A GEMM's packing of its B operand (pack_float_s, pack_transposed_s): the
+ * accelerators' figures are the assumption the cost model made before it
+ * was measured, each float loaded, stored and loaded again at the memory
+ * bandwidth (12 bytes over mem_bw, rounded); the cpu preset's are `accparc
+ * calibrate`'s on this host (2026-11-27): 0.1 ns a float copied from
+ * contiguous rows, 0.2 ns gathered from a transposed operand. */
 
 static const preset presets[] = {
     /* Cloud TPU v2 chip: 45 TFLOP/s bf16, 16 GiB HBM at 600 GB/s; ICI links of
      * 496 Gbit/s (Jouppi et al., CACM 2020, table 3). */
     {"tpuv2", 45e12, 600e9, 16.0 * 1073741824.0, 496e9 / 8, 1e-6, 1.4e-11, 1.4e-11,
-     0, 1.3e-11, 1.3e-11, 45e12},
+     0, 1.3e-11, 1.3e-11, 45e12, 2.0e-11, 2.0e-11},
     /* Cloud TPU v3 chip: 123 TFLOP/s bf16, 32 GiB HBM2 at 900 GB/s; ICI links
      * of 656 Gbit/s (same sources). */
     {"tpuv3", 123e12, 900e9, 32.0 * 1073741824.0, 656e9 / 8, 1e-6, 1.0e-11, 1.0e-11,
-     0, 8.9e-12, 8.9e-12, 123e12},
+     0, 8.9e-12, 8.9e-12, 123e12, 1.3e-11, 1.3e-11},
     /* HyPar's evaluation: Eyeriss-like accelerators of 84 GOP/s, each with an
      * HMC cube (8 GiB, 320 GB/s) on an H-tree of 1.6 GB/s-per-direction links. */
     {"eyeriss", 84e9, 320e9, 8.0 * 1073741824.0, 1.6e9, 1e-6, 1.2e-10, 1.2e-10,
-     0, 2.5e-11, 2.5e-11, 84e9},
+     0, 2.5e-11, 2.5e-11, 84e9, 3.8e-11, 3.8e-11},
     /* This host, measured by `plan_time --measure-cpu` (bench/plan_time.c,
      * 2026-11-21): one core's float32 matrix multiply (31 GFLOP/s) and copy
      * bandwidth (11.3 GB/s read+write); a link between threads is a copy,
      * half that; 4 GiB per device and 5 us per hand-off are assumptions. */
     {"cpu", 3.1e10, 1.13e10, 4.0 * 1073741824.0, 5.66e9, 5e-6, 5.1e-9, 6.2e-10,
-     5.8e-9, 4.0e-11, 3.5e-10, 4.6e10},
+     5.8e-9, 4.0e-11, 3.5e-10, 4.6e10, 1e-10, 2e-10},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
 
@@ -77,6 +85,8 @@ bool ap_device_preset(const char *name, ap_device_kind *out) {
       out->lower_float_s = presets[i].lower_float_s;
       out->lower_gather_s = presets[i].lower_gather_s;
       out->direct_flops = presets[i].direct_flops;
+      out->pack_float_s = presets[i].pack_float_s;
+      out->pack_transposed_s = presets[i].pack_transposed_s;
       return true;
     }
   return false;
@@ -103,7 +113,8 @@ ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d)
       {"link_latency_s", &out->link_latency_s}, {"exp_s", &out->exp_s},
       {"tanh_s", &out->tanh_s},                 {"lower_row_s", &out->lower_row_s},
       {"lower_float_s", &out->lower_float_s},   {"lower_gather_s", &out->lower_gather_s},
-      {"direct_flops", &out->direct_flops},
+      {"direct_flops", &out->direct_flops},     {"pack_float_s", &out->pack_float_s},
+      {"pack_transposed_s", &out->pack_transposed_s},
   };
   enum { N_KEYS = sizeof keys / sizeof keys[0], N_REQUIRED = 5 }; /* older files lack the
                                                                      rest */

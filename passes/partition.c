@@ -277,17 +277,55 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
   }
 }
 
-/* Floats a device's kernels of a layer load and store beyond the products'
- * arithmetic, which peak_flops prices: each of a training step's three
- * GEMMs packs its B operand (loaded, stored, loaded again by the
- * micro-kernel: 3 per element), which for the small batches of training
- * costs as much as the products. A layer of rows x k inputs and n outputs
- * packs its weight (forward, and backward data unless the input is a graph
- * input) and, for its weight's gradient, its input (Gemm: dW = dY^T X) or
- * its output's error (MatMul: dW = X^T dY). Splitting the batch leaves every
- * device packing the whole weight. */
-static double gemm_packing_floats(bool gemm, bool first, double rows, double k, double n) {
-  return 3 * (k * n * (first ? 1 : 2) + rows * (gemm ? k : n));
+/* Seconds a device's GEMMs of a layer spend packing their B operands, which
+ * the products' rate (peak_flops, measured on large products where packing
+ * is amortised) leaves out and which at training batches costs a good part
+ * of the products. A layer of `rows` rows of k inputs and n outputs runs, as
+ * codegen/c_layer.c and c_grad_layer.c emit them:
+ * - forward, the weight as op(B): k x n floats, transposed where Gemm's
+ *   transB is set;
+ * - backward data (unless the input is a graph input), the weight the other
+ *   way round;
+ * - the weight's gradient, the input (Gemm with transB: dW = dY^T X) or the
+ *   output's error (otherwise: dW = X^T dY), rows x k or rows x n floats.
+ * A MatMul on a batch of matrices (rank 3 or more) runs one GEMM per matrix,
+ * each packing the weight again. A GEMM of at most APK_NARROW_M rows packs
+ * nothing (apk_sgemm reads B in place); float64 runs loops without packing.
+ * Each float costs pack_float_s copied from contiguous rows of op(B), or
+ * pack_transposed_s gathered from a transposed one (apk_pack_b's two paths,
+ * measured by calibrate on an operand in the caches, where a layer's weight
+ * and activations are: the memcpy rate of mem_bw is three to six times
+ * slower). A device file without them prices a float as loaded, stored and
+ * loaded again at mem_bw. Splitting the batch leaves every device packing
+ * the whole weight. */
+static double gemm_packing_s(const ap_graph *g, const ap_vertex *vx, double rows, double k,
+                             double n, const ap_device_kind *dk) {
+  const ap_node *node = &g->nodes[vx->node];
+  const ap_value *x = &g->values[vx->port[1].value];
+  if (x->dtype != AP_DT_FLOAT || rows <= 0 || k <= 0 || n <= 0)
+    return 0;
+  double streamed_s = 3 * 4 / dk->mem_bw_bytes_s;
+  double contiguous_s = dk->pack_float_s > 0 ? dk->pack_float_s : streamed_s;
+  double transposed_s = dk->pack_transposed_s > 0 ? dk->pack_transposed_s : streamed_s;
+  bool gemm = node->op == AP_OP_GEMM;
+  bool ta = gemm && ap_attr_int(node, "transA", 0) != 0;
+  bool tb = gemm && ap_attr_int(node, "transB", 0) != 0;
+  double m = rows, calls = 1; /* rows of one GEMM, GEMMs per kernel */
+  if (!gemm && x->rank >= 3) {
+    m = (double)x->dims[x->rank - 2];
+    calls = rows / m;
+  }
+  double t = 0;
+  if (m > APK_NARROW_M) {
+    t += calls * k * n * (tb ? transposed_s : contiguous_s);
+    if (!vx->first)
+      t += calls * n * k * (gemm && tb ? contiguous_s : transposed_s);
+  }
+  if (gemm && tb)
+    t += n > APK_NARROW_M ? rows * k * (ta ? transposed_s : contiguous_s) : 0;
+  else
+    t += k > APK_NARROW_M ? rows * n * contiguous_s : 0;
+  return t;
 }
 
 /* Seconds of a convolution's kernels in a training step (forward, backward
@@ -307,7 +345,7 @@ static double gemm_packing_floats(bool gemm, bool first, double rows, double k, 
  *   Backward weights then transposes each float into the GEMM's panel (one
  *   access at mem_bw); backward data first zeroes the input's error;
  * - a pointwise convolution's column matrix is its input, which the GEMM
- *   packs as gemm_packing_floats counts (3 accesses per element);
+ *   packs: 3 accesses per element at the memory bandwidth;
  * - one input channel (apk_conv2d_is_direct): forward and backward weights
  *   are direct loops at direct_flops, lowering nothing.
  * A device file without the lowering's figures prices a float as a load and
@@ -412,11 +450,10 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
       const ap_value *xv = &g->values[in->value];
       const ap_port *out = &vx->port[0];
       double rows = (double)ap_numel(xv->rank, xv->dims) / full(g, in->value, in->dim[1]) * fb;
-      double packed = vx->flops > 0 ? gemm_packing_floats(g->nodes[vx->node].op == AP_OP_GEMM,
-                                                           vx->first, rows, (double)ext[3],
-                                                           out->dim[1] >= 0 ? (double)ext[1] : 1)
-                                    : 0;
-      t += packed * elem_bytes(g, in->value) / (count * dk->mem_bw_bytes_s);
+      if (vx->flops > 0)
+        t += gemm_packing_s(g, vx, rows, (double)ext[3], out->dim[1] >= 0 ? (double)ext[1] : 1,
+                            dk) /
+             count;
     }
   } else {
     double traffic = 0;

@@ -229,13 +229,17 @@ static ap_status read_devices(const loader *x, const jval *list, ap_devices *dv)
                         "device kind '%s' has no number \"%s\"", dk->name, figures[f]);
       *field[f] = num->num;
     }
-    /* Plans written before the transcendentals and the convolutions' lowering
-     * were priced lack them: 0, as in a device file. */
+    /* Plans written before the transcendentals, the convolutions' lowering and
+     * the GEMMs' packing were priced lack them: 0, as in a device file. */
     static const char *const optional[] = {"exp_s",         "tanh_s",         "lower_row_s",
-                                           "lower_float_s", "lower_gather_s", "direct_flops"};
-    double *ofield[] = {&dk->exp_s,         &dk->tanh_s,          &dk->lower_row_s,
-                        &dk->lower_float_s, &dk->lower_gather_s, &dk->direct_flops};
-    for (int f = 0; f < 6; f++) {
+                                           "lower_float_s", "lower_gather_s", "direct_flops",
+                                           "pack_float_s",  "pack_transposed_s"};
+    double *ofield[] = {&dk->exp_s,          &dk->tanh_s,          &dk->lower_row_s,
+                        &dk->lower_float_s,  &dk->lower_gather_s,  &dk->direct_flops,
+                        &dk->pack_float_s,   &dk->pack_transposed_s};
+    static_assert(sizeof optional / sizeof optional[0] == sizeof ofield / sizeof ofield[0],
+                  "one field per optional figure");
+    for (size_t f = 0; f < sizeof optional / sizeof optional[0]; f++) {
       const jval *num = member(list->item[k], optional[f]);
       if (num && (num->kind != J_NUM || !(num->num >= 0) || isinf(num->num)))
         return ap_error(x->d, AP_ERR_INVALID, x->file, NULL, NULL,

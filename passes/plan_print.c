@@ -170,10 +170,11 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
             ", \"count\": %d, \"peak_flops\": %.6g, \"mem_bw_bytes_s\": %.6g, "
             "\"mem_bytes\": %.6g, \"link_bw_bytes_s\": %.6g, \"link_latency_s\": %.6g, "
             "\"exp_s\": %.6g, \"tanh_s\": %.6g, \"lower_row_s\": %.6g, "
-            "\"lower_float_s\": %.6g, \"lower_gather_s\": %.6g, \"direct_flops\": %.6g}",
+            "\"lower_float_s\": %.6g, \"lower_gather_s\": %.6g, \"direct_flops\": %.6g, "
+            "\"pack_float_s\": %.6g, \"pack_transposed_s\": %.6g}",
             dk->count, dk->peak_flops, dk->mem_bw_bytes_s, dk->mem_bytes, dk->link_bw_bytes_s,
             dk->link_latency_s, dk->exp_s, dk->tanh_s, dk->lower_row_s, dk->lower_float_s,
-            dk->lower_gather_s, dk->direct_flops);
+            dk->lower_gather_s, dk->direct_flops, dk->pack_float_s, dk->pack_transposed_s);
   }
   fprintf(out,
           "],\n  \"n_devices\": %d,\n  \"levels\": %d,\n  \"step_time_s\": %.9g,\n"

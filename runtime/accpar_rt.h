@@ -346,6 +346,10 @@ typedef struct aprt_calibrate_kernels {
   void (*conv1)(int batch, int size, int k, int m, const float *x, const float *w, float *y,
                 float *dw, float *work);
   size_t (*conv1_work_floats)(int batch, int size, int k, int m);
+  /* A GEMM's packing of op(B), k x n (B^T where trans_b; ldb its row
+   * stride), into dst of packed_b_floats(k, n) floats (apk_pack_b_all). */
+  void (*pack_b)(int trans_b, int k, int n, const float *b, ptrdiff_t ldb, float *dst);
+  size_t (*packed_b_floats)(int k, int n);
 } aprt_calibrate_kernels;
 int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k);
 

@@ -26,6 +26,9 @@
  *                    taken out
  *   direct_flops     the one-input-channel convolution's forward and
  *                    backward-weights kernels (direct loops), FLOP/s
+ *   pack_float_s     a GEMM's packing of its B operand (apk_pack_b_all),
+ *   pack_transposed_s per float, from contiguous rows and from a transposed
+ *                    operand: a layer's weight, held in the caches
  *   mem_bytes        physical memory over the processors online (devices
  *                    that are threads of one host share it)
  * The compute, memory and transcendental figures are each the fastest of
@@ -250,6 +253,42 @@ static int direct_rate(const aprt_calibrate_kernels *k, double quantum_s, double
   return ok;
 }
 
+/* ---- a GEMM's packing ---- */
+
+/* Seconds per float of packing op(B), k x n, per sample: a 576 x 240
+ * operand (a 3x3 convolution's 64 channels by 240 outputs, whole register
+ * panels on every ISA) of 540 KiB, which stays in the caches as a layer's
+ * weight does between its uses. Its row stride of 576 floats spreads a
+ * transposed pack's read streams over the cache sets; strides of a multiple
+ * of 256 floats make them collide (docs/partition.md, "Approximations, on
+ * purpose"). */
+static int pack_time(const aprt_calibrate_kernels *k, int trans_b, double quantum_s,
+                     double *per) {
+  enum { K = 576, N = 240 };
+  float *b = malloc((size_t)K * N * sizeof *b);
+  float *dst = malloc(k->packed_b_floats(K, N) * sizeof *dst);
+  int ok = b && dst;
+  if (ok) {
+    for (size_t i = 0; i < (size_t)K * N; i++)
+      b[i] = (float)(i % 17) * 0.01f;
+    int ldb = trans_b ? K : N;
+    k->pack_b(trans_b, K, N, b, ldb, dst); /* warm-up */
+    for (int s = 0; s < SAMPLES; s++) {
+      long reps = 0;
+      double t0 = cpu_s(), t;
+      do {
+        k->pack_b(trans_b, K, N, b, ldb, dst);
+        __asm__ volatile("" : : "r"(dst) : "memory");
+        reps++;
+      } while ((t = cpu_s() - t0) < quantum_s);
+      per[s] = t / ((double)reps * K * N);
+    }
+  }
+  free(b);
+  free(dst);
+  return ok;
+}
+
 /* ---- the threads transport ---- */
 
 typedef struct pingpong {
@@ -311,7 +350,7 @@ static int one_way(size_t bytes, int trips, double *t, char *err, size_t err_len
 static int write_file(const char *path, const char *name, figure flops, figure bw,
                       double mem_bytes, figure link_bw, figure latency, figure exp_t,
                       figure tanh_t, figure row, figure flt, figure gather, figure direct,
-                      char *err, size_t err_len) {
+                      figure pack, figure pack_t, char *err, size_t err_len) {
   size_t len = strlen(path) + 8;
   char *tmp = malloc(len);
   if (!tmp) {
@@ -351,12 +390,17 @@ static int write_file(const char *path, const char *name, figure flops, figure b
           "# apk_im2col, per float of rows at stride 2; spread %.0f%%\n"
           "lower_gather_s = %.4g\n"
           "# one input channel's forward and backward weights, FLOP/s; spread %.0f%%\n"
-          "direct_flops = %.4g\n",
+          "direct_flops = %.4g\n"
+          "# a GEMM's packing of B from contiguous rows, per float; spread %.0f%%\n"
+          "pack_float_s = %.4g\n"
+          "# a GEMM's packing of a transposed B, per float; spread %.0f%%\n"
+          "pack_transposed_s = %.4g\n",
           SAMPLES, name, 100 * flops.spread, flops.value, 100 * bw.spread, bw.value,
           mem_bytes, 100 * link_bw.spread, link_bw.value, 100 * latency.spread,
           latency.value, 100 * exp_t.spread, exp_t.value, 100 * tanh_t.spread,
           tanh_t.value, 100 * row.spread, row.value, 100 * flt.spread, flt.value,
-          100 * gather.spread, gather.value, 100 * direct.spread, direct.value);
+          100 * gather.spread, gather.value, 100 * direct.spread, direct.value,
+          100 * pack.spread, pack.value, 100 * pack_t.spread, pack_t.value);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
@@ -434,6 +478,12 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   figure flt = {fmax((t64.value - t8.value) / (64 - 8), 1e-13), t64.spread};
   figure row = {fmax(t8.value - 8 * flt.value, 1e-12), t8.spread};
   figure gather = {fmax((t16.value - row.value) / 16, flt.value), t16.spread};
+  double packs[SAMPLES], packs_t[SAMPLES];
+  if (!pack_time(k, 0, quantum_s, packs) || !pack_time(k, 1, quantum_s, packs_t)) {
+    fprintf(stderr, "calibrate: out of memory\n");
+    return 1;
+  }
+  figure pack = fastest(packs, SAMPLES, 0), pack_t = fastest(packs_t, SAMPLES, 0);
   double small[SAMPLES], large[SAMPLES];
   if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, small, err, sizeof err) ||
       !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, large, err, sizeof err)) {
@@ -452,18 +502,19 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   double mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 4294967296.0;
   mem_bytes /= procs > 0 ? (double)procs : 1.0;
   if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, exp_t, tanh_t, row, flt,
-                  gather, direct, err, sizeof err)) {
+                  gather, direct, pack, pack_t, err, sizeof err)) {
     fprintf(stderr, "calibrate: %s\n", err);
     return 1;
   }
   printf("peak_flops %.4g FLOP/s (spread %.0f%%), mem_bw %.4g B/s (%.0f%%), "
          "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%), exp %.3g s (%.0f%%), "
          "tanh %.3g s (%.0f%%), lowering %.3g s/row (%.0f%%) %.3g s/float (%.0f%%) "
-         "%.3g s/gathered float (%.0f%%), direct %.4g FLOP/s (%.0f%%)\n",
+         "%.3g s/gathered float (%.0f%%), direct %.4g FLOP/s (%.0f%%), "
+         "packing %.3g s/float (%.0f%%) %.3g s/transposed float (%.0f%%)\n",
          flops.value, 100 * flops.spread, bw.value, 100 * bw.spread, link_bw.value,
          100 * link_bw.spread, latency.value, 100 * latency.spread, exp_t.value,
          100 * exp_t.spread, tanh_t.value, 100 * tanh_t.spread, row.value, 100 * row.spread,
          flt.value, 100 * flt.spread, gather.value, 100 * gather.spread, direct.value,
-         100 * direct.spread);
+         100 * direct.spread, pack.value, 100 * pack.spread, pack_t.value, 100 * pack_t.spread);
   return 0;
 }

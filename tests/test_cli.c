@@ -361,8 +361,9 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
   static const char *const keys[] = {"peak_flops",     "mem_bw_bytes_s", "mem_bytes",
                                      "link_bw_bytes_s", "link_latency_s", "exp_s",
                                      "tanh_s",          "lower_row_s",    "lower_float_s",
-                                     "lower_gather_s",  "direct_flops"};
-  for (int k = 0; k < 11; k++) {
+                                     "lower_gather_s",  "direct_flops",   "pack_float_s",
+                                     "pack_transposed_s"};
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
     char pat[64];
     fmt(pat, sizeof pat, "\n%s = ", keys[k]);
     const char *s = strstr(dev, pat);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "passes/passes.h"
 
 /* ---- building graphs by hand (shapes set as inference would) ---- */
@@ -249,6 +250,48 @@ Test(cost, convolution_lowering_and_direct_loops_are_priced_apart) {
   drop_graph();
 }
 
+/* A GEMM's packing of its B operand is priced per float it packs
+ * (docs/partition.md, "Cost model"), contiguous or transposed: a Gemm
+ * (transB = 0) packs its weight forward and, unless it reads the graph
+ * input, transposed for backward data; its weight's gradient packs its
+ * output's error. A GEMM of at most APK_NARROW_M rows packs nothing; a
+ * MatMul on a batch of matrices packs its weight once per matrix. */
+static double packing_s(double contiguous_s, double transposed_s) {
+  ap_device_kind k = round_kind("k", 1e9);
+  k.pack_float_s = contiguous_s;
+  k.pack_transposed_s = transposed_s;
+  return one_device_compute_s(k);
+}
+
+Test(cost, a_gemms_packing_is_priced_per_float_packed) {
+  new_graph();
+  int64_t d[2] = {32, 64};
+  finish_graph(gemm(gemm(input(2, d), 48), 16));
+  double base = packing_s(1e-9, 1e-9);
+  double contiguous = 64 * 48 + 32 * 48 + 48 * 16 + 32 * 16, transposed = 16 * 48;
+  cr_expect_float_eq(packing_s(2e-9, 1e-9) - base, contiguous * 1e-9, 1e-9 * base);
+  cr_expect_float_eq(packing_s(1e-9, 3e-9) - base, transposed * 2e-9, 1e-9 * base);
+  drop_graph();
+
+  new_graph();
+  int64_t d8[2] = {APK_NARROW_M, 64};
+  finish_graph(gemm(gemm(input(2, d8), 48), 16));
+  base = packing_s(1e-9, 1e-9);
+  cr_expect_float_eq(packing_s(2e-9, 1e-9) - base, APK_NARROW_M * (48 + 16) * 1e-9, 1e-9 * base,
+                     "only the weights' gradients pack");
+  cr_expect_float_eq(packing_s(1e-9, 3e-9), base, 1e-12 * base);
+  drop_graph();
+
+  new_graph();
+  int64_t d3[3] = {4, 16, 32}, wd[2] = {32, 24}, od[3] = {4, 16, 24};
+  int in[2] = {input(3, d3), weight(2, wd)};
+  finish_graph(mknode("MatMul", 2, in, 3, od, 0));
+  base = packing_s(1e-9, 1e-9);
+  cr_expect_float_eq(packing_s(2e-9, 1e-9) - base, (4 * 32 * 24 + 64 * 24) * 1e-9, 1e-9 * base,
+                     "the weight packed for each of the 4 matrices");
+  drop_graph();
+}
+
 /* ---- layouts: the published tables ---- */
 
 /* Layouts of one level of two groups at ratio 1/2, tensors of rows B and
@@ -457,9 +500,11 @@ Test(devices, device_file) {
   cr_expect_eq(dv.kinds[0].exp_s, 0);
   cr_expect_eq(dv.kinds[0].lower_row_s, 0);
   cr_expect_eq(dv.kinds[0].direct_flops, 0);
+  cr_expect_eq(dv.kinds[0].pack_float_s, 0);
   f = fopen(path, "a");
   fprintf(f, "exp_s = 5e-9\ntanh_s = 6e-10\nlower_row_s = 6e-9\nlower_float_s = 4e-11\n"
-             "lower_gather_s = 3.5e-10\ndirect_flops = 4.6e10\n");
+             "lower_gather_s = 3.5e-10\ndirect_flops = 4.6e10\npack_float_s = 9e-11\n"
+             "pack_transposed_s = 2e-10\n");
   fclose(f);
   cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK, "%s", d.message);
   cr_expect_eq(dv.kinds[0].exp_s, 5e-9);
@@ -468,6 +513,8 @@ Test(devices, device_file) {
   cr_expect_eq(dv.kinds[0].lower_float_s, 4e-11);
   cr_expect_eq(dv.kinds[0].lower_gather_s, 3.5e-10);
   cr_expect_eq(dv.kinds[0].direct_flops, 4.6e10);
+  cr_expect_eq(dv.kinds[0].pack_float_s, 9e-11);
+  cr_expect_eq(dv.kinds[0].pack_transposed_s, 2e-10);
   f = fopen(path, "w");
   fprintf(f, "name = toy\npeak_flops = fast\n");
   fclose(f);
@@ -483,13 +530,14 @@ Test(cost, one_layer_data_parallel_homogeneous) {
   /* Gemm 8x16 . 16x4 on two devices of 1 GFLOP/s, links of 1 GB/s and
    * 1 us. The first layer has no input error: forward and gradient only,
    * 2 x 2 x 8 x 16 x 4 = 2048 FLOP, half each: 1.024e-6 s. Each device's
-   * two GEMMs pack their B operands, the whole weight (16 x 4) forward and
-   * its 4 x 16 rows of input for the gradient, 3 accesses per float:
-   * 384 floats, 1536 bytes at 1 GB/s, 1.536e-6 s. Type I all-reduces dW
+   * forward GEMM has 4 rows, too few to pack the weight (APK_NARROW_M); its
+   * gradient's GEMM (dW = X^T dY, 16 rows) packs the 4 x 4 floats of the
+   * output's error, at 3 accesses per float without packing figures: 192
+   * bytes at 1 GB/s, 1.92e-7 s. Type I all-reduces dW
    * (16 x 4 floats = 256 bytes): each device sends 2(k-1)/k x 256 = 256
    * bytes in 2 messages: 2.56e-7 + 2e-6 s. The loss reads each device's 4
    * rows of 4 logits and writes their error (128 bytes, 1.28e-7 s; the
-   * round kind's exp is free). Step: 4.944e-6 s. */
+   * round kind's exp is free). Step: 3.6e-6 s. */
   new_graph();
   int64_t d[2] = {8, 16};
   finish_graph(gemm(input(2, d), 4));
@@ -497,7 +545,7 @@ Test(cost, one_layer_data_parallel_homogeneous) {
   k.count = 2;
   ap_devices dv = array_of(1, &k);
   ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
-  cr_expect_float_eq(s.step_time_s, 1.024e-6 + 1.536e-6 + 2.56e-7 + 2e-6 + 1.28e-7, 1e-15,
+  cr_expect_float_eq(s.step_time_s, 1.024e-6 + 1.92e-7 + 2.56e-7 + 2e-6 + 1.28e-7, 1e-15,
                      "%.9g", s.step_time_s);
   cr_expect_float_eq(s.comm_bytes, 512, 1e-9, "%.9g", s.comm_bytes);
   /* Memory: the 256-byte weight and its gradient, and the 4 x 16 floats of
@@ -510,13 +558,13 @@ Test(cost, one_layer_data_parallel_homogeneous) {
 
 Test(cost, two_levels_add_their_all_reduces) {
   /* The same Gemm on four 1 GFLOP/s devices: two levels of two. Data
-   * parallelism computes 2048/4 FLOP per device (5.12e-7 s) and packs the
-   * weight and its 2 x 16 rows of input (3 x 96 floats, 1.152e-6 s). Level 0: the
+   * parallelism computes 2048/4 FLOP per device (5.12e-7 s) and packs its
+   * 2 x 4 floats of the output's error (3 x 8 floats, 9.6e-8 s). Level 0: the
    * two groups all-reduce the 256-byte gradient, each group sending 256
    * bytes spread over its 2 devices (128 bytes, 1.28e-7 s) in 2 messages
    * (2e-6 s); level 1: inside each group, each device sends 256 bytes
    * (2.56e-7 s) in 2 messages (2e-6 s). The loss on 2 rows: 64 bytes,
-   * 6.4e-8 s. Step: 6.112e-6 s. Bytes sent:
+   * 6.4e-8 s. Step: 5.056e-6 s. Bytes sent:
    * 2 x 256 at level 0 and 4 x 256 at level 1. */
   new_graph();
   int64_t d[2] = {8, 16};
@@ -527,42 +575,43 @@ Test(cost, two_levels_add_their_all_reduces) {
   ap_plan_summary s = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
   cr_expect_eq(s.n_levels, 2);
   cr_expect_float_eq(s.step_time_s,
-                     5.12e-7 + 1.152e-6 + 6.4e-8 + 1.28e-7 + 2e-6 + 2.56e-7 + 2e-6, 1e-15,
+                     5.12e-7 + 9.6e-8 + 6.4e-8 + 1.28e-7 + 2e-6 + 2.56e-7 + 2e-6, 1e-15,
                      "%.9g", s.step_time_s);
   cr_expect_float_eq(s.comm_bytes, 1536, 1e-9, "%.9g", s.comm_bytes);
-  cr_expect_float_eq(s.compute_time_s, 5.12e-7 + 1.152e-6 + 6.4e-8, 1e-15);
+  cr_expect_float_eq(s.compute_time_s, 5.12e-7 + 9.6e-8 + 6.4e-8, 1e-15);
   drop_graph();
 }
 
 Test(cost, one_layer_heterogeneous_ratios) {
   /* The same Gemm on a 3 GFLOP/s and a 1 GFLOP/s device, memory at 1 GB/s.
    * Data parallelism splits by device count, 4 rows each: the slow device
-   * computes 1024 FLOP in 1.024e-6 s and packs the weight and its rows
-   * (1.536e-6 s, as above) and runs the loss on its rows (1.28e-7 s); plus
-   * the 256-byte all-reduce (2.56e-7 + 2e-6 s). AccPar balances. Type I: a
-   * device of b rows computes 256 FLOP per row and packs the whole weight
-   * (3 x 64 floats, 7.68e-7 s) and 16 floats per row (1.92e-7 s), and its
-   * loss moves 32 bytes per row (3.2e-8 s): the fast device 3.093e-7 s per
-   * row, the slow one 4.8e-7; 5 and 3 rows, the fast device slowest at
-   * 7.68e-7 + 5 x 3.093e-7 s, plus the all-reduce. Type II (split the 16 input
+   * computes 1024 FLOP in 1.024e-6 s and packs its rows' output error
+   * (1.92e-7 s, as above) and runs the loss on its rows (1.28e-7 s); plus
+   * the 256-byte all-reduce (2.56e-7 + 2e-6 s). AccPar balances. No GEMM
+   * here has more than 8 rows but the gradients' (16): only they pack. Type
+   * I: a device of b rows computes 256 FLOP per row, packs 4 floats per row
+   * (4.8e-8 s) and its loss moves 32 bytes per row (3.2e-8 s): the fast
+   * device 1.653e-7 s per row, the slow one 3.36e-7; at best 6 and 2 rows,
+   * 9.92e-7 s, plus the all-reduce: 3.248e-6 s. Type II (split the 16 input
    * columns) all-reduces the 8x4 output forward and its error backward, 2 x
-   * (1.28e-7 + 2e-6) s; type III (split the 4 output columns) packs every
-   * input row on both devices (3 x 128 floats, 1.536e-6 s) and brings the
-   * loss its rows (2.064e-6 s): both cost more. AccPar must find type I at
-   * 5:3. */
+   * (1.28e-7 + 2e-6) s. Type III (split the 4 output columns) at 3:1: the
+   * fast device computes 1536 FLOP (5.12e-7 s), packs 8 x 3 floats of
+   * error (2.88e-7 s) and runs the loss on its 3 columns (1.92e-7 s), the
+   * slow one 512 FLOP (5.12e-7 s) and 8 floats (9.6e-8 s); bringing the
+   * loss its rows costs 2.064e-6 s: 3.056e-6 s in all, the cheapest.
+   * AccPar must find type III at 3:1. */
   new_graph();
   int64_t d[2] = {8, 16};
   finish_graph(gemm(input(2, d), 4));
   ap_device_kind k[2] = {round_kind("fast", 3e9), round_kind("slow", 1e9)};
   ap_devices dv = array_of(2, k);
   ap_plan_summary dp = plan(&dv, AP_STRATEGY_DP, AP_COST_TIME);
-  cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 1.536e-6 + 1.28e-7 + 2.56e-7 + 2e-6, 1e-15,
+  cr_expect_float_eq(dp.step_time_s, 1.024e-6 + 1.92e-7 + 1.28e-7 + 2.56e-7 + 2e-6, 1e-15,
                      "%.9g", dp.step_time_s);
   ap_plan_summary ap = plan(&dv, AP_STRATEGY_ACCPAR, AP_COST_TIME);
-  cr_expect_float_eq(ap.step_time_s,
-                     7.68e-7 + 5 * (256 / 3e9 + 1.92e-7 + 3.2e-8) + 2.56e-7 + 2e-6, 1e-15,
-                     "%.9g", ap.step_time_s);
-  cr_expect_eq(G->nodes[0].types[0], 1);
+  cr_expect_float_eq(ap.step_time_s, 5.12e-7 + 2.88e-7 + 1.92e-7 + 2.064e-6, 1e-15, "%.9g",
+                     ap.step_time_s);
+  cr_expect_eq(G->nodes[0].types[0], 3);
   drop_graph();
 }
 

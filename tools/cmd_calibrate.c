@@ -21,12 +21,14 @@ static const char usage_text[] =
     "usage: accparc calibrate -o HOST.dev [--name NAME] [--quick]\n"
     "  -o HOST.dev   the device file to write (name, peak_flops, mem_bw_bytes_s,\n"
     "                mem_bytes, link_bw_bytes_s, link_latency_s, exp_s, tanh_s,\n"
-    "                lower_row_s, lower_float_s, lower_gather_s, direct_flops):\n"
+    "                lower_row_s, lower_float_s, lower_gather_s, direct_flops,\n"
+    "                pack_float_s, pack_transposed_s):\n"
     "                this machine's one-thread GEMM rate of the programs' kernels,\n"
     "                copy bandwidth, the threads transport's bandwidth and\n"
     "                per-message latency, an exp's and a vectorised tanh's time,\n"
-    "                the convolutions' lowering per row and per float, and the\n"
-    "                one-input-channel direct convolution's rate\n"
+    "                the convolutions' lowering per row and per float, the\n"
+    "                one-input-channel direct convolution's rate, and a GEMM's\n"
+    "                packing per float, from contiguous rows and transposed\n"
     "  --name NAME   the device kind's name in plans (default: host)\n"
     "  --quick       shorter samples (about a second in all; noisier)\n"
     "Use it as --devices HOST.dev:N. The measuring program is built with $CC and\n"
@@ -67,7 +69,7 @@ static const char main_c[] =
     "}\n\n"
     "int main(int argc, char **argv) {\n"
     "  aprt_calibrate_kernels k = {apk_sgemm, apk_sgemm_work_floats, tanh_n, im2col, conv1,\n"
-    "                              conv1_work_floats};\n"
+    "                              conv1_work_floats, apk_pack_b_all, apk_packed_b_floats};\n"
     "  return aprt_calibrate_main(argc, argv, &k);\n}\n";
 
 static bool write_text(const char *dir, const char *name, const char *text) {

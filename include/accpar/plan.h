@@ -37,6 +37,10 @@ typedef struct ap_device_kind {
   double lower_float_s;          /* per float of a contiguous row, beyond the row's cost */
   double lower_gather_s;         /* per float of a strided row (stride > 1) */
   double direct_flops;           /* FLOP/s of the one-input-channel direct convolution */
+  /* A GEMM's packing of its B operand, held in the caches, per float packed;
+   * 0: absent (docs/partition.md, "Cost model") */
+  double pack_float_s;           /* copied from contiguous rows of op(B) */
+  double pack_transposed_s;      /* gathered from strided columns (op(B) = B^T) */
   int count;                     /* devices of this kind in the array */
 } ap_device_kind;
 
@@ -56,8 +60,9 @@ AP_API const char *const *ap_device_preset_names(void);
 AP_API ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d);
 /* Reads one device file: "key = value" lines (name, peak_flops,
  * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s, and optionally
- * exp_s, tanh_s, lower_row_s, lower_float_s, lower_gather_s and
- * direct_flops, 0 when absent; # comments). */
+ * exp_s, tanh_s, lower_row_s, lower_float_s, lower_gather_s,
+ * direct_flops, pack_float_s and pack_transposed_s, 0 when absent;
+ * # comments). */
 AP_API ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
 
 typedef enum ap_strategy {

@@ -38,6 +38,7 @@ typedef struct chunk {
 
 struct ap_arena {
   chunk *head;
+  chunk *spare; /* chunks kept by ap_arena_reset for the allocations that follow */
 };
 
 enum { CHUNK_MIN = 64 * 1024 };
@@ -45,18 +46,48 @@ enum { CHUNK_MIN = 64 * 1024 };
 ap_arena *ap_arena_new(void) {
   ap_arena *a = ap_xrealloc(NULL, sizeof *a);
   if (a)
-    a->head = NULL;
+    a->head = a->spare = NULL;
   return a;
+}
+
+static void free_chunks(chunk *c) {
+  for (chunk *next; c; c = next) {
+    next = c->next;
+    ap_xfree(c);
+  }
 }
 
 void ap_arena_free(ap_arena *a) {
   if (!a)
     return;
-  for (chunk *c = a->head, *next; c; c = next) {
-    next = c->next;
-    ap_xfree(c);
-  }
+  free_chunks(a->head);
+  free_chunks(a->spare);
   ap_xfree(a);
+}
+
+void ap_arena_reset(ap_arena *a) {
+  chunk *c = a->head;
+  while (c) {
+    chunk *next = c->next;
+    c->next = a->spare;
+    a->spare = c;
+    c = next;
+  }
+  a->head = NULL;
+}
+
+/* The smallest kept chunk of at least `want` bytes, unlinked, or NULL: the
+ * smallest, so a large block finds its large chunk again. */
+static chunk *take_spare(ap_arena *a, size_t want) {
+  chunk **best = NULL;
+  for (chunk **at = &a->spare; *at; at = &(*at)->next)
+    if ((*at)->size >= want && (!best || (*at)->size < (*best)->size))
+      best = at;
+  if (!best)
+    return NULL;
+  chunk *c = *best;
+  *best = c->next;
+  return c;
 }
 
 void *ap_arena_alloc(ap_arena *a, size_t size) {
@@ -68,10 +99,13 @@ void *ap_arena_alloc(ap_arena *a, size_t size) {
     size_t want = size > CHUNK_MIN ? size : CHUNK_MIN;
     if (want > SIZE_MAX - sizeof(chunk))
       return NULL;
-    c = ap_xrealloc(NULL, sizeof(chunk) + want);
-    if (!c)
-      return NULL;
-    c->size = want;
+    c = take_spare(a, want);
+    if (!c) {
+      c = ap_xrealloc(NULL, sizeof(chunk) + want);
+      if (!c)
+        return NULL;
+      c->size = want;
+    }
     c->used = 0;
     /* A large block gets a chunk of its own behind the current one, so the
      * remaining space of the current chunk is not wasted. */

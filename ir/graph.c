@@ -22,8 +22,10 @@ ap_graph *ap_graph_new(const char *path) {
 }
 
 void ap_graph_free(ap_graph *g) {
-  if (g)
-    ap_arena_free(g->arena);
+  if (!g)
+    return;
+  ap_arena_free(g->scratch);
+  ap_arena_free(g->arena); /* g itself lives there */
 }
 
 ap_graph *ap_graph_clone(const ap_graph *g) {

@@ -23,6 +23,10 @@ void *ap_xrealloc(void *ptr, size_t size); /* the allocation hook; NULL on failu
 void ap_xfree(void *ptr);
 ap_arena *ap_arena_new(void);
 void ap_arena_free(ap_arena *a);
+/* Releases everything allocated, keeping the chunks for the allocations
+ * that follow: a scratch arena used again and again touches memory the
+ * process already has, where a new one faults in fresh pages each time. */
+void ap_arena_reset(ap_arena *a);
 void *ap_arena_alloc(ap_arena *a, size_t size);    /* zeroed, 16-byte aligned; NULL on failure */
 void *ap_arena_array(ap_arena *a, size_t n, size_t elem); /* overflow-checked */
 char *ap_arena_strdup(ap_arena *a, const char *s);
@@ -273,6 +277,8 @@ typedef struct ap_opset {
 
 struct ap_graph {
   ap_arena *arena;
+  ap_arena *scratch;       /* reset between uses, freed with the graph (the partition
+                              pass prices plans from their distributions in it); or NULL */
   const char *path;        /* the file it came from, for diagnostics */
   const char *name;
   int64_t ir_version;

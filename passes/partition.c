@@ -1898,15 +1898,17 @@ static int slot_item(const ap_plan *p, const ap_graph *g, int v, int ni, int i) 
  * program sends it, minus what the levels charge it (spread evenly over a
  * child's devices, as comm_time assumes), into delta[item * N + d]; the
  * program's bytes per device into fwd[d] and step[d]. The distribution is
- * built in a scratch arena, freed before returning. */
+ * built in the graph's scratch arena, reset before returning. */
 static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, double *delta,
                                double *fwd, double *step, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, N = p->dev.n_devices;
-  ap_arena *keep = g->arena, *a = ap_arena_new();
+  /* The graph's scratch arena, reset after each plan: the rollout prices
+   * five, and a new arena faulted in fresh pages for each. */
+  if (!g->scratch && !(g->scratch = ap_arena_new()))
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  ap_arena *keep = g->arena, *a = g->scratch;
   ap_plan *planned = g->plan;
   const uint64_t *want = p->train_want;
-  if (!a)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   /* Every group's ratios, once: the distribution walks the levels for
    * every device and port, and the levels' charges below need them too. */
   bool ok = (p->level_ratio = ap_arena_array(a, (size_t)L, sizeof *p->level_ratio)) != NULL;
@@ -1936,7 +1938,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     st = ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   if (st != AP_OK) {
     p->level_ratio = NULL;
-    ap_arena_free(a);
+    ap_arena_reset(a);
     return st;
   }
   for (int dv = 0; dv < N; dv++) {
@@ -2033,7 +2035,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     }
   }
   p->level_ratio = NULL;
-  ap_arena_free(a);
+  ap_arena_reset(a);
   return AP_OK;
 }
 

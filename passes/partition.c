@@ -1872,10 +1872,15 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * and the rest stays the levels' (docs/partition.md, "Approximations"). */
 enum { EXACT_MAX_WORK = 1 << 16, EXACT_MAX_DEVICES = 1024 };
 
-static bool exact_affordable(const ap_graph *g, int n_devices) {
+static int64_t live_nodes(const ap_graph *g) {
   int64_t live = 0;
   for (int ni = 0; ni < g->n_nodes; ni++)
     live += !g->nodes[ni].dead;
+  return live;
+}
+
+static bool exact_affordable(const ap_graph *g, int n_devices) {
+  int64_t live = live_nodes(g);
   return n_devices <= EXACT_MAX_DEVICES && live * n_devices <= EXACT_MAX_WORK;
 }
 
@@ -2044,6 +2049,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int N = p->dev.n_devices;
   ap_arena *a = g->arena;
   p->row_time_s = ap_arena_array(a, (size_t)V + 1, sizeof(double));
+  p->edge_time_s = ap_arena_array(a, (size_t)E + 1, sizeof(double));
   p->class_mem = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
   p->dev_class = ap_arena_array(a, (size_t)N + 1, sizeof(int));
   /* Each device's class and path: follow the tree down, group by group. */
@@ -2095,8 +2101,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
                                         : "closed forms";
   double *item_delta =
       exact ? ap_arena_array(a, (size_t)(V + E + 1) * (size_t)N, sizeof *item_delta) : NULL;
-  if ((exact && !item_delta) || !p->row_time_s || !p->class_mem || !p->dev_class || !cur || !nxt || !ccur || !cnxt ||
-      !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
+  if ((exact && !item_delta) || !p->row_time_s || !p->edge_time_s || !p->class_mem ||
+      !p->dev_class || !cur || !nxt || !ccur || !cnxt || !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
       !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !gather[0] ||
       !gather[1] || !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes ||
@@ -2270,6 +2276,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       worst = fmax(worst, c->acc_e[e] + item_delta[(size_t)(V + e) * N + dv] /
                                             p->dev.kinds[c->g.kind].link_bw_bytes_s);
     }
+    p->edge_time_s[e] = worst;
     p->row_time_s[p->e[e].to] += worst; /* a conversion shows on its consumer's row */
   }
   for (int v = 0; v < V; v++)
@@ -2280,8 +2287,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     p->class_mem[ci] = class_memory(p, g, &p->cls[L][ci]);
     p->max_mem_bytes = fmax(p->max_mem_bytes, p->class_mem[ci]);
   }
-  /* The IR annotation: per layer, one type per level. */
-  for (int v = 0; v < V; v++) {
+  /* The IR annotation: per layer, one type per level (not for a plan
+   * refine_exact only prices: the graph keeps the chosen plan's). */
+  for (int v = 0; v < V && !p->probe; v++) {
     if (p->v[v].join)
       continue;
     ap_node *nd = &g->nodes[p->v[v].node];
@@ -2304,6 +2312,7 @@ static ap_status plan_levels(ap_plan *p, ap_graph *g, const ap_plan *tentative,
   ap_arena *a = g->arena;
   int L = p->n_levels, V = p->n_vertices;
   p->comm_bytes = p->paper_cost = 0;
+  p->search_priced = published_model(p) ? "paper" : "levels";
   p->state = ap_arena_array(a, (size_t)L * V + 1, 1);
   p->cls = ap_arena_array(a, (size_t)L + 1, sizeof *p->cls);
   p->n_cls = ap_arena_array(a, (size_t)L + 1, sizeof *p->n_cls);
@@ -2410,6 +2419,212 @@ static ap_status fix_states(ap_plan *p, ap_graph *g, const uint8_t *node_state, 
   return AP_OK;
 }
 
+/* ---- the levels refined against the program ---- */
+
+/* The levels price a state by the conversions and sums among their groups;
+ * the program sends each piece from the lowest-ranked device holding it,
+ * wherever that is, and sums partial sums over every device holding one.
+ * Where a vertex takes different types at different levels the two differ
+ * (a level's charge for a channel split below a batch split is not what
+ * the devices exchange). Where the program's distribution is cheap to
+ * build many times (REFINE_MAX_WORK node-devices over all the plans it
+ * prices), accpar refines its plan one level at a time against the
+ * program: with every other level's states fixed, it prices fixed plans,
+ * each as the program sends it (finish), that together give every vertex
+ * each of its candidate states and every edge each pair of its ends'
+ * candidate states, and reads off each vertex's and each edge's time; the
+ * dynamic program then chooses the level's states from those times. The
+ * fixed plans come from an orthogonal array over a colouring of the
+ * vertices (an edge's ends have different colours): with q prime and at
+ * most q + 1 colours, run (a, b) gives colour c < q candidate (a + c b)
+ * mod q and colour q candidate b, and any two colours see every pair of
+ * candidates in q^2 runs. A level keeps its new states only where the
+ * whole plan, priced again, is faster and fits. */
+enum { REFINE_MAX_WORK = 1 << 21, REFINE_SWEEPS = 2, REFINE_MAX_CAND = 4 };
+
+typedef struct refine {
+  ap_plan *p;
+  ap_graph *g;
+  ap_arena *ev;      /* the fixed plans' arena, reset after each */
+  uint8_t *fixed;    /* [n_levels][n_vertices]: the plan to price */
+  double *vtime;     /* [n_vertices]: each vertex's time, its conversions' apart */
+  double *etime;     /* [n_edges] */
+  double step;       /* the plan's step time */
+  bool fits;
+} refine;
+
+static ap_status price_fixed(refine *r, ap_diag *d) {
+  ap_plan q = *r->p;
+  q.opts.devices = &q.dev;
+  q.fixed = r->fixed;
+  q.mem_penalty = 0;
+  q.probe = true;
+  ap_arena *keep = r->g->arena;
+  r->g->arena = r->ev;
+  ap_status st = plan_levels(&q, r->g, NULL, d);
+  r->g->arena = keep;
+  if (st == AP_OK) {
+    double cap;
+    r->step = q.step_time_s;
+    r->fits = overflowing(&q, &cap) < 0;
+    for (int v = 0; v < q.n_vertices; v++)
+      r->vtime[v] = q.row_time_s[v];
+    for (int e = 0; e < q.n_edges; e++) {
+      r->etime[e] = q.edge_time_s[e];
+      r->vtime[q.e[e].to] -= q.edge_time_s[e];
+    }
+  }
+  ap_arena_reset(r->ev);
+  return st;
+}
+
+static bool is_prime(int n) {
+  for (int k = 2; k * k <= n; k++)
+    if (n % k == 0)
+      return false;
+  return n >= 2;
+}
+
+static ap_status refine_exact(ap_plan *p, ap_graph *g, int64_t work, ap_diag *d) {
+  int L = p->n_levels, V = p->n_vertices, E = p->n_edges;
+  ap_arena *a = g->arena;
+  int *colour = ap_arena_array(a, (size_t)V + 1, sizeof *colour);
+  uint8_t(*cand)[REFINE_MAX_CAND] = ap_arena_array(a, (size_t)L * V + 1, sizeof *cand);
+  int *n_cand = ap_arena_array(a, (size_t)L * V + 1, sizeof *n_cand);
+  uint8_t *best = ap_arena_array(a, (size_t)L * V + 1, 1);
+  uint8_t *row = ap_arena_array(a, (size_t)V + 1, 1);
+  uint8_t *allowed = ap_arena_array(a, (size_t)V + 1, 1);
+  double(*unary)[AP_SEARCH_STATES] = ap_arena_array(a, (size_t)V + 1, sizeof *unary);
+  double(*pair)[AP_SEARCH_STATES][AP_SEARCH_STATES] =
+      ap_arena_array(a, (size_t)E + 1, sizeof *pair);
+  int(*ends)[2] = ap_arena_array(a, (size_t)E + 1, sizeof *ends);
+  refine r = {p, g, ap_arena_new(), ap_arena_array(a, (size_t)L * V + 1, 1),
+              ap_arena_array(a, (size_t)V + 1, sizeof(double)),
+              ap_arena_array(a, (size_t)E + 1, sizeof(double)), 0, false};
+  if (!colour || !cand || !n_cand || !best || !row || !allowed || !unary || !pair || !ends ||
+      !r.ev || !r.fixed || !r.vtime || !r.etime) {
+    ap_arena_free(r.ev);
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  }
+  /* Colours, greedily: the smallest no neighbour has. */
+  int n_colours = 0;
+  for (int v = 0; v < V; v++) {
+    uint64_t used = 0;
+    for (int e = 0; e < E; e++) {
+      int u = p->e[e].from, w = p->e[e].to;
+      if (u == v && w < v && colour[w] < 64)
+        used |= (uint64_t)1 << colour[w];
+      if (w == v && u < v && colour[u] < 64)
+        used |= (uint64_t)1 << colour[u];
+    }
+    colour[v] = 0;
+    while (colour[v] < 64 && used >> colour[v] & 1)
+      colour[v]++;
+    if (colour[v] >= 63) { /* not a graph a few colours separate */
+      ap_arena_free(r.ev);
+      return AP_OK;
+    }
+    n_colours = colour[v] + 1 > n_colours ? colour[v] + 1 : n_colours;
+  }
+  /* Candidates: every type the strategy allows, balanced, and the state
+   * chosen (which may share by device count). */
+  int max_cand = 1;
+  for (int l = 0; l < L; l++)
+    for (int v = 0; v < V; v++) {
+      size_t at = (size_t)l * V + v;
+      uint8_t m = strategy_mask(p, g, v), cur = p->state[at];
+      n_cand[at] = 0;
+      for (int s = 0; s < 3; s++)
+        if (m >> s & 1)
+          cand[at][n_cand[at]++] = (uint8_t)s;
+      if (cur >= 3 || !(m >> cur & 1))
+        cand[at][n_cand[at]++] = cur;
+      max_cand = n_cand[at] > max_cand ? n_cand[at] : max_cand;
+    }
+  int q = max_cand > n_colours - 1 ? max_cand : n_colours - 1;
+  while (!is_prime(q))
+    q++;
+  int64_t plans = (int64_t)REFINE_SWEEPS * L * ((int64_t)q * q + 1);
+  if (plans * work > REFINE_MAX_WORK) {
+    ap_arena_free(r.ev);
+    return AP_OK;
+  }
+  memcpy(best, p->state, (size_t)L * V);
+  double best_step = p->step_time_s;
+  ap_status st = AP_OK;
+  for (int sweep = 0; sweep < REFINE_SWEEPS && st == AP_OK; sweep++) {
+    bool changed = false;
+    for (int l = 0; l < L && st == AP_OK; l++) {
+      uint8_t(*c)[REFINE_MAX_CAND] = cand + (size_t)l * V;
+      const int *nc = n_cand + (size_t)l * V;
+      for (int v = 0; v < V; v++) {
+        allowed[v] = 0;
+        for (int i = 0; i < nc[v]; i++)
+          allowed[v] |= (uint8_t)(1u << c[v][i]);
+        for (int s = 0; s < AP_SEARCH_STATES; s++)
+          unary[v][s] = INFINITY;
+      }
+      for (int e = 0; e < E; e++) {
+        ends[e][0] = p->e[e].from;
+        ends[e][1] = p->e[e].to;
+        for (int su = 0; su < AP_SEARCH_STATES; su++)
+          for (int sw = 0; sw < AP_SEARCH_STATES; sw++)
+            pair[e][su][sw] = INFINITY;
+      }
+      for (int ra = 0; ra < q && st == AP_OK; ra++)
+        for (int rb = 0; rb < q && st == AP_OK; rb++) {
+          memcpy(r.fixed, best, (size_t)L * V);
+          for (int v = 0; v < V; v++) {
+            int k = colour[v] < q ? (ra + colour[v] * rb) % q : rb;
+            r.fixed[(size_t)l * V + v] = c[v][k % nc[v]];
+          }
+          if ((st = price_fixed(&r, d)) != AP_OK)
+            break;
+          const uint8_t *f = r.fixed + (size_t)l * V;
+          for (int v = 0; v < V; v++)
+            unary[v][f[v]] = r.vtime[v];
+          for (int e = 0; e < E; e++)
+            pair[e][f[ends[e][0]]][f[ends[e][1]]] = r.etime[e];
+        }
+      if (st != AP_OK)
+        break;
+      ap_search_problem pr = {.n = V, .m = E, .allowed = allowed,
+                              .unary = (const double(*)[AP_SEARCH_STATES])unary,
+                              .ends = (const int(*)[2])ends,
+                              .pair = (const double(*)[AP_SEARCH_STATES][AP_SEARCH_STATES])pair};
+      double value;
+      const char *opt;
+      if ((st = ap_search_solve(&pr, a, row, &value, &opt)) != AP_OK)
+        break;
+      if (memcmp(row, best + (size_t)l * V, (size_t)V) == 0)
+        continue;
+      memcpy(r.fixed, best, (size_t)L * V);
+      memcpy(r.fixed + (size_t)l * V, row, (size_t)V);
+      if ((st = price_fixed(&r, d)) != AP_OK)
+        break;
+      if (r.fits && r.step < best_step) {
+        memcpy(best, r.fixed, (size_t)L * V);
+        best_step = r.step;
+        changed = true;
+      }
+    }
+    if (!changed)
+      break;
+  }
+  ap_arena_free(r.ev);
+  if (st != AP_OK)
+    return st == AP_ERR_NOMEM ? ap_error(d, st, g->path, NULL, NULL, "out of memory") : st;
+  if (memcmp(best, p->state, (size_t)L * V) != 0) {
+    p->fixed = best;
+    st = plan_levels(p, g, NULL, d);
+    p->fixed = NULL;
+    if (st != AP_OK)
+      return st;
+  }
+  p->search_priced = "program";
+  return AP_OK;
+}
+
 ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d) {
   return ap_partition_fixed(g, o, NULL, 0, NULL, d);
 }
@@ -2483,6 +2698,12 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
     if (st != AP_OK)
       return st;
   }
+  /* Refined against the program where that is affordable (refine_exact). */
+  double cap0;
+  if (tentative && p->n_levels > 1 && o->strategy == AP_STRATEGY_ACCPAR &&
+      strcmp(p->bytes_priced, "program") == 0 && overflowing(p, &cap0) < 0 &&
+      (st = refine_exact(p, g, live_nodes(g) * p->dev.n_devices, d)) != AP_OK)
+    return st;
   /* A plan that does not fit is searched again with a price on the bytes a
    * device keeps (a Lagrangian relaxation of the memory limit), raised
    * until it fits. The dynamic program stays exact for the priced
@@ -2509,6 +2730,8 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   }
   if (!p->optimality)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  if (node_state) /* nothing was searched */
+    p->search_priced = "read back";
   g->plan = p;
   return AP_OK;
 }

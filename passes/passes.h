@@ -168,6 +168,7 @@ typedef struct ap_plan {
   double *level_step_bytes;     /* [n_devices]: the same, a training step */
   double *class_mem;            /* [classes of the last level]: footprint, bytes */
   double *row_time_s;           /* [n_vertices]: its share of the step time */
+  double *edge_time_s;          /* [n_edges]: a conversion's share, in its consumer's row too */
   double step_time_s, compute_time_s, comm_time_s, comm_bytes, paper_cost, max_mem_bytes;
   const char *optimality;
   const char *bytes_priced;     /* how comm_bytes and the devices' bytes were priced:
@@ -177,6 +178,12 @@ typedef struct ap_plan {
                                    "paper" (the published metric) */
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
   bool level_only;              /* price each level by itself (a base plan of accpar's rollout) */
+  bool probe;                   /* a plan refine_exact prices: the graph's nodes keep the
+                                   chosen plan's types */
+  const char *search_priced;    /* how the search priced the states it chose: "levels"
+                                   (each level's conversions and sums among its groups),
+                                   "program" (refined against the program's transfers,
+                                   refine_exact) */
   int loss_vertex;              /* the vertex computing graph output 0 (itself or by a chain
                                    op), or -1 */
   int loss_map[2];              /* where its output dims are in graph output 0; -1: gathered */

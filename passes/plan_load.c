@@ -421,6 +421,13 @@ ap_status ap_partition_from_json(ap_graph *g, const char *json, const char *file
   }
   if ((st = ap_partition_fixed(g, &o, state, L, x.file, d)) != AP_OK)
     return st;
+  /* How the file's states were searched, where it says (a plan file
+   * written before the field, or edited by hand, keeps "read back"). */
+  static const char *const searched[] = {"levels", "program", "paper"};
+  const jval *sp = member(root, "search_priced");
+  for (size_t k = 0; sp && sp->kind == J_STR && k < sizeof searched / sizeof *searched; k++)
+    if (strcmp(sp->str, searched[k]) == 0)
+      ((ap_plan *)g->plan)->search_priced = searched[k];
   /* The boxes: every node the file lists that the plan reaches. */
   const ap_plan *p = g->plan;
   int *vertex_of = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *vertex_of);

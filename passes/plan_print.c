@@ -135,7 +135,8 @@ ap_status ap_plan_print_table(const ap_graph *g, FILE *out) {
     fprintf(out, " %s %.6e bytes%s", p->dev.kinds[k].name, mx,
             k + 1 < p->dev.n_kinds ? "," : "");
   }
-  fprintf(out, "\noptimality: %s\nbytes priced: %s\n", p->optimality, p->bytes_priced);
+  fprintf(out, "\noptimality: %s\nbytes priced: %s\nsearch priced: %s\n", p->optimality,
+          p->bytes_priced, p->search_priced);
   return ferror(out) ? AP_ERR_IO : AP_OK;
 }
 
@@ -185,6 +186,8 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
   json_string(out, p->optimality);
   fprintf(out, ",\n  \"bytes_priced\": ");
   json_string(out, p->bytes_priced);
+  fprintf(out, ",\n  \"search_priced\": ");
+  json_string(out, p->search_priced);
   fprintf(out, ",\n  \"device_mem_bytes\": [");
   for (int dv = 0; dv < p->dev.n_devices; dv++)
     fprintf(out, "%s%.9g", dv ? ", " : "", p->class_mem[p->dev_class[dv]]);

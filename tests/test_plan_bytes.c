@@ -214,9 +214,9 @@ Test(plan_bytes, small_graphs_are_exact_on_256_and_1024_devices, .timeout = 900)
 /* The search prices what the program sends: on a tree of levels accpar
  * refines each level against the program's transfers (refine_exact,
  * partition.c), so that changing one vertex's type at one level, the plan
- * priced again as the program runs it, never makes a faster plan. Where the
- * levels alone priced the search (before the refinement), GPT-2 tiny on
- * tpuv3:2,tpuv2:2 had such changes 6% faster. */
+ * priced again as the program runs it, never makes a faster plan, on two
+ * and three levels. Where the levels alone priced the search (before the
+ * refinement), 9 such changes on 6 of the 21 two-level plans were faster. */
 static int faster_single_changes(const char *dir, const char *model, const char *array) {
   char path[700];
   snprintf(path, sizeof path, "%s/%s.onnx", dir, model);
@@ -267,10 +267,11 @@ static int faster_single_changes(const char *dir, const char *model, const char 
 Test(plan_bytes, no_single_change_priced_by_the_program_is_faster, .timeout = 600) {
   char dir[600];
   zoo("refined", dir, sizeof dir);
-  static const char *const arrays2[] = {"cpu:4", "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:2"};
+  static const char *const arrays2[] = {"cpu:4", "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:2", "cpu:8",
+                                       "tpuv3:2,tpuv2:4"};
   int faster = 0;
   for (int m = 0; m < N_MODELS; m++)
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < 5; a++)
       faster += faster_single_changes(dir, models[m], arrays2[a]);
   cr_assert_eq(faster, 0, "%d single changes give faster plans (see the log)", faster);
 }

@@ -1355,7 +1355,9 @@ static ap_status search_level(ap_plan *p, ap_graph *g, int level, below *b, uint
           lp.allowed[v] |= (uint8_t)(1u << (s + 3));
       }
   }
-  for (int ci = 0; ci < nc; ci++) {
+  /* With every state fixed (a plan read back, refine_exact's plans) there is
+   * nothing to price: the states are the plan's, and finish prices it. */
+  for (int ci = 0; ci < nc && !p->fixed; ci++) {
     const ap_class *c = &p->cls[level][ci];
     level_ctx x;
     ctx_init(&x, p, g, c);

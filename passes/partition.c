@@ -2437,10 +2437,11 @@ static ap_status fix_states(ap_plan *p, ap_graph *g, const uint8_t *node_state, 
  * candidate states, and reads off each vertex's and each edge's time; the
  * dynamic program then chooses the level's states from those times. The
  * fixed plans come from an orthogonal array over a colouring of the
- * vertices (an edge's ends have different colours): with q prime and at
- * most q + 1 colours, run (a, b) gives colour c < q candidate (a + c b)
- * mod q and colour q candidate b, and any two colours see every pair of
- * candidates in q^2 runs. A level keeps its new states only where the
+ * vertices (an edge's ends have different colours), q^2 runs (a, b) for q
+ * candidates at most: with three colours or fewer, colours 0, 1 and 2 take
+ * candidates a, b and (a + b) mod q; with more, q prime and at most q + 1
+ * colours, colour c < q takes (a + c b) mod q and colour q takes b. Any two
+ * colours then see every pair of candidates. A level keeps its new states only where the
  * whole plan, priced again, is faster and fits. */
 enum { REFINE_MAX_WORK = 1 << 21, REFINE_SWEEPS = 2, REFINE_MAX_CAND = 4 };
 
@@ -2543,8 +2544,11 @@ static ap_status refine_exact(ap_plan *p, ap_graph *g, int64_t work, ap_diag *d)
         cand[at][n_cand[at]++] = cur;
       max_cand = n_cand[at] > max_cand ? n_cand[at] : max_cand;
     }
-  int q = max_cand > n_colours - 1 ? max_cand : n_colours - 1;
-  while (!is_prime(q))
+  /* With at most three colours the columns a, b and a + b (mod q) serve
+   * any q; beyond, q is a prime no smaller than the colours less one. */
+  bool three = n_colours <= 3;
+  int q = three || max_cand > n_colours - 1 ? max_cand : n_colours - 1;
+  while (!three && !is_prime(q))
     q++;
   int64_t plans = (int64_t)REFINE_SWEEPS * L * ((int64_t)q * q + 1);
   if (plans * work > REFINE_MAX_WORK) {
@@ -2577,7 +2581,9 @@ static ap_status refine_exact(ap_plan *p, ap_graph *g, int64_t work, ap_diag *d)
         for (int rb = 0; rb < q && st == AP_OK; rb++) {
           memcpy(r.fixed, best, (size_t)L * V);
           for (int v = 0; v < V; v++) {
-            int k = colour[v] < q ? (ra + colour[v] * rb) % q : rb;
+            int k = three ? (colour[v] == 0 ? ra : colour[v] == 1 ? rb : (ra + rb) % q)
+                    : colour[v] < q ? (ra + colour[v] * rb) % q
+                                    : rb;
             r.fixed[(size_t)l * V + v] = c[v][k % nc[v]];
           }
           if ((st = price_fixed(&r, d)) != AP_OK)

@@ -2443,7 +2443,7 @@ static ap_status fix_states(ap_plan *p, ap_graph *g, const uint8_t *node_state, 
  * colours, colour c < q takes (a + c b) mod q and colour q takes b. Any two
  * colours then see every pair of candidates. A level keeps its new states only where the
  * whole plan, priced again, is faster and fits. */
-enum { REFINE_MAX_WORK = 1 << 21, REFINE_SWEEPS = 2, REFINE_MAX_CAND = 4 };
+enum { REFINE_MAX_WORK = 1 << 20, REFINE_SWEEPS = 2, REFINE_MAX_CAND = 4 };
 
 typedef struct refine {
   ap_plan *p;

@@ -33,18 +33,27 @@ def bn(prefix, c, x, y, eps=1e-5):
     return node, inits
 
 
+def write_whole(path, data):
+    """Writes path by renaming a finished file over it: test_fusion's tests
+    run two at a time, each regenerating these files while the other may
+    be reading them, and the seeded bytes are the same every time."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 def save(outdir, name, nodes, inputs, y_shape, inits, opset=13):
     """inputs: (name, shape) of the run-time inputs, fed seeded values."""
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
                           [helper.make_tensor_value_info("y", F, y_shape)], initializer=inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
-    with open(f"{outdir}/{name}.onnx", "wb") as f:
-        f.write(m.SerializeToString())
+    write_whole(f"{outdir}/{name}.onnx", m.SerializeToString())
     os.makedirs(f"{outdir}/{name}_data", exist_ok=True)
     for i, (n, s) in enumerate(inputs):
-        with open(f"{outdir}/{name}_data/input_{i}.pb", "wb") as f:
-            f.write(arr(n, rng.standard_normal(s)).SerializeToString())
+        write_whole(f"{outdir}/{name}_data/input_{i}.pb",
+                    arr(n, rng.standard_normal(s)).SerializeToString())
 
 
 def residual_block(outdir):

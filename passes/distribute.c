@@ -331,15 +331,24 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
   /* A box an earlier device holds too is all subtracted; the others lose
    * what the earlier distinct boxes hold (an equal box subtracts nothing
    * more than its first holder's). */
+  int *distinct = ap_arena_array(a, (size_t)n, sizeof *distinct), n_distinct = 0;
+  if (!distinct)
+    return oom(x);
   for (int d = 0; d < n; d++) {
     if (first[d] < d || ap_dbox_volume(rank, &held[d]) == 0)
       continue;
     if (!list_push(a, &owned[d], &held[d]))
       return oom(x);
-    for (int e = 0; e < d && owned[d].n; e++)
-      if (first[e] == e && !list_subtract(a, rank, &owned[d], &held[e]))
+    for (int i = 0; i < n_distinct && owned[d].n; i++)
+      if (!list_subtract(a, rank, &owned[d], &held[distinct[i]]))
         return oom(x);
+    distinct[n_distinct++] = d;
   }
+  /* The devices owning something, in order (first[] is not read again). */
+  int *holder = first, n_holders = 0;
+  for (int d = 0; d < n; d++)
+    if (owned[d].n)
+      holder[n_holders++] = d;
   int cap = 0;
   for (int e = 0; e < n; e++) {
     if (ap_dbox_volume(rank, &need[e]) == 0)
@@ -350,7 +359,8 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     box_list missing = {0};
     if (!list_push(a, &missing, &need[e]) || !list_subtract(a, rank, &missing, &held[e]))
       return oom(x);
-    for (int d = 0; d < n; d++) {
+    for (int h = 0; h < n_holders && missing.n; h++) {
+      int d = holder[h];
       if (d == e)
         continue;
       for (int o = 0; o < owned[d].n; o++)

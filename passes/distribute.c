@@ -469,8 +469,14 @@ static ap_dbox *HELD(dctx *x, int v, int dev) { return &x->dist->held[(size_t)v 
 
 static bool is_data(const ap_value *v) { return v->data != NULL; }
 
-static void box_of_port(dctx *x, int vx, int port, int dev, ap_dbox *b) {
-  ap_plan_device_box(x->p, x->g, vx, port, dev, b->lo, b->hi);
+/* Every device's box of vertex vx's port (or, port -1, of its weight) into
+ * box[0 .. n_dev). */
+enum { DBOX_STRIDE = sizeof(ap_dbox) / sizeof(int64_t) };
+static void boxes_of(dctx *x, int vx, int port, ap_dbox *box) {
+  if (port < 0)
+    ap_plan_weight_boxes(x->p, x->g, vx, box->lo, box->hi, DBOX_STRIDE);
+  else
+    ap_plan_device_boxes(x->p, x->g, vx, port, box->lo, box->hi, DBOX_STRIDE);
 }
 
 /* Every input box of node ni on device dev that follows the output box
@@ -506,21 +512,15 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
   for (int i = 0; i < n->n_in; i++)
     if (n->in[i] == V->port[1].value && act < 0)
       act = i;
+  boxes_of(x, vx, 0, OUT(x, ni, 0, 0));
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i] >= 0 && (i == act || n->in[i] == V->weight))
+      boxes_of(x, vx, i == act ? 1 : -1, IN(x, ni, i, 0));
   for (int dev = 0; dev < n_dev; dev++) {
-    ap_dbox *ob = OUT(x, ni, 0, dev);
-    box_of_port(x, vx, 0, dev, ob);
-    for (int i = 0; i < n->n_in; i++) {
-      if (n->in[i] < 0)
-        continue;
-      ap_dbox *b = IN(x, ni, i, dev);
-      if (i == act)
-        box_of_port(x, vx, 1, dev, b);
-      else if (n->in[i] == V->weight)
-        ap_plan_weight_box(x->p, g, vx, dev, b->lo, b->hi);
-      else
-        *b = whole_box(&g->values[n->in[i]]);
-    }
-    follow_output(x, ni, dev, ob, act);
+    for (int i = 0; i < n->n_in; i++)
+      if (n->in[i] >= 0 && i != act && n->in[i] != V->weight)
+        *IN(x, ni, i, dev) = whole_box(&g->values[n->in[i]]);
+    follow_output(x, ni, dev, OUT(x, ni, 0, dev), act);
   }
   dn->bias_slot = -1;
   if (has_type(x, vx, 1)) {
@@ -556,25 +556,34 @@ static void all_whole(dctx *x, int ni) {
 /* A weightless node: its output box (from the plan for a join, carried
  * from its input otherwise), then what it reads of every input, both by
  * the operator's axis rule. */
-static void weightless_node(dctx *x, int ni, int vx) {
+static ap_status weightless_node(dctx *x, int ni, int vx) {
   ap_graph *g = x->g;
   const ap_node *n = &g->nodes[ni];
   const ap_value *y = &g->values[n->out[0]];
   all_whole(x, ni);
   if (ap_op_table[n->op].axes == AP_AXES_RESHAPE) {
     if (n->in[0] < 0 || vx >= 0)
-      return;
+      return AP_OK;
     for (int dev = 0; dev < x->n_dev; dev++)
       reshape_boxes(&g->values[n->in[0]], y, HELD(x, n->in[0], dev), IN(x, ni, 0, dev),
                     OUT(x, ni, 0, dev));
-    return;
+    return AP_OK;
   }
   if (!ap_axes_boxwise(g, n))
-    return;
+    return AP_OK;
+  /* A join's output boxes, from the plan. */
+  ap_dbox *planned = vx >= 0 ? ap_arena_array(g->arena, (size_t)x->n_dev, sizeof *planned) : NULL;
+  if (vx >= 0 && !planned)
+    return oom(x);
+  if (planned) {
+    for (int dev = 0; dev < x->n_dev; dev++)
+      planned[dev] = whole_box(y);
+    boxes_of(x, vx, 0, planned);
+  }
   for (int dev = 0; dev < x->n_dev; dev++) {
     ap_dbox ob = whole_box(y);
     if (vx >= 0) {
-      box_of_port(x, vx, 0, dev, &ob);
+      ob = planned[dev];
     } else { /* carried from the first data input held in part */
       for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
@@ -628,6 +637,7 @@ static void weightless_node(dctx *x, int ni, int vx) {
       at += len;
     }
   }
+  return AP_OK;
 }
 
 /* Values computed from weights and constants alone (a tied embedding
@@ -753,7 +763,7 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
     } else if (vx >= 0 && !p->v[vx].join) {
       s = layer_node(&x, ni, vx);
     } else {
-      weightless_node(&x, ni, vx);
+      s = weightless_node(&x, ni, vx);
     }
     if (s != AP_OK)
       return s;

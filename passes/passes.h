@@ -249,10 +249,11 @@ double ap_plan_level_device_bytes(const ap_plan *p, int dev, bool train);
 
 /* ---- plan_print.c ------------------------------------------------------- */
 
-/* Device dev's box of vertex v's port: [lo, hi) per dimension. */
 /* Vertex v's state at a level as the plan prints it: "I", "II", "III" for a
  * layer, "b", "f", "r" (split dim 0, dim 1, replicated) for a join. */
 const char *ap_plan_state_name(const ap_plan *p, int v, int level);
+
+/* Device dev's box of vertex v's port: [lo, hi) per dimension. */
 void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
                         int64_t *lo, int64_t *hi);
 
@@ -260,5 +261,12 @@ void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, in
  * its O dim, at each level as the layer's ports. */
 void ap_plan_weight_box(const ap_plan *p, const ap_graph *g, int v, int dev, int64_t *lo,
                         int64_t *hi);
+
+/* The same boxes for every device at once, each group's box computed once:
+ * device d's at lo + d * stride and hi + d * stride (stride in int64_t). */
+void ap_plan_device_boxes(const ap_plan *p, const ap_graph *g, int v, int port, int64_t *lo,
+                          int64_t *hi, size_t stride);
+void ap_plan_weight_boxes(const ap_plan *p, const ap_graph *g, int v, int64_t *lo, int64_t *hi,
+                          size_t stride);
 
 #endif

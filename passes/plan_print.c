@@ -79,6 +79,63 @@ static ap_layout weight_layout_at(const ap_plan *p, const ap_graph *g, int v, in
   return lay;
 }
 
+/* Every device's box of a tensor of v, as walk_levels gives each, but
+ * each group's box computed once from its parent's: device d's box is
+ * lo[d * stride ...], hi[d * stride ...]. */
+typedef struct box_walk {
+  const ap_plan *p;
+  const ap_graph *g;
+  int v, rank, arg;
+  layout_fn layout_at;
+  int64_t *lo, *hi;
+  size_t stride;
+} box_walk;
+
+static void walk_tree(const box_walk *w, const ap_group *grp, int l, int cls, const int64_t *lo,
+                      const int64_t *hi) {
+  const ap_plan *p = w->p;
+  size_t bytes = sizeof(int64_t) * (size_t)w->rank;
+  if (l == p->n_levels) {
+    for (int d = grp->first_dev; d < grp->first_dev + grp->count; d++) {
+      memcpy(w->lo + (size_t)d * w->stride, lo, bytes);
+      memcpy(w->hi + (size_t)d * w->stride, hi, bytes);
+    }
+    return;
+  }
+  ap_group ch[AP_MAX_CHILDREN];
+  int k = ap_group_children(&p->dev, grp, ch);
+  int s = p->state[(size_t)l * p->n_vertices + w->v];
+  ap_layout lay = w->layout_at(p, w->g, w->v, l, cls, k, s, w->arg);
+  for (int i = 0; i < k; i++) {
+    int64_t clo[AP_MAX_RANK], chi[AP_MAX_RANK];
+    ap_layout_child_box(w->rank, lo, hi, k, &lay, i, clo, chi);
+    walk_tree(w, &ch[i], l + 1, p->child_map[l][cls * AP_MAX_CHILDREN + i], clo, chi);
+  }
+}
+
+static void walk_all(box_walk *w, const ap_value *val) {
+  int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
+  w->rank = val->rank;
+  for (int i = 0; i < val->rank; i++) {
+    lo[i] = 0;
+    hi[i] = val->dims[i];
+  }
+  ap_group root = ap_group_root(&w->p->dev);
+  walk_tree(w, &root, 0, 0, lo, hi);
+}
+
+void ap_plan_device_boxes(const ap_plan *p, const ap_graph *g, int v, int port, int64_t *lo,
+                          int64_t *hi, size_t stride) {
+  box_walk w = {p, g, v, 0, port, port_layout_at, lo, hi, stride};
+  walk_all(&w, &g->values[p->v[v].port[port].value]);
+}
+
+void ap_plan_weight_boxes(const ap_plan *p, const ap_graph *g, int v, int64_t *lo, int64_t *hi,
+                          size_t stride) {
+  box_walk w = {p, g, v, 0, 0, weight_layout_at, lo, hi, stride};
+  walk_all(&w, &g->values[p->v[v].weight]);
+}
+
 void ap_plan_device_box(const ap_plan *p, const ap_graph *g, int v, int port, int dev,
                         int64_t *lo, int64_t *hi) {
   walk_levels(p, g, v, dev, &g->values[p->v[v].port[port].value], port_layout_at, port, lo, hi);

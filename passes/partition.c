@@ -1869,8 +1869,8 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * every device's boxes of every node (EXACT_MAX_WORK node-devices) and
  * compares the distinct boxes of a transfer pairwise (at most
  * EXACT_MAX_DEVICES). accpar prices its five rollout plans so: GPT-2 small
- * (957 nodes) plans in 0.35 s on 64 devices and 1.4 s on 256, ResNet-50
- * (batch 512) in 1.3 s on 1024 devices, where the closed forms below took
+ * (957 nodes) plans in 0.27 s on 64 devices and 1.26 s on 256, ResNet-50
+ * (batch 512) in 0.92 s on 1024 devices, where the closed forms below took
  * 0.04 s; on 1024 devices at batch 8 those charged the tiny transformers'
  * accpar plans 69-78% less than the program sends (docs/plan-time.md,
  * docs/partition.md). ResNet-152 on 1024 devices (527,360) would take 5 s.

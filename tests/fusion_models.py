@@ -13,6 +13,8 @@ import sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from model_files import write_whole
+
 F = TensorProto.FLOAT
 rng = np.random.default_rng(29)
 
@@ -31,16 +33,6 @@ def bn(prefix, c, x, y, eps=1e-5):
     node = helper.make_node("BatchNormalization", [x] + [i.name for i in inits], [y], name=prefix,
                             epsilon=eps)
     return node, inits
-
-
-def write_whole(path, data):
-    """Writes path by renaming a finished file over it: test_fusion's tests
-    run two at a time, each regenerating these files while the other may
-    be reading them, and the seeded bytes are the same every time."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def save(outdir, name, nodes, inputs, y_shape, inits, opset=13):

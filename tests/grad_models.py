@@ -15,6 +15,8 @@ import sys
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from model_files import write_whole
+
 D, F, I64 = TensorProto.DOUBLE, TensorProto.FLOAT, TensorProto.INT64
 
 
@@ -691,8 +693,7 @@ def main():
     outdir = sys.argv[1]
     for case in sys.argv[2:]:
         m = CASES[case]()
-        with open(f"{outdir}/{case}.onnx", "wb") as f:
-            f.write(m.SerializeToString())
+        write_whole(f"{outdir}/{case}.onnx", m.SerializeToString())
 
 
 if __name__ == "__main__":

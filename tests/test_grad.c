@@ -449,7 +449,7 @@ static void sgd_check(double momentum) {
   prepare_case("sgd_gemm", dir, sizeof dir);
   fmt(model, sizeof model, "%s/sgd_gemm.onnx", dir);
   fmt(prog, sizeof prog, "%s/prog_%g", dir, momentum);
-  fmt(in, sizeof in, "%s/in", dir);
+  fmt(in, sizeof in, "%s/in_%g", dir, momentum); /* the two checks run side by side */
   fmt(out, sizeof out, "%s/out_%g", dir, momentum);
   make_dirs(in);
   make_dirs(out);

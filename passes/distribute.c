@@ -137,24 +137,29 @@ static bool box_classes(int rank, const ap_dbox *box, int n, int *first) {
   return ok;
 }
 
-/* A growable list of boxes in the arena. */
-typedef struct box_list {
+/* A growable array of boxes on the heap: an exchange's working lists,
+ * reused from device to device (kept in the arena, a list per receiver
+ * grew it by a gigabyte for ResNet-152 on 1024 devices). */
+typedef struct box_vec {
   ap_dbox *b;
   int n, cap;
-} box_list;
+} box_vec;
 
-static bool list_push(ap_arena *a, box_list *l, const ap_dbox *b) {
-  if (!ap_arena_grow(a, (void **)&l->b, &l->cap, l->n + 1, sizeof *l->b))
-    return false;
+static bool vec_push(box_vec *l, const ap_dbox *b) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 16;
+    ap_dbox *nb = ap_xrealloc(l->b, (size_t)cap * sizeof *nb);
+    if (!nb)
+      return false;
+    l->b = nb;
+    l->cap = cap;
+  }
   l->b[l->n++] = *b;
   return true;
 }
 
-/* l minus b, in place. The list is rebuilt (in the arena, which frees
- * nothing) only when b meets one of its boxes: over many devices most pairs
- * of boxes are disjoint, and rebuilding for each pair grew the arena by the
- * square of the device count (24 GB for ResNet-152's JSON plan on 1024). */
-static bool list_subtract(ap_arena *a, int rank, box_list *l, const ap_dbox *b) {
+/* l minus b, in place, through tmp (its contents are lost). */
+static bool vec_subtract(int rank, box_vec *l, const ap_dbox *b, box_vec *tmp) {
   bool meets = false;
   for (int i = 0; i < l->n && !meets; i++) {
     ap_dbox x;
@@ -162,15 +167,108 @@ static bool list_subtract(ap_arena *a, int rank, box_list *l, const ap_dbox *b) 
   }
   if (!meets)
     return true;
-  box_list r = {0};
+  tmp->n = 0;
   for (int i = 0; i < l->n; i++) {
     ap_dbox parts[MAX_PIECES_PER_BOX];
     int k = subtract(rank, &l->b[i], b, parts);
     for (int j = 0; j < k; j++)
-      if (!list_push(a, &r, &parts[j]))
+      if (!vec_push(tmp, &parts[j]))
         return false;
   }
-  *l = r;
+  box_vec swap = *l;
+  *l = *tmp;
+  *tmp = swap;
+  return true;
+}
+
+/* Disjoint boxes, sorted along the dimension on which their lower bounds
+ * differ most, so the boxes meeting a query box are found among those
+ * starting within `reach` (the longest extent) before its end: a transfer
+ * over a thousand devices looked at every device's boxes for every
+ * receiver. */
+typedef struct box_index {
+  int dim;
+  int64_t reach;
+  int n;
+  struct keyed {
+    int64_t lo;
+    int id;
+  } *by_lo;
+} box_index;
+
+static int cmp_keyed(const void *pa, const void *pb) {
+  const struct keyed *a = pa, *b = pb;
+  return a->lo < b->lo ? -1 : a->lo > b->lo ? 1 : (a->id > b->id) - (a->id < b->id);
+}
+
+static int cmp_int(const void *pa, const void *pb) {
+  int a = *(const int *)pa, b = *(const int *)pb;
+  return (a > b) - (a < b);
+}
+
+/* Indexes box[0 .. n). */
+static bool index_boxes(int rank, const ap_dbox *box, int n, box_index *ix) {
+  ix->n = n;
+  ix->dim = 0;
+  ix->reach = 0;
+  ix->by_lo = ap_xrealloc(NULL, (size_t)(n ? n : 1) * sizeof *ix->by_lo);
+  if (!ix->by_lo)
+    return false;
+  int best = -1;
+  for (int k = 0; k < rank; k++) { /* the dimension with the most distinct lower bounds */
+    for (int i = 0; i < n; i++)
+      ix->by_lo[i] = (struct keyed){box[i].lo[k], i};
+    qsort(ix->by_lo, (size_t)n, sizeof *ix->by_lo, cmp_keyed);
+    int distinct = n > 0;
+    for (int i = 1; i < n; i++)
+      distinct += ix->by_lo[i].lo != ix->by_lo[i - 1].lo;
+    if (distinct > best) {
+      best = distinct;
+      ix->dim = k;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    int64_t lo = rank ? box[i].lo[ix->dim] : 0, ext = rank ? box[i].hi[ix->dim] - lo : 1;
+    ix->by_lo[i] = (struct keyed){lo, i};
+    ix->reach = ext > ix->reach ? ext : ix->reach;
+  }
+  qsort(ix->by_lo, (size_t)n, sizeof *ix->by_lo, cmp_keyed);
+  return true;
+}
+
+/* The first entry of ix starting at or after lo. */
+static int index_lower(const box_index *ix, int64_t lo) {
+  int a = 0, b = ix->n;
+  while (a < b) {
+    int m = a + (b - a) / 2;
+    if (ix->by_lo[m].lo < lo)
+      a = m + 1;
+    else
+      b = m;
+  }
+  return a;
+}
+
+/* Appends to *out the ids of the boxes of ix (over box[]) meeting q. */
+static bool index_query(const box_index *ix, int rank, const ap_dbox *box, const ap_dbox *q,
+                        int **out, int *n_out, int *cap) {
+  int k = ix->dim;
+  int64_t qlo = rank ? q->lo[k] : 0, qhi = rank ? q->hi[k] : 1;
+  for (int i = index_lower(ix, qlo - ix->reach + 1); i < ix->n && ix->by_lo[i].lo < qhi; i++) {
+    ap_dbox x;
+    int id = ix->by_lo[i].id;
+    if (!intersect(rank, &box[id], q, &x))
+      continue;
+    if (*n_out == *cap) {
+      int nc = *cap ? 2 * *cap : 64;
+      int *no = ap_xrealloc(*out, (size_t)nc * sizeof *no);
+      if (!no)
+        return false;
+      *out = no;
+      *cap = nc;
+    }
+    (*out)[(*n_out)++] = id;
+  }
   return true;
 }
 
@@ -314,7 +412,6 @@ static void charge_pieces(const ap_dxfer *t, const ap_value *v, double *bytes) {
  * holding it. NULL (and no error) when every device holds what it needs. */
 static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *need,
                           ap_dxfer **out) {
-  ap_arena *a = x->g->arena;
   const ap_value *val = &x->g->values[v];
   int rank = val->rank, n = x->n_dev;
   *out = NULL;
@@ -324,54 +421,80 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
   if (local)
     return AP_OK;
   ap_dxfer *t = new_xfer(x, AP_DX_EXCHANGE, v);
-  box_list *owned = ap_arena_array(a, (size_t)n, sizeof *owned);
-  int *first = ap_arena_array(a, (size_t)n, sizeof *first);
-  if (!t || !owned || !first || !box_classes(rank, held, n, first))
-    return oom(x);
-  /* A box an earlier device holds too is all subtracted; the others lose
-   * what the earlier distinct boxes hold (an equal box subtracts nothing
-   * more than its first holder's). */
-  int *distinct = ap_arena_array(a, (size_t)n, sizeof *distinct), n_distinct = 0;
-  if (!distinct)
-    return oom(x);
-  for (int d = 0; d < n; d++) {
-    if (first[d] < d || ap_dbox_volume(rank, &held[d]) == 0)
-      continue;
-    if (!list_push(a, &owned[d], &held[d]))
-      return oom(x);
-    for (int i = 0; i < n_distinct && owned[d].n; i++)
-      if (!list_subtract(a, rank, &owned[d], &held[distinct[i]]))
-        return oom(x);
-    distinct[n_distinct++] = d;
+  int *first = ap_xrealloc(NULL, (size_t)n * sizeof *first);
+  int *distinct = ap_xrealloc(NULL, (size_t)n * sizeof *distinct);
+  int *owner = NULL, *hit = NULL, n_hit = 0, cap_hit = 0, cap = 0, n_distinct = 0;
+  box_vec own = {0}, cur = {0}, tmp = {0};
+  box_index dix = {0}, oix = {0};
+  bool ok = t && first && distinct && box_classes(rank, held, n, first);
+  /* What each device owns: its box less what lower-ranked devices hold, the
+   * devices holding an equal box owning nothing more than its first one. */
+  for (int d = 0; d < n && ok; d++)
+    if (first[d] == d && ap_dbox_volume(rank, &held[d]) > 0)
+      distinct[n_distinct++] = d;
+  ap_dbox *dbox = ap_xrealloc(NULL, (size_t)(n_distinct ? n_distinct : 1) * sizeof *dbox);
+  ok = ok && dbox;
+  for (int i = 0; i < n_distinct && ok; i++)
+    dbox[i] = held[distinct[i]];
+  ok = ok && index_boxes(rank, dbox, n_distinct, &dix);
+  for (int i = 0; i < n_distinct && ok; i++) {
+    int d = distinct[i];
+    cur.n = 0;
+    n_hit = 0;
+    ok = vec_push(&cur, &dbox[i]) &&
+         index_query(&dix, rank, dbox, &dbox[i], &hit, &n_hit, &cap_hit);
+    if (ok)
+      qsort(hit, (size_t)n_hit, sizeof *hit, cmp_int);
+    for (int h = 0; h < n_hit && ok && cur.n && hit[h] < i; h++)
+      ok = vec_subtract(rank, &cur, &dbox[hit[h]], &tmp);
+    int at = own.n;
+    for (int k = 0; k < cur.n && ok; k++)
+      ok = vec_push(&own, &cur.b[k]);
+    if (ok && own.n > at) {
+      int *no = ap_xrealloc(owner, (size_t)own.n * sizeof *no);
+      ok = no != NULL;
+      owner = no;
+      for (int k = at; k < own.n && ok; k++)
+        owner[k] = d;
+    }
   }
-  /* The devices owning something, in order (first[] is not read again). */
-  int *holder = first, n_holders = 0;
-  for (int d = 0; d < n; d++)
-    if (owned[d].n)
-      holder[n_holders++] = d;
-  int cap = 0;
-  for (int e = 0; e < n; e++) {
+  ok = ok && index_boxes(rank, own.b, own.n, &oix);
+  /* Every receiver's missing boxes, from the owners in device order. */
+  for (int e = 0; e < n && ok; e++) {
     if (ap_dbox_volume(rank, &need[e]) == 0)
       continue;
     ap_dbox mine;
-    if (intersect(rank, &need[e], &held[e], &mine) && !add_piece(x, t, &cap, e, e, 0, &mine))
-      return oom(x);
-    box_list missing = {0};
-    if (!list_push(a, &missing, &need[e]) || !list_subtract(a, rank, &missing, &held[e]))
-      return oom(x);
-    for (int h = 0; h < n_holders && missing.n; h++) {
-      int d = holder[h];
-      if (d == e)
+    if (intersect(rank, &need[e], &held[e], &mine))
+      ok = add_piece(x, t, &cap, e, e, 0, &mine);
+    cur.n = 0;
+    ok = ok && vec_push(&cur, &need[e]) && vec_subtract(rank, &cur, &held[e], &tmp);
+    n_hit = 0;
+    for (int m = 0; m < cur.n && ok; m++)
+      ok = index_query(&oix, rank, own.b, &cur.b[m], &hit, &n_hit, &cap_hit);
+    if (ok)
+      qsort(hit, (size_t)n_hit, sizeof *hit, cmp_int);
+    for (int h = 0; h < n_hit && ok; h++) {
+      if ((h > 0 && hit[h] == hit[h - 1]) || owner[hit[h]] == e)
         continue;
-      for (int o = 0; o < owned[d].n; o++)
-        for (int m = 0; m < missing.n; m++) {
-          ap_dbox piece;
-          if (intersect(rank, &owned[d].b[o], &missing.b[m], &piece) &&
-              !add_piece(x, t, &cap, d, e, 0, &piece))
-            return oom(x);
-        }
+      for (int m = 0; m < cur.n && ok; m++) {
+        ap_dbox piece;
+        if (intersect(rank, &own.b[hit[h]], &cur.b[m], &piece))
+          ok = add_piece(x, t, &cap, owner[hit[h]], e, 0, &piece);
+      }
     }
   }
+  ap_xfree(first);
+  ap_xfree(distinct);
+  ap_xfree(dbox);
+  ap_xfree(owner);
+  ap_xfree(hit);
+  ap_xfree(own.b);
+  ap_xfree(cur.b);
+  ap_xfree(tmp.b);
+  ap_xfree(dix.by_lo);
+  ap_xfree(oix.by_lo);
+  if (!ok)
+    return oom(x);
   *out = t;
   return AP_OK;
 }

@@ -1946,7 +1946,11 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
   ap_dbox *box = ap_arena_array(a, (size_t)N, sizeof *box);
   child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
   child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
-  if (st == AP_OK && (!ok || !item_of || !wvertex || !box || !vc || !ec))
+  int *in_cls = ap_arena_array(a, (size_t)N, sizeof *in_cls);
+  int *child = ap_arena_array(a, (size_t)N, sizeof *child);
+  double *spread = ap_arena_array(a, (size_t)N, sizeof *spread); /* a child's devices */
+  if (st == AP_OK &&
+      (!ok || !item_of || !wvertex || !box || !vc || !ec || !in_cls || !child || !spread))
     st = ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   if (st != AP_OK) {
     p->level_ratio = NULL;
@@ -2034,15 +2038,20 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
         int u = p->e[e].from, w = p->e[e].to;
         edge_cost(&x, e, stl[u], stl[w], ratio[u], ratio[w], &ec[e]);
       }
-      for (int dv = 0; dv < N; dv++) {
-        if (dp->c[dv * L + l] != ci)
-          continue;
-        int i = dp->i[dv * L + l];
-        double m = dp->m[dv * L + l];
-        for (int v = 0; v < V; v++)
-          delta[(size_t)v * N + dv] -= vc[v].sent[i] / m;
-        for (int e = 0; e < E; e++)
-          delta[(size_t)(V + e) * N + dv] -= ec[e].sent[i] / m;
+      /* The class's devices, then item by item: a row of delta is one
+       * item's devices side by side. */
+      int n_in = 0;
+      for (int dv = 0; dv < N; dv++)
+        if (dp->c[dv * L + l] == ci) {
+          in_cls[n_in] = dv;
+          child[n_in] = dp->i[dv * L + l];
+          spread[n_in++] = dp->m[dv * L + l];
+        }
+      for (int it = 0; it < V + E; it++) {
+        const double *sent = it < V ? vc[it].sent : ec[it - V].sent;
+        double *row = delta + (size_t)it * N;
+        for (int k = 0; k < n_in; k++)
+          row[in_cls[k]] -= sent[child[k]] / spread[k];
       }
     }
   }

@@ -88,11 +88,10 @@ static bool same_boxes(const ap_graph *g, const ap_dist *dist, int ni, int slot)
   int nd = dist->n_dev, v = n->in[slot], y = n->out[0];
   const ap_value *val = &g->values[v];
   for (int d = 0; d < nd; d++) {
-    const ap_dbox *held = &dist->held[(size_t)v * (size_t)nd + (size_t)d];
-    const ap_dbox *out = &dist->held[(size_t)y * (size_t)nd + (size_t)d];
-    if (!ap_dbox_equal(val->rank, held, out))
+    ap_dbox held = ap_dist_held(g, dist, v, d), out = ap_dist_held(g, dist, y, d);
+    if (!ap_dbox_equal(val->rank, &held, &out))
       return false;
-    if (dn->in && !ap_dbox_equal(val->rank, &dn->in[(size_t)slot * (size_t)nd + (size_t)d], out))
+    if (dn->in && !ap_dbox_equal(val->rank, &dn->in[(size_t)slot * (size_t)nd + (size_t)d], &out))
       return false;
   }
   return true;
@@ -107,7 +106,8 @@ static bool bn_channels_match(const ap_graph *g, const ap_dist *dist, int bn) {
   const ap_dnode *dn = &dist->node[bn];
   int nd = dist->n_dev;
   for (int d = 0; d < nd; d++) {
-    const ap_dbox *xb = &dist->held[(size_t)n->out[0] * (size_t)nd + (size_t)d];
+    ap_dbox xheld = ap_dist_held(g, dist, n->out[0], d);
+    const ap_dbox *xb = &xheld;
     for (int i = 1; i <= 2; i++) {
       if (!dn->in)
         continue;
@@ -665,7 +665,8 @@ static bool ew_box_ok(const ap_graph *g, const ap_dist *dist, int ni, int slot, 
     return false;
   int nd = dist->n_dev, orank = g->values[y].rank, r = g->values[n->in[slot]].rank;
   for (int d = 0; d < nd; d++) {
-    const ap_dbox *ob = &dist->held[(size_t)y * (size_t)nd + (size_t)d];
+    ap_dbox oheld = ap_dist_held(g, dist, y, d);
+    const ap_dbox *ob = &oheld;
     const ap_dbox *ib = &dn->in[(size_t)slot * (size_t)nd + (size_t)d];
     if (ob->hi[orank - 1] <= ob->lo[orank - 1])
       continue; /* nothing to compute on this device */
@@ -698,10 +699,11 @@ static bool ew_op_of(const ap_graph *g, const ap_dist *dist, const int *pos, int
     if (dist->node[ni].reduce)
       return false;
     int nd = dist->n_dev;
-    for (int d = 0; d < nd; d++)
-      if (!ap_dbox_equal(yv->rank, &dist->held[(size_t)n->out[0] * (size_t)nd + (size_t)d],
-                         &dist->held[(size_t)y0 * (size_t)nd + (size_t)d]))
+    for (int d = 0; d < nd; d++) {
+      ap_dbox a = ap_dist_held(g, dist, n->out[0], d), b = ap_dist_held(g, dist, y0, d);
+      if (!ap_dbox_equal(yv->rank, &a, &b))
         return false;
+    }
   }
   memset(op, 0, sizeof *op);
   op->node = ni;

@@ -109,7 +109,7 @@ static ap_dbox vbox(const lgen *G, int v) {
     return ap_dist_weight_box(G->g, G->dist, v, G->dev);
   if (val->data || is_run_input(val))
     return whole_box(val);
-  return G->dist->held[(size_t)v * (size_t)G->n_dev + (size_t)G->dev];
+  return ap_dist_held(G->g, G->dist, v, G->dev);
 }
 
 /* The box buffer b holds (the fixed buffers record theirs at the end). */

@@ -7,7 +7,7 @@
 #include "passes/passes.h"
 #include "runtime/accpar_rt.h"
 
-enum { MAX_PIECES_PER_BOX = 2 * AP_MAX_RANK };
+enum { MAX_PIECES_PER_BOX = 2 * AP_MAX_RANK, MAX_FOLLOWED = 8 };
 
 /* ---- boxes ---------------------------------------------------------------- */
 
@@ -282,6 +282,9 @@ typedef struct dctx {
   int *vertex_of;     /* [n_nodes]: the plan's vertex, or -1 */
   int *path;          /* [n_dev * n_levels]: child index at each level, -1 where the group is one device */
   ap_dist *dist;
+  bool priced;        /* ap_distribute_priced: transfers keep their bytes, not their pieces */
+  int follow_node;    /* the node whose axis map follow holds, or -1 */
+  signed char follow[MAX_FOLLOWED][AP_MAX_RANK]; /* ap_axes_in_to_out of its inputs' axes */
 } dctx;
 
 static ap_status oom(dctx *x) {
@@ -384,27 +387,39 @@ static ap_dxfer *new_xfer(dctx *x, ap_dxfer_kind kind, int value) {
   return t;
 }
 
+static double elem_size(const ap_value *v) {
+  size_t s = ap_dtype_size(v->dtype);
+  return s ? (double)s : 4;
+}
+
 static bool add_piece(dctx *x, ap_dxfer *t, int *cap, int from, int to, int summand,
                       const ap_dbox *b) {
+  if (from != to) {
+    if (!t->sent) {
+      t->sent = ap_arena_array(x->g->arena, (size_t)x->n_dev, sizeof *t->sent);
+      t->received = ap_arena_array(x->g->arena, (size_t)x->n_dev, sizeof *t->received);
+      if (!t->sent || !t->received)
+        return false;
+    }
+    const ap_value *v = &x->g->values[t->value];
+    double bytes = (double)ap_dbox_volume(v->rank, b) * elem_size(v);
+    t->sent[from] += bytes;
+    t->received[to] += bytes;
+  }
+  if (x->priced)
+    return true;
   if (!ap_arena_grow(x->g->arena, (void **)&t->pieces, cap, t->n_pieces + 1, sizeof *t->pieces))
     return false;
   t->pieces[t->n_pieces++] = (ap_dpiece){from, to, summand, *b};
   return true;
 }
 
-static double elem_size(const ap_value *v) {
-  size_t s = ap_dtype_size(v->dtype);
-  return s ? (double)s : 4;
-}
-
-/* Charges the pieces of t to their senders. */
-static void charge_pieces(const ap_dxfer *t, const ap_value *v, double *bytes) {
-  for (int k = 0; k < t->n_pieces; k++) {
-    const ap_dpiece *pc = &t->pieces[k];
-    if (pc->from == pc->to)
-      continue;
-    bytes[pc->from] += (double)ap_dbox_volume(v->rank, &pc->box) * elem_size(v);
-  }
+/* Charges the pieces of t to their senders, or (reversed: an adjoint
+ * sending every piece's error back) to their receivers. */
+static void charge_pieces(const ap_dxfer *t, bool reversed, int n_dev, double *bytes) {
+  const double *by = reversed ? t->received : t->sent;
+  for (int d = 0; d < n_dev && by; d++)
+    bytes[d] += by[d];
 }
 
 /* The transfer giving every device need[d] of value v from the boxes
@@ -572,7 +587,7 @@ void ap_dxfer_charge(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, i
                      double *bytes) {
   const ap_value *val = &g->values[t->value];
   if (t->kind != AP_DX_ALLREDUCE) {
-    charge_pieces(t, val, bytes);
+    charge_pieces(t, false, n_dev, bytes);
     return;
   }
   for (int d = 0; d < n_dev; d++)
@@ -588,7 +603,23 @@ static ap_dbox *IN(dctx *x, int ni, int slot, int dev) {
 static ap_dbox *OUT(dctx *x, int ni, int o, int dev) {
   return &x->dist->node[ni].out[o * x->n_dev + dev];
 }
-static ap_dbox *HELD(dctx *x, int v, int dev) { return &x->dist->held[(size_t)v * x->n_dev + dev]; }
+ap_dbox ap_dist_held(const ap_graph *g, const ap_dist *dist, int v, int d) {
+  if (dist->held[v])
+    return dist->held[v][d];
+  ap_dbox b;
+  memset(&b, 0, sizeof b);
+  return ap_value_shape_known(&g->values[v]) ? whole_box(&g->values[v]) : b;
+}
+
+/* Every device's box of value v, as an array of its own where it was none
+ * (NULL: out of memory). */
+static ap_dbox *held_array(dctx *x, int v) {
+  ap_dbox **h = &x->dist->held[v];
+  if (!*h && (*h = ap_arena_array(x->g->arena, (size_t)x->n_dev, sizeof **h)))
+    for (int d = 0; d < x->n_dev; d++)
+      (*h)[d] = ap_dist_held(x->g, x->dist, v, d);
+  return *h;
+}
 
 static bool is_data(const ap_value *v) { return v->data != NULL; }
 
@@ -607,13 +638,21 @@ static void boxes_of(dctx *x, int vx, int port, ap_dbox *box) {
  * stay as *IN already holds them. */
 static void follow_output(dctx *x, int ni, int dev, const ap_dbox *ob, int skip_slot) {
   const ap_node *n = &x->g->nodes[ni];
+  if (x->follow_node != ni) { /* the rule's axes, once per node, not per device */
+    x->follow_node = ni;
+    for (int i = 0; i < n->n_in && i < MAX_FOLLOWED; i++)
+      for (int a = 0; a < AP_MAX_RANK; a++)
+        x->follow[i][a] = (signed char)(n->in[i] >= 0 && a < x->g->values[n->in[i]].rank
+                                            ? ap_axes_in_to_out(x->g, n, i, a)
+                                            : -1);
+  }
   for (int i = 0; i < n->n_in; i++) {
     if (n->in[i] < 0 || i == skip_slot)
       continue;
     const ap_value *xi = &x->g->values[n->in[i]];
     ap_dbox *b = IN(x, ni, i, dev);
     for (int a = 0; a < xi->rank; a++) {
-      int j = ap_axes_in_to_out(x->g, n, i, a);
+      int j = i < MAX_FOLLOWED ? x->follow[i][a] : ap_axes_in_to_out(x->g, n, i, a);
       if (j >= 0) {
         b->lo[a] = ob->lo[j];
         b->hi[a] = ob->hi[j];
@@ -666,14 +705,18 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
 
 static void all_whole(dctx *x, int ni) {
   const ap_node *n = &x->g->nodes[ni];
-  for (int dev = 0; dev < x->n_dev; dev++) {
-    for (int i = 0; i < n->n_in; i++)
-      if (n->in[i] >= 0)
-        *IN(x, ni, i, dev) = whole_box(&x->g->values[n->in[i]]);
-    for (int o = 0; o < n->n_out; o++)
-      if (n->out[o] >= 0)
-        *OUT(x, ni, o, dev) = whole_box(&x->g->values[n->out[o]]);
-  }
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i] >= 0) {
+      ap_dbox w = whole_box(&x->g->values[n->in[i]]);
+      for (int dev = 0; dev < x->n_dev; dev++)
+        *IN(x, ni, i, dev) = w;
+    }
+  for (int o = 0; o < n->n_out; o++)
+    if (n->out[o] >= 0) {
+      ap_dbox w = whole_box(&x->g->values[n->out[o]]);
+      for (int dev = 0; dev < x->n_dev; dev++)
+        *OUT(x, ni, o, dev) = w;
+    }
 }
 
 /* A weightless node: its output box (from the plan for a join, carried
@@ -687,9 +730,10 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
   if (ap_op_table[n->op].axes == AP_AXES_RESHAPE) {
     if (n->in[0] < 0 || vx >= 0)
       return AP_OK;
-    for (int dev = 0; dev < x->n_dev; dev++)
-      reshape_boxes(&g->values[n->in[0]], y, HELD(x, n->in[0], dev), IN(x, ni, 0, dev),
-                    OUT(x, ni, 0, dev));
+    for (int dev = 0; dev < x->n_dev; dev++) {
+      ap_dbox h = ap_dist_held(g, x->dist, n->in[0], dev);
+      reshape_boxes(&g->values[n->in[0]], y, &h, IN(x, ni, 0, dev), OUT(x, ni, 0, dev));
+    }
     return AP_OK;
   }
   if (!ap_axes_boxwise(g, n))
@@ -710,15 +754,16 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
     } else { /* carried from the first data input held in part */
       for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
-        if (v < 0 || is_data(&g->values[v]) || !ap_axes_data_slot(n, i) ||
-            ap_dbox_whole(&g->values[v], HELD(x, v, dev)))
+        if (v < 0 || is_data(&g->values[v]) || !ap_axes_data_slot(n, i))
           continue;
-        const ap_dbox *h = HELD(x, v, dev);
+        ap_dbox h = ap_dist_held(g, x->dist, v, dev);
+        if (ap_dbox_whole(&g->values[v], &h))
+          continue;
         for (int a = 0; a < g->values[v].rank; a++) {
           int j = ap_axes_in_to_out(g, n, i, a);
           if (j >= 0) {
-            ob.lo[j] = h->lo[a];
-            ob.hi[j] = h->hi[a];
+            ob.lo[j] = h.lo[a];
+            ob.hi[j] = h.hi[a];
           }
         }
         break;
@@ -818,8 +863,11 @@ static void narrow_weight_chains(dctx *x) {
         }
       if (!any)
         continue;
+      ap_dbox *held = held_array(x, y);
+      if (!held)
+        return; /* boxes stay as the node computes them: correct, only larger */
       *OUT(x, ni, 0, dev) = need;
-      *HELD(x, y, dev) = need;
+      held[dev] = need;
       for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0)
           *IN(x, ni, i, dev) = whole_box(&g->values[n->in[i]]);
@@ -828,10 +876,11 @@ static void narrow_weight_chains(dctx *x) {
   }
 }
 
-ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
+static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d) {
   ap_arena *a = g->arena;
   const ap_plan *p = g->plan;
-  dctx x = {.g = g, .d = d, .p = p, .n_dev = p ? p->dev.n_devices : 1};
+  dctx x = {.g = g, .d = d, .p = p, .n_dev = p ? p->dev.n_devices : 1, .priced = priced,
+            .follow_node = -1};
   ap_dist *dist = ap_arena_alloc(a, sizeof *dist);
   if (!dist)
     return oom(&x);
@@ -840,7 +889,7 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
   int n_dev = x.n_dev;
   dist->n_dev = n_dev;
   dist->node = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *dist->node);
-  dist->held = ap_arena_array(a, (size_t)g->n_values * (size_t)n_dev + 1, sizeof *dist->held);
+  dist->held = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *dist->held);
   dist->fwd_bytes = ap_arena_array(a, (size_t)n_dev, sizeof *dist->fwd_bytes);
   dist->step_bytes = ap_arena_array(a, (size_t)n_dev, sizeof *dist->step_bytes);
   x.vertex_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *x.vertex_of);
@@ -855,10 +904,6 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
       x.vertex_of[p->v[v].node] = v;
     device_paths(&x);
   }
-  for (int v = 0; v < g->n_values; v++)
-    if (ap_value_shape_known(&g->values[v]))
-      for (int dev = 0; dev < n_dev; dev++)
-        *HELD(&x, v, dev) = whole_box(&g->values[v]);
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];
     ap_dnode *dn = &dist->node[ni];
@@ -895,17 +940,17 @@ ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
       int v = n->in[i];
       if (v < 0 || is_data(&g->values[v]) || g->values[v].producer < 0)
         continue; /* constants are sliced and inputs read whole by every device */
-      ap_dbox *need = &dn->in[i * n_dev];
-      if ((s = exchange(&x, v, HELD(&x, v, 0), need, &dn->xfer_in[i])) != AP_OK)
+      ap_dbox *need = &dn->in[i * n_dev], *held = held_array(&x, v);
+      if (!held)
+        return oom(&x);
+      if ((s = exchange(&x, v, held, need, &dn->xfer_in[i])) != AP_OK)
         return s;
       if (dn->xfer_in[i])
-        charge_pieces(dn->xfer_in[i], &g->values[v], dist->fwd_bytes);
+        charge_pieces(dn->xfer_in[i], false, n_dev, dist->fwd_bytes);
     }
-    for (int o = 0; o < n->n_out; o++)
-      if (n->out[o] >= 0) {
-        for (int dev = 0; dev < n_dev; dev++)
-          *HELD(&x, n->out[o], dev) = *OUT(&x, ni, o, dev);
-      }
+    for (int o = 0; o < n->n_out; o++) /* held as computed: the same boxes */
+      if (n->out[o] >= 0)
+        dist->held[n->out[o]] = OUT(&x, ni, o, 0);
   }
   if (n_dev > 1)
     narrow_weight_chains(&x);
@@ -992,7 +1037,9 @@ static ap_status loss_boxes(dctx *x, int v) {
   dist->loss_box = ap_arena_array(x->g->arena, (size_t)n, sizeof *dist->loss_box);
   if (!dist->loss_box)
     return oom(x);
-  const ap_dbox *held = HELD(x, v, 0);
+  const ap_dbox *held = held_array(x, v);
+  if (!held)
+    return oom(x);
   if (y->rank == 0 || rows_partitioned(y, held, n)) {
     memcpy(dist->loss_box, held, (size_t)n * sizeof *held);
     return AP_OK;
@@ -1084,29 +1131,19 @@ static ap_status weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out) 
   return AP_OK;
 }
 
-/* Charges the pieces of t to their receivers: the transfer's adjoint sends
- * every piece's error back to the device that sent the piece. */
-static void charge_reversed(const ap_dxfer *t, const ap_value *v, double *bytes) {
-  for (int k = 0; k < t->n_pieces; k++) {
-    const ap_dpiece *pc = &t->pieces[k];
-    if (pc->from != pc->to)
-      bytes[pc->to] += (double)ap_dbox_volume(v->rank, &pc->box) * elem_size(v);
-  }
-}
-
 void ap_dxfer_charge_adjoint(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box,
                              int n_dev, double *bytes) {
   if (t->kind == AP_DX_ALLREDUCE)
     ap_dxfer_charge(g, t, box, n_dev, bytes);
   else
-    charge_reversed(t, &g->values[t->value], bytes);
+    charge_pieces(t, true, n_dev, bytes);
 }
 
 void ap_dxfer_charge_sum(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, int n_dev,
                          double *bytes) {
   const ap_value *v = &g->values[t->value];
   if (t->kind == AP_DX_REDUCE) {
-    charge_pieces(t, v, bytes);
+    charge_pieces(t, false, n_dev, bytes);
     return;
   }
   for (int d = 0; d < n_dev; d++)
@@ -1166,13 +1203,18 @@ ap_status ap_train_roles(ap_graph *g, uint64_t **want, bool **trainable, ap_diag
   return AP_OK;
 }
 
-ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
-                              ap_dist **out, ap_diag *d) {
+ap_status ap_distribute(ap_graph *g, ap_dist **out, ap_diag *d) {
+  return distribute(g, false, out, d);
+}
+
+static ap_status distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
+                                  bool priced, ap_dist **out, ap_diag *d) {
   ap_dist *dist;
-  ap_status s = ap_distribute(g, &dist, d);
+  ap_status s = distribute(g, priced, &dist, d);
   if (s != AP_OK)
     return s;
-  dctx x = {.g = g, .d = d, .p = g->plan, .n_dev = dist->n_dev, .dist = dist};
+  dctx x = {.g = g, .d = d, .p = g->plan, .n_dev = dist->n_dev, .dist = dist, .priced = priced,
+            .follow_node = -1};
   int n = x.n_dev;
   uint64_t *own_want = NULL;
   bool *own_trainable = NULL;
@@ -1221,6 +1263,16 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
   }
   *out = dist;
   return AP_OK;
+}
+
+ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
+                              ap_dist **out, ap_diag *d) {
+  return distribute_train(g, want, trainable, false, out, d);
+}
+
+ap_status ap_distribute_priced(ap_graph *g, const uint64_t *want, const bool *trainable,
+                               ap_dist **out, ap_diag *d) {
+  return distribute_train(g, want, trainable, true, out, d);
 }
 
 double ap_plan_device_bytes(ap_graph *g, int dev, bool train) {

@@ -45,7 +45,9 @@ typedef struct ap_dxfer {
   ap_dxfer_kind kind;
   int value;
   int n_pieces;
-  ap_dpiece *pieces; /* in one order both ends follow */
+  ap_dpiece *pieces; /* in one order both ends follow; none kept by ap_distribute_priced */
+  double *sent;      /* [n_dev]: the bytes of the pieces each device sends to another */
+  double *received;  /* [n_dev]: those it receives; NULL with the other when no piece moves */
   int n_summands;    /* partial sums: how many summands */
   int *summand;      /* [n_dev]: each device's summand */
   int *group;        /* AP_DX_ALLREDUCE: [n_dev]: where device d's group starts in members
@@ -75,7 +77,9 @@ typedef struct ap_dnode {
 typedef struct ap_dist {
   int n_dev;
   ap_dnode *node;       /* [n_nodes] */
-  ap_dbox *held;        /* [n_values * n_dev]: the box device d holds of value v */
+  ap_dbox **held;       /* [n_values]: the boxes the devices hold of value v, [v][d] (its
+                           producer's output boxes, not a copy), or NULL where every device
+                           holds it whole; read through ap_dist_held */
   double *fwd_bytes;    /* [n_dev]: bytes sent in the forward pass (inference) */
   double *step_bytes;   /* [n_dev]: a training step (ap_distribute_train): exactly what
                            the training program sends, below; ap_distribute alone: -1 */
@@ -98,6 +102,10 @@ typedef struct ap_dist {
                            summand per device); NULL for one copy */
 } ap_dist;
 
+/* The box device d holds of value v: whole where no node computes it in
+ * part (empty where its shape is unknown). */
+ap_dbox ap_dist_held(const ap_graph *g, const ap_dist *dist, int v, int d);
+
 /* Distributes g (after ap_run_pipeline; after ap_partition when the array
  * has several devices — without a plan there is one device holding every
  * value whole). Lives in g's arena. */
@@ -119,6 +127,13 @@ ap_status ap_train_roles(ap_graph *g, uint64_t **want, bool **trainable, ap_diag
  * training schedule's (codegen/train.h); NULL takes ap_train_roles's. */
 ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,
                               ap_dist **out, ap_diag *d);
+
+/* ap_distribute_train for pricing: every transfer with the bytes each
+ * device sends and receives, without its pieces. The cost model prices a
+ * plan so (passes/partition.c); over a thousand devices a gather of a
+ * replicated value is a million pieces. */
+ap_status ap_distribute_priced(ap_graph *g, const uint64_t *want, const bool *trainable,
+                               ap_dist **out, ap_diag *d);
 
 /* The device d's box of trainable weight v: the smallest box holding every
  * box its readers on d read of it (a table tied to an LM head may be read

@@ -1862,22 +1862,25 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
   *bwd = elem * (gathers ? whole - held : need - meet);
 }
 
-/* Where its distribution is cheap enough to build, the chosen plan's bytes
- * are the program's, device by device: the distribution
- * (passes/distribute.c) is built for the plan and its transfers are
- * priced, each on the vertex or edge whose cost it is. Building it takes
- * every device's boxes of every node (EXACT_MAX_WORK node-devices) and
- * compares the distinct boxes of a transfer pairwise (at most
- * EXACT_MAX_DEVICES). accpar prices its five rollout plans so: GPT-2 small
- * (957 nodes) plans in 0.27 s on 64 devices and 1.26 s on 256, ResNet-50
- * (batch 512) in 0.92 s on 1024 devices, where the closed forms below took
- * 0.04 s; on 1024 devices at batch 8 those charged the tiny transformers'
- * accpar plans 69-78% less than the program sends (docs/plan-time.md,
- * docs/partition.md). ResNet-152 on 1024 devices (527,360) would take 5 s.
- * Beyond, the closed forms of finish price what they can (the sums every
- * level makes, the loss's rows, edge_direct's edges) and the rest stays the
- * levels' (docs/partition.md, "Approximations"). */
-enum { EXACT_MAX_WORK = 1 << 18, EXACT_MAX_DEVICES = 1024 };
+/* Where its distribution is cheap enough to build, a plan's bytes are the
+ * program's, device by device: the distribution (passes/distribute.c) is
+ * built for the plan and its transfers are priced, each on the vertex or
+ * edge whose cost it is. Building it takes every device's boxes of every
+ * node. The search's plans (accpar prices its five rollout plans and
+ * refine_exact's probes so) are priced exactly up to EXACT_MAX_WORK
+ * node-devices: GPT-2 small (957 nodes) plans in 0.27 s on 64 devices and
+ * 1.26 s on 256, ResNet-50 (batch 512) in 0.92 s on 1024 devices, where
+ * the closed forms below took 0.04 s; on 1024 devices at batch 8 those
+ * charged the tiny transformers' accpar plans 69-78% less than the program
+ * sends (docs/plan-time.md, docs/partition.md). Past it the search's plans
+ * are priced by the closed forms of finish (the sums every level makes, the
+ * loss's rows, edge_direct's edges; the rest stays the levels',
+ * docs/partition.md, "Approximations"), and the plan chosen is priced
+ * exactly once more, up to EXACT_FINAL_MAX_WORK: GPT-2 small on 1024
+ * devices (980,000), ResNet-152 on 1024 (527,360). Only past that, or past
+ * EXACT_MAX_DEVICES (a partial sum resolved by sending summands sends every
+ * device's to every other), does a plan say "bytes priced: closed forms". */
+enum { EXACT_MAX_WORK = 1 << 18, EXACT_FINAL_MAX_WORK = 1 << 21, EXACT_MAX_DEVICES = 1024 };
 
 static int64_t live_nodes(const ap_graph *g) {
   int64_t live = 0;
@@ -1886,9 +1889,10 @@ static int64_t live_nodes(const ap_graph *g) {
   return live;
 }
 
-static bool exact_affordable(const ap_graph *g, int n_devices) {
+static bool exact_affordable(const ap_graph *g, int n_devices, bool chosen) {
   int64_t live = live_nodes(g);
-  return n_devices <= EXACT_MAX_DEVICES && live * n_devices <= EXACT_MAX_WORK;
+  return n_devices <= EXACT_MAX_DEVICES &&
+         live * n_devices <= (chosen ? EXACT_FINAL_MAX_WORK : EXACT_MAX_WORK);
 }
 
 /* The vertex or edge item (vertices 0..V-1, edges V..V+E-1, V+E: none)
@@ -1937,7 +1941,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
   if (ok) {
     g->arena = a;
     g->plan = p;
-    st = ap_distribute_train(g, want, p->trainable, &dist, d);
+    st = ap_distribute_priced(g, want, p->trainable, &dist, d);
     g->arena = keep;
     g->plan = planned;
   }
@@ -2064,6 +2068,7 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
   int N = p->dev.n_devices;
   ap_arena *a = g->arena;
+  p->comm_bytes = p->levels_comm_bytes; /* finish may price a plan twice (p->chosen) */
   p->row_time_s = ap_arena_array(a, (size_t)V + 1, sizeof(double));
   p->edge_time_s = ap_arena_array(a, (size_t)E + 1, sizeof(double));
   p->class_mem = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
@@ -2110,7 +2115,8 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
    * does not train some layer's weight (layers_train), it runs no backward
    * there while the levels charge one. */
   bool exact =
-      L > 0 && N > 1 && exact_affordable(g, N) && !published_model(p) && p->layers_train;
+      L > 0 && N > 1 && exact_affordable(g, N, p->chosen) && !published_model(p) &&
+      p->layers_train;
   p->bytes_priced = published_model(p) ? "paper"
                     : !p->layers_train  ? "levels"
                     : exact || N == 1   ? "program"
@@ -2387,6 +2393,7 @@ static ap_status plan_levels(ap_plan *p, ap_graph *g, const ap_plan *tentative,
     st = next_level(p, g, l, p->child_map, d);
   }
   ap_arena_free(b.ar);
+  p->levels_comm_bytes = p->comm_bytes;
   return st != AP_OK ? st : finish(p, g, p->child_map, d);
 }
 
@@ -2752,6 +2759,13 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   }
   if (!p->optimality)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  /* The plan chosen, priced exactly where the search's were not. */
+  if (strcmp(p->bytes_priced, "closed forms") == 0 &&
+      exact_affordable(g, p->dev.n_devices, true)) {
+    p->chosen = true;
+    if ((st = finish(p, g, p->child_map, d)) != AP_OK)
+      return st;
+  }
   if (node_state) /* nothing was searched */
     p->search_priced = "read back";
   g->plan = p;

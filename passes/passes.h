@@ -170,14 +170,18 @@ typedef struct ap_plan {
   double *row_time_s;           /* [n_vertices]: its share of the step time */
   double *edge_time_s;          /* [n_edges]: a conversion's share, in its consumer's row too */
   double step_time_s, compute_time_s, comm_time_s, comm_bytes, paper_cost, max_mem_bytes;
+  double levels_comm_bytes;     /* comm_bytes as the levels charged it, before finish */
   const char *optimality;
   const char *bytes_priced;     /* how comm_bytes and the devices' bytes were priced:
                                    "program" (its transfers, device by device), "closed
-                                   forms" (past EXACT_MAX_WORK), "levels" (a weight
+                                   forms" (past EXACT_FINAL_MAX_WORK), "levels" (a weight
                                    without data: the program trains no layer there),
                                    "paper" (the published metric) */
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
   bool level_only;              /* price each level by itself (a base plan of accpar's rollout) */
+  bool chosen;                  /* the plan ap_partition returns, priced exactly wherever
+                                   its distribution can be built (EXACT_FINAL_MAX_WORK), where
+                                   the search's candidates are within EXACT_MAX_WORK */
   bool probe;                   /* a plan refine_exact prices: the graph's nodes keep the
                                    chosen plan's types */
   const char *search_priced;    /* how the search priced the states it chose: "levels"

@@ -100,7 +100,8 @@ static void box_chart(FILE *out, const ap_plan *p, const ap_graph *g, const ap_d
     fprintf(out, "<text x=\"%d\" y=\"14\">dim %d: %lld</text>\n", LABEL_W + k * dim_w, k,
             (long long)val->dims[k]);
   for (int d = 0; d < n_dev; d++) {
-    const ap_dbox *b = &dist->held[(size_t)v * n_dev + d];
+    ap_dbox held = ap_dist_held(g, dist, v, d);
+    const ap_dbox *b = &held;
     int y = 22 + d * ROW_H;
     fprintf(out, "<text x=\"0\" y=\"%d\">device %d</text>\n", y + ROW_H - 8, d);
     if (ap_dbox_volume(val->rank, b) == 0) {
@@ -124,7 +125,8 @@ static void box_chart(FILE *out, const ap_plan *p, const ap_graph *g, const ap_d
   fputs("</svg>\n<table class=\"boxes\"><tr><th>device</th><th>box</th><th>elements</th></tr>\n",
         out);
   for (int d = 0; d < n_dev; d++) {
-    const ap_dbox *b = &dist->held[(size_t)v * n_dev + d];
+    ap_dbox held = ap_dist_held(g, dist, v, d);
+    const ap_dbox *b = &held;
     fprintf(out, "<tr><td>%d (%s)</td><td>", d, device_kind(p, d));
     for (int k = 0; k < val->rank; k++)
       fprintf(out, "%s[%lld, %lld)", k ? " &#215; " : "", (long long)b->lo[k],

@@ -44,9 +44,13 @@ typedef struct chunk {
 struct ap_arena {
   chunk *head;
   chunk *spare; /* chunks kept by ap_arena_reset for the allocations that follow */
+  size_t grow;  /* the size of the next new chunk: doubling from CHUNK_MIN to CHUNK_MAX */
 };
 
-enum { CHUNK_MIN = 64 * 1024, HUGE_CHUNK = 8 << 20 };
+/* Chunks double, so that a plan over a thousand devices (hundreds of
+ * blocks of a few hundred KiB: every device's boxes of a node) is carved
+ * from a few large chunks on huge pages rather than a mapping per block. */
+enum { CHUNK_MIN = 64 * 1024, CHUNK_MAX = 64 << 20, HUGE_CHUNK = 8 << 20 };
 
 /* A large chunk asks for transparent huge pages where the kernel gives
  * them on request: a plan over a thousand devices fills hundreds of
@@ -66,8 +70,10 @@ static void want_huge_pages(void *p, size_t size) {
 
 ap_arena *ap_arena_new(void) {
   ap_arena *a = ap_xrealloc(NULL, sizeof *a);
-  if (a)
+  if (a) {
     a->head = a->spare = NULL;
+    a->grow = CHUNK_MIN;
+  }
   return a;
 }
 
@@ -117,7 +123,7 @@ void *ap_arena_alloc(ap_arena *a, size_t size) {
     size = 16;
   chunk *c = a->head;
   if (!c || c->size - c->used < size) {
-    size_t want = size > CHUNK_MIN ? size : CHUNK_MIN;
+    size_t want = size > a->grow ? size : a->grow;
     if (want > SIZE_MAX - sizeof(chunk))
       return NULL;
     c = take_spare(a, want);
@@ -128,6 +134,8 @@ void *ap_arena_alloc(ap_arena *a, size_t size) {
       c->size = want;
       if (want >= HUGE_CHUNK)
         want_huge_pages(c->data, want);
+      if (want == a->grow && a->grow < CHUNK_MAX)
+        a->grow *= 2;
     }
     c->used = 0;
     /* A large block gets a chunk of its own behind the current one, so the

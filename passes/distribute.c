@@ -214,19 +214,32 @@ static bool index_boxes(int rank, const ap_dbox *box, int n, box_index *ix) {
   ix->by_lo = ap_xrealloc(NULL, (size_t)(n ? n : 1) * sizeof *ix->by_lo);
   if (!ix->by_lo)
     return false;
-  int best = -1;
-  for (int k = 0; k < rank; k++) { /* the dimension with the most distinct lower bounds */
-    for (int i = 0; i < n; i++)
-      ix->by_lo[i] = (struct keyed){box[i].lo[k], i};
-    qsort(ix->by_lo, (size_t)n, sizeof *ix->by_lo, cmp_keyed);
-    int distinct = n > 0;
-    for (int i = 1; i < n; i++)
-      distinct += ix->by_lo[i].lo != ix->by_lo[i - 1].lo;
+  /* The dimension with the most distinct lower bounds, counted by hashing
+   * (most dimensions of most values are split by no device: one bound). */
+  int64_t *key = ap_xrealloc(NULL, (size_t)(n ? n : 1) * sizeof *key);
+  int *first = ap_xrealloc(NULL, (size_t)(n ? n : 1) * sizeof *first);
+  bool ok = key && first;
+  for (int k = 0, best = 1; k < rank && ok; k++) {
+    int i = 1;
+    while (i < n && box[i].lo[k] == box[0].lo[k])
+      i++;
+    if (i == n)
+      continue;
+    for (i = 0; i < n; i++)
+      key[i] = box[i].lo[k];
+    ok = first_equal(key, 1, n, first);
+    int distinct = 0;
+    for (i = 0; i < n && ok; i++)
+      distinct += first[i] == i;
     if (distinct > best) {
       best = distinct;
       ix->dim = k;
     }
   }
+  ap_xfree(key);
+  ap_xfree(first);
+  if (!ok)
+    return false;
   for (int i = 0; i < n; i++) {
     int64_t lo = rank ? box[i].lo[ix->dim] : 0, ext = rank ? box[i].hi[ix->dim] - lo : 1;
     ix->by_lo[i] = (struct keyed){lo, i};
@@ -747,6 +760,9 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
       planned[dev] = whole_box(y);
     boxes_of(x, vx, 0, planned);
   }
+  bool split[AP_MAX_RANK]; /* the output dims the rule lets a device hold in part */
+  for (int j = 0; j < y->rank && j < AP_MAX_RANK; j++)
+    split[j] = ap_axes_out_split(g, n, j);
   for (int dev = 0; dev < x->n_dev; dev++) {
     ap_dbox ob = whole_box(y);
     if (vx >= 0) {
@@ -770,7 +786,7 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
       }
     }
     for (int j = 0; j < y->rank; j++)
-      if (!ap_axes_out_split(g, n, j)) {
+      if (!split[j]) {
         ob.lo[j] = 0;
         ob.hi[j] = y->dims[j];
       }

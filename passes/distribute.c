@@ -452,6 +452,7 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
   int *first = ap_xrealloc(NULL, (size_t)n * sizeof *first);
   int *distinct = ap_xrealloc(NULL, (size_t)n * sizeof *distinct);
   int *owner = NULL, *hit = NULL, n_hit = 0, cap_hit = 0, cap = 0, n_distinct = 0;
+  int cap_owner = 0;
   box_vec own = {0}, cur = {0}, tmp = {0};
   box_index dix = {0}, oix = {0};
   bool ok = t && first && distinct && box_classes(rank, held, n, first);
@@ -478,13 +479,14 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     int at = own.n;
     for (int k = 0; k < cur.n && ok; k++)
       ok = vec_push(&own, &cur.b[k]);
-    if (ok && own.n > at) {
-      int *no = ap_xrealloc(owner, (size_t)own.n * sizeof *no);
+    if (ok && own.n > cap_owner) { /* owner[] grows with own.b, which doubles */
+      int *no = ap_xrealloc(owner, (size_t)own.cap * sizeof *no);
       ok = no != NULL;
-      owner = no;
-      for (int k = at; k < own.n && ok; k++)
-        owner[k] = d;
+      owner = ok ? no : owner;
+      cap_owner = own.cap;
     }
+    for (int k = at; k < own.n && ok; k++)
+      owner[k] = d;
   }
   ok = ok && index_boxes(rank, own.b, own.n, &oix);
   /* Every receiver's missing boxes, from the owners in device order. */
@@ -649,23 +651,32 @@ static void boxes_of(dctx *x, int vx, int port, ap_dbox *box) {
 /* Every input box of node ni on device dev that follows the output box
  * ob along the axes the operator's rule maps (ir/axes.c); the other axes
  * stay as *IN already holds them. */
-static void follow_output(dctx *x, int ni, int dev, const ap_dbox *ob, int skip_slot) {
+/* The output axis that axis a of node ni's input i follows, or -1
+ * (ap_axes_in_to_out), from a map made once per node, not per device. */
+static int out_axis(dctx *x, int ni, int i, int a) {
   const ap_node *n = &x->g->nodes[ni];
-  if (x->follow_node != ni) { /* the rule's axes, once per node, not per device */
+  if (i >= MAX_FOLLOWED)
+    return ap_axes_in_to_out(x->g, n, i, a);
+  if (x->follow_node != ni) {
     x->follow_node = ni;
-    for (int i = 0; i < n->n_in && i < MAX_FOLLOWED; i++)
-      for (int a = 0; a < AP_MAX_RANK; a++)
-        x->follow[i][a] = (signed char)(n->in[i] >= 0 && a < x->g->values[n->in[i]].rank
-                                            ? ap_axes_in_to_out(x->g, n, i, a)
+    for (int s = 0; s < n->n_in && s < MAX_FOLLOWED; s++)
+      for (int b = 0; b < AP_MAX_RANK; b++)
+        x->follow[s][b] = (signed char)(n->in[s] >= 0 && b < x->g->values[n->in[s]].rank
+                                            ? ap_axes_in_to_out(x->g, n, s, b)
                                             : -1);
   }
+  return x->follow[i][a];
+}
+
+static void follow_output(dctx *x, int ni, int dev, const ap_dbox *ob, int skip_slot) {
+  const ap_node *n = &x->g->nodes[ni];
   for (int i = 0; i < n->n_in; i++) {
     if (n->in[i] < 0 || i == skip_slot)
       continue;
     const ap_value *xi = &x->g->values[n->in[i]];
     ap_dbox *b = IN(x, ni, i, dev);
     for (int a = 0; a < xi->rank; a++) {
-      int j = i < MAX_FOLLOWED ? x->follow[i][a] : ap_axes_in_to_out(x->g, n, i, a);
+      int j = out_axis(x, ni, i, a);
       if (j >= 0) {
         b->lo[a] = ob->lo[j];
         b->hi[a] = ob->hi[j];
@@ -776,7 +787,7 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
         if (ap_dbox_whole(&g->values[v], &h))
           continue;
         for (int a = 0; a < g->values[v].rank; a++) {
-          int j = ap_axes_in_to_out(g, n, i, a);
+          int j = out_axis(x, ni, i, a);
           if (j >= 0) {
             ob.lo[j] = h.lo[a];
             ob.hi[j] = h.hi[a];

@@ -56,29 +56,46 @@ void ap_layout_unit_shares(int64_t n, int k, const double *ratio, int64_t unit,
 }
 
 /* [start, end) of child i along a dimension of length n. */
-static void child_range(int64_t n, int k, const double *ratio, int64_t unit, int i,
-                        int64_t *start, int64_t *end) {
-  int64_t share[AP_MAX_CHILDREN], s = 0;
+/* Every child's range [start[i], end[i]) of n indices. */
+static void child_ranges(int64_t n, int k, const double *ratio, int64_t unit, int64_t *start,
+                         int64_t *end) {
+  int64_t share[AP_MAX_CHILDREN], at = 0;
   ap_layout_unit_shares(n, k, ratio, unit, share);
-  for (int j = 0; j < i; j++)
-    s += share[j];
-  *start = s;
-  *end = s + share[i];
+  for (int i = 0; i < k; i++) {
+    start[i] = at;
+    at += share[i];
+    end[i] = at;
+  }
+}
+
+void ap_layout_child_boxes(int rank, const int64_t *lo, const int64_t *hi, int k,
+                           const ap_layout *l, int64_t (*child_lo)[AP_MAX_RANK],
+                           int64_t (*child_hi)[AP_MAX_RANK]) {
+  bool split = l->kind == AP_LAYOUT_SPLIT && k > 1;
+  int64_t s[AP_MAX_CHILDREN], e[AP_MAX_CHILDREN];
+  if (split)
+    child_ranges(hi[l->dim] - lo[l->dim], k, l->ratio, l->unit, s, e);
+  for (int i = 0; i < k; i++) {
+    for (int d = 0; d < rank; d++) {
+      child_lo[i][d] = lo[d];
+      child_hi[i][d] = hi[d];
+    }
+    if (split) {
+      child_lo[i][l->dim] = lo[l->dim] + s[i];
+      child_hi[i][l->dim] = lo[l->dim] + e[i];
+    }
+  }
 }
 
 void ap_layout_child_box(int rank, const int64_t *lo, const int64_t *hi, int k,
                          const ap_layout *l, int i, int64_t *child_lo,
                          int64_t *child_hi) {
+  int64_t clo[AP_MAX_CHILDREN][AP_MAX_RANK], chi[AP_MAX_CHILDREN][AP_MAX_RANK];
+  ap_layout_child_boxes(rank, lo, hi, k > 0 ? k : 1, l, clo, chi);
   for (int d = 0; d < rank; d++) {
-    child_lo[d] = lo[d];
-    child_hi[d] = hi[d];
+    child_lo[d] = clo[i][d];
+    child_hi[d] = chi[i][d];
   }
-  if (l->kind != AP_LAYOUT_SPLIT || k <= 1)
-    return;
-  int64_t s, e;
-  child_range(hi[l->dim] - lo[l->dim], k, l->ratio, l->unit, i, &s, &e);
-  child_lo[l->dim] = lo[l->dim] + s;
-  child_hi[l->dim] = lo[l->dim] + e;
 }
 
 static double overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
@@ -119,8 +136,7 @@ void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
     return;
   int a = from->dim;
   int64_t fs[AP_MAX_CHILDREN], fe[AP_MAX_CHILDREN], ts[AP_MAX_CHILDREN], te[AP_MAX_CHILDREN];
-  for (int i = 0; i < k; i++)
-    child_range(box[a], k, from->ratio, from->unit, i, &fs[i], &fe[i]);
+  child_ranges(box[a], k, from->ratio, from->unit, fs, fe);
   /* The box's size without the dimensions either layout splits. */
   double rest = elem_bytes;
   for (int d = 0; d < rank; d++)
@@ -128,8 +144,7 @@ void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
       rest *= (double)box[d];
   if (to->kind == AP_LAYOUT_SPLIT) {
     int b = to->dim;
-    for (int i = 0; i < k; i++)
-      child_range(box[b], k, to->ratio, to->unit, i, &ts[i], &te[i]);
+    child_ranges(box[b], k, to->ratio, to->unit, ts, te);
     for (int j = 0; j < k; j++)   /* sender j holds [fs, fe) of dim a */
       for (int i = 0; i < k; i++) { /* receiver i needs [ts, te) of dim b */
         if (i == j)

@@ -43,6 +43,11 @@ void ap_layout_shares(int64_t n, int k, const double *ratio, int64_t *share);
 void ap_layout_unit_shares(int64_t n, int k, const double *ratio, int64_t unit,
                            int64_t *share);
 
+/* Every child's box inside a group box [lo, hi) under layout l (k
+ * children): child i's in child_lo[i], child_hi[i]. */
+void ap_layout_child_boxes(int rank, const int64_t *lo, const int64_t *hi, int k,
+                           const ap_layout *l, int64_t (*child_lo)[AP_MAX_RANK],
+                           int64_t (*child_hi)[AP_MAX_RANK]);
 /* Child i's box inside a group box [lo, hi) under layout l (k children). */
 void ap_layout_child_box(int rank, const int64_t *lo, const int64_t *hi, int k,
                          const ap_layout *l, int i, int64_t *child_lo,

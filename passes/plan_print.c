@@ -89,6 +89,14 @@ typedef struct box_walk {
   layout_fn layout_at;
   int64_t *lo, *hi;
   size_t stride;
+  struct class_memo {
+    ap_layout lay;  /* as layout_at gives it for each of the class's groups alike */
+    int k;          /* their children */
+    int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK]; /* the last group box split, */
+    int64_t clo[AP_MAX_CHILDREN][AP_MAX_RANK], chi[AP_MAX_CHILDREN][AP_MAX_RANK]; /* into */
+  } *memo;         /* [the classes of every level], or NULL: asked each time */
+  int *memo_at;    /* [n_levels]: where level l's classes start in memo */
+  bool *known;
 } box_walk;
 
 static void walk_tree(const box_walk *w, const ap_group *grp, int l, int cls, const int64_t *lo,
@@ -105,34 +113,79 @@ static void walk_tree(const box_walk *w, const ap_group *grp, int l, int cls, co
   ap_group ch[AP_MAX_CHILDREN];
   int k = ap_group_children(&p->dev, grp, ch);
   int s = p->state[(size_t)l * p->n_vertices + w->v];
-  ap_layout lay = w->layout_at(p, w->g, w->v, l, cls, k, s, w->arg);
-  for (int i = 0; i < k; i++) {
-    int64_t clo[AP_MAX_RANK], chi[AP_MAX_RANK];
-    ap_layout_child_box(w->rank, lo, hi, k, &lay, i, clo, chi);
-    walk_tree(w, &ch[i], l + 1, p->child_map[l][cls * AP_MAX_CHILDREN + i], clo, chi);
+  int64_t clo[AP_MAX_CHILDREN][AP_MAX_RANK], chi[AP_MAX_CHILDREN][AP_MAX_RANK];
+  struct class_memo *m = w->memo ? &w->memo[w->memo_at[l] + cls] : NULL;
+  if (m && w->known[w->memo_at[l] + cls] && m->k == k) {
+    /* The class's last group split again, or this one moved by its offset
+     * (a class's groups have equal extents). */
+    bool same_extent = true;
+    for (int d = 0; d < w->rank && same_extent; d++)
+      same_extent = hi[d] - lo[d] == m->hi[d] - m->lo[d];
+    if (!same_extent) {
+      ap_layout_child_boxes(w->rank, lo, hi, k, &m->lay, m->clo, m->chi);
+      memcpy(m->lo, lo, bytes);
+      memcpy(m->hi, hi, bytes);
+    }
+    for (int i = 0; i < k; i++)
+      for (int d = 0; d < w->rank; d++) {
+        clo[i][d] = m->clo[i][d] - m->lo[d] + lo[d];
+        chi[i][d] = m->chi[i][d] - m->lo[d] + lo[d];
+      }
+  } else {
+    ap_layout lay = w->layout_at(p, w->g, w->v, l, cls, k, s, w->arg);
+    ap_layout_child_boxes(w->rank, lo, hi, k, &lay, clo, chi);
+    if (m) {
+      m->lay = lay;
+      m->k = k;
+      memcpy(m->lo, lo, bytes);
+      memcpy(m->hi, hi, bytes);
+      memcpy(m->clo, clo, sizeof clo);
+      memcpy(m->chi, chi, sizeof chi);
+      w->known[w->memo_at[l] + cls] = true;
+    }
   }
+  for (int i = 0; i < k; i++)
+    walk_tree(w, &ch[i], l + 1, p->child_map[l][cls * AP_MAX_CHILDREN + i], clo[i], chi[i]);
 }
 
 static void walk_all(box_walk *w, const ap_value *val) {
+  const ap_plan *p = w->p;
   int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
   w->rank = val->rank;
   for (int i = 0; i < val->rank; i++) {
     lo[i] = 0;
     hi[i] = val->dims[i];
   }
-  ap_group root = ap_group_root(&w->p->dev);
+  /* A group's layout depends on its level and class alone: asked once per
+   * class, not once per group (a thousand devices make 2047 groups). */
+  int n_memo = 0;
+  w->memo_at = malloc(((size_t)p->n_levels + 1) * sizeof *w->memo_at);
+  for (int l = 0; l < p->n_levels && w->memo_at; l++) {
+    w->memo_at[l] = n_memo;
+    n_memo += p->n_cls[l];
+  }
+  w->memo = w->memo_at ? malloc(((size_t)n_memo + 1) * sizeof *w->memo) : NULL;
+  w->known = w->memo ? calloc((size_t)n_memo + 1, sizeof *w->known) : NULL;
+  if (!w->known) {
+    free(w->memo);
+    w->memo = NULL;
+  }
+  ap_group root = ap_group_root(&p->dev);
   walk_tree(w, &root, 0, 0, lo, hi);
+  free(w->memo_at);
+  free(w->memo);
+  free(w->known);
 }
 
 void ap_plan_device_boxes(const ap_plan *p, const ap_graph *g, int v, int port, int64_t *lo,
                           int64_t *hi, size_t stride) {
-  box_walk w = {p, g, v, 0, port, port_layout_at, lo, hi, stride};
+  box_walk w = {p, g, v, 0, port, port_layout_at, lo, hi, stride, NULL, NULL, NULL};
   walk_all(&w, &g->values[p->v[v].port[port].value]);
 }
 
 void ap_plan_weight_boxes(const ap_plan *p, const ap_graph *g, int v, int64_t *lo, int64_t *hi,
                           size_t stride) {
-  box_walk w = {p, g, v, 0, 0, weight_layout_at, lo, hi, stride};
+  box_walk w = {p, g, v, 0, 0, weight_layout_at, lo, hi, stride, NULL, NULL, NULL};
   walk_all(&w, &g->values[p->v[v].weight]);
 }
 

@@ -1868,8 +1868,8 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * edge whose cost it is. Building it takes every device's boxes of every
  * node. The search's plans (accpar prices its five rollout plans and
  * refine_exact's probes so) are priced exactly up to EXACT_MAX_WORK
- * node-devices: GPT-2 small (957 nodes) plans in 0.21 s on 64 devices and
- * 0.56 s on 256, ResNet-50 (batch 512) in 0.26 s on 1024 devices, where
+ * node-devices: GPT-2 small (957 nodes) plans in 0.19 s on 64 devices and
+ * 0.54 s on 256, ResNet-50 (batch 512) in 0.24 s on 1024 devices, where
  * the closed forms below took 0.04 s; on 1024 devices at batch 8 those
  * charged the tiny transformers' accpar plans 69-78% less than the program
  * sends (docs/plan-time.md, docs/partition.md). Past it the search's plans
@@ -1877,8 +1877,8 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * loss's rows, edge_direct's edges; the rest stays the levels',
  * docs/partition.md, "Approximations"), and the plan chosen is priced
  * exactly once more, up to EXACT_FINAL_MAX_WORK: GPT-2 small on 1024
- * devices (979,968 node-devices, 0.80 s), ResNet-152 on 1024 (527,360,
- * 0.27 s where closed forms alone took 0.13 s). Only past that, or past
+ * devices (979,968 node-devices, 0.76 s), ResNet-152 on 1024 (527,360,
+ * 0.25 s where closed forms alone took 0.13 s). Only past that, or past
  * EXACT_MAX_DEVICES (a partial sum resolved by sending summands sends every
  * device's to every other), does a plan say "bytes priced: closed forms". */
 enum { EXACT_MAX_WORK = 1 << 18, EXACT_FINAL_MAX_WORK = 1 << 21, EXACT_MAX_DEVICES = 1024 };

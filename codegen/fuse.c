@@ -91,7 +91,7 @@ static bool same_boxes(const ap_graph *g, const ap_dist *dist, int ni, int slot)
     ap_dbox held = ap_dist_held(g, dist, v, d), out = ap_dist_held(g, dist, y, d);
     if (!ap_dbox_equal(val->rank, &held, &out))
       return false;
-    if (dn->in && !ap_dbox_equal(val->rank, &dn->in[(size_t)slot * (size_t)nd + (size_t)d], &out))
+    if (dn->in && !ap_dbox_equal(val->rank, &dn->in[slot][d], &out))
       return false;
   }
   return true;
@@ -111,7 +111,7 @@ static bool bn_channels_match(const ap_graph *g, const ap_dist *dist, int bn) {
     for (int i = 1; i <= 2; i++) {
       if (!dn->in)
         continue;
-      const ap_dbox *cb = &dn->in[(size_t)i * (size_t)nd + (size_t)d];
+      const ap_dbox *cb = &dn->in[i][d];
       if (xb->hi[1] > xb->lo[1] && (cb->lo[0] != xb->lo[1] || cb->hi[0] != xb->hi[1]))
         return false;
     }
@@ -357,7 +357,7 @@ static ap_dbox box_read(const ap_graph *g, const ap_dist *dist, int ni, int slot
   ap_dbox b;
   memset(&b, 0, sizeof b);
   if (dist->node[ni].in)
-    return dist->node[ni].in[(size_t)slot * (size_t)dist->n_dev + (size_t)dev];
+    return dist->node[ni].in[slot][dev];
   for (int i = 0; i < v->rank; i++)
     b.hi[i] = v->dims[i];
   return b;
@@ -667,7 +667,7 @@ static bool ew_box_ok(const ap_graph *g, const ap_dist *dist, int ni, int slot, 
   for (int d = 0; d < nd; d++) {
     ap_dbox oheld = ap_dist_held(g, dist, y, d);
     const ap_dbox *ob = &oheld;
-    const ap_dbox *ib = &dn->in[(size_t)slot * (size_t)nd + (size_t)d];
+    const ap_dbox *ib = &dn->in[slot][d];
     if (ob->hi[orank - 1] <= ob->lo[orank - 1])
       continue; /* nothing to compute on this device */
     for (int i = 0; i < r; i++) {

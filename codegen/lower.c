@@ -122,7 +122,7 @@ static ap_dbox read_box(const lgen *G, int ni, int i) {
   int v = G->g->nodes[ni].in[i];
   if (!G->multi || !G->dist->node[ni].in)
     return whole_box(&G->g->values[v]);
-  return G->dist->node[ni].in[(size_t)i * (size_t)G->n_dev + (size_t)G->dev];
+  return G->dist->node[ni].in[i][G->dev];
 }
 
 /* A new buffer holding box b of value v (-1: staging; then b is NULL and

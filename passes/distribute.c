@@ -298,6 +298,9 @@ typedef struct dctx {
   bool priced;        /* ap_distribute_priced: transfers keep their bytes, not their pieces */
   int follow_node;    /* the node whose axis map follow holds, or -1 */
   signed char follow[MAX_FOLLOWED][AP_MAX_RANK]; /* ap_axes_in_to_out of its inputs' axes */
+  ap_dbox *work;      /* the boxes of the node being distributed, port after port */
+  size_t work_cap;    /* in boxes */
+  ap_dbox *none;      /* [n_dev] empty boxes: the ports of nodes left undistributed */
 } dctx;
 
 static ap_status oom(dctx *x) {
@@ -613,10 +616,10 @@ void ap_dxfer_charge(const ap_graph *g, const ap_dxfer *t, const ap_dbox *box, i
 /* ---- one node ------------------------------------------------------------- */
 
 static ap_dbox *IN(dctx *x, int ni, int slot, int dev) {
-  return &x->dist->node[ni].in[slot * x->n_dev + dev];
+  return &x->dist->node[ni].in[slot][dev];
 }
 static ap_dbox *OUT(dctx *x, int ni, int o, int dev) {
-  return &x->dist->node[ni].out[o * x->n_dev + dev];
+  return &x->dist->node[ni].out[o][dev];
 }
 ap_dbox ap_dist_held(const ap_graph *g, const ap_dist *dist, int v, int d) {
   if (dist->held[v])
@@ -629,11 +632,12 @@ ap_dbox ap_dist_held(const ap_graph *g, const ap_dist *dist, int v, int d) {
 /* Every device's box of value v, as an array of its own where it was none
  * (NULL: out of memory). */
 static ap_dbox *held_array(dctx *x, int v) {
-  ap_dbox **h = &x->dist->held[v];
-  if (!*h && (*h = ap_arena_array(x->g->arena, (size_t)x->n_dev, sizeof **h)))
-    for (int d = 0; d < x->n_dev; d++)
-      (*h)[d] = ap_dist_held(x->g, x->dist, v, d);
-  return *h;
+  if (x->dist->held[v])
+    return x->dist->held[v];
+  ap_dbox *h = ap_arena_array(x->g->arena, (size_t)x->n_dev, sizeof *h);
+  for (int d = 0; d < x->n_dev && h; d++) /* before the array is the value's */
+    h[d] = ap_dist_held(x->g, x->dist, v, d);
+  return x->dist->held[v] = h;
 }
 
 static bool is_data(const ap_value *v) { return v->data != NULL; }
@@ -716,10 +720,10 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
     if (!summands(x, vx, 1, summand, &S))
       return oom(x);
     if (S > 1) {
-      ap_status s = reduction(x, n->out[0], dn->out, summand, S, &dn->reduce);
+      ap_status s = reduction(x, n->out[0], dn->out[0], summand, S, &dn->reduce);
       if (s != AP_OK)
         return s;
-      charge_reduction(x, dn->reduce, dn->out, x->dist->fwd_bytes);
+      charge_reduction(x, dn->reduce, dn->out[0], x->dist->fwd_bytes);
       if (n->op != AP_OP_GATHER && n->n_in > 2 && n->in[2] >= 0)
         dn->bias_slot = 2;
     }
@@ -743,6 +747,49 @@ static void all_whole(dctx *x, int ni) {
     }
 }
 
+/* A weightless node whose output carries its one computed input's boxes
+ * unchanged (an element-wise operator, a normalization: every axis maps to
+ * itself, any may be split): the output and that input share the input's
+ * held boxes, and only the other inputs (a normalization's parameters)
+ * follow them device by device. What weightless_node computes, without
+ * a box per device for the two. False where the rule does not apply. */
+static bool carry_unchanged(dctx *x, int ni) {
+  ap_graph *g = x->g;
+  const ap_node *n = &g->nodes[ni];
+  ap_dnode *dn = &x->dist->node[ni];
+  int c = -1;
+  if (n->n_out != 1 || !ap_axes_boxwise(g, n) || ap_op_table[n->op].axes == AP_AXES_RESHAPE ||
+      ap_op_table[n->op].axes == AP_AXES_CONCAT)
+    return false;
+  for (int i = 0; i < n->n_in; i++) {
+    int v = n->in[i];
+    if (v < 0 || is_data(&g->values[v]) || !ap_axes_data_slot(n, i))
+      continue;
+    if (c >= 0)
+      return false; /* the box carried may differ device by device */
+    c = i;
+  }
+  if (c < 0 || !x->dist->held[n->in[c]])
+    return false;
+  const ap_value *xv = &g->values[n->in[c]], *y = &g->values[n->out[0]];
+  if (xv->rank != y->rank)
+    return false;
+  for (int a = 0; a < y->rank; a++)
+    if (xv->dims[a] != y->dims[a] || out_axis(x, ni, c, a) != a || !ap_axes_out_split(g, n, a))
+      return false;
+  ap_dbox *held = x->dist->held[n->in[c]];
+  dn->out[0] = dn->in[c] = held;
+  for (int i = 0; i < n->n_in; i++)
+    if (i != c && n->in[i] >= 0) {
+      ap_dbox w = whole_box(&g->values[n->in[i]]);
+      for (int dev = 0; dev < x->n_dev; dev++)
+        *IN(x, ni, i, dev) = w;
+    }
+  for (int dev = 0; dev < x->n_dev; dev++)
+    follow_output(x, ni, dev, &held[dev], c);
+  return true;
+}
+
 /* A weightless node: its output box (from the plan for a join, carried
  * from its input otherwise), then what it reads of every input, both by
  * the operator's axis rule. */
@@ -750,6 +797,8 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
   ap_graph *g = x->g;
   const ap_node *n = &g->nodes[ni];
   const ap_value *y = &g->values[n->out[0]];
+  if (vx < 0 && carry_unchanged(x, ni))
+    return AP_OK;
   all_whole(x, ni);
   if (ap_op_table[n->op].axes == AP_AXES_RESHAPE) {
     if (n->in[0] < 0 || vx >= 0)
@@ -835,6 +884,27 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
   return AP_OK;
 }
 
+/* Gives node ni's ports arrays of their own, which may share none, before
+ * they change; its output's held boxes are its output's. */
+static bool own_ports(dctx *x, int ni) {
+  const ap_node *n = &x->g->nodes[ni];
+  ap_dnode *dn = &x->dist->node[ni];
+  size_t size = (size_t)x->n_dev * sizeof(ap_dbox);
+  for (int p = 0; p < n->n_in + n->n_out; p++) {
+    int v = p < n->n_in ? n->in[p] : n->out[p - n->n_in];
+    ap_dbox **port = p < n->n_in ? &dn->in[p] : &dn->out[p - n->n_in];
+    ap_dbox *b = v >= 0 ? ap_arena_alloc(x->g->arena, size) : NULL;
+    if (v >= 0 && !b)
+      return false;
+    if (v >= 0)
+      *port = memcpy(b, *port, size);
+  }
+  for (int o = 0; o < n->n_out; o++)
+    if (n->out[o] >= 0)
+      x->dist->held[n->out[o]] = dn->out[o];
+  return true;
+}
+
 /* Values computed from weights and constants alone (a tied embedding
  * table's transpose feeding the LM head, a slice of a fused weight; the
  * weights initializers or fed) are computed where they are read:
@@ -867,6 +937,7 @@ static void narrow_weight_chains(dctx *x) {
       continue;
     int y = n->out[0];
     const ap_value *yv = &g->values[y];
+    bool own = false;
     for (int dev = 0; dev < x->n_dev; dev++) {
       ap_dbox need;
       bool any = false;
@@ -890,17 +961,171 @@ static void narrow_weight_chains(dctx *x) {
         }
       if (!any)
         continue;
-      ap_dbox *held = held_array(x, y);
-      if (!held)
+      if (!own && !(own = own_ports(x, ni)))
         return; /* boxes stay as the node computes them: correct, only larger */
-      *OUT(x, ni, 0, dev) = need;
-      held[dev] = need;
+      *OUT(x, ni, 0, dev) = need; /* the value's held boxes too */
       for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0)
           *IN(x, ni, i, dev) = whole_box(&g->values[n->in[i]]);
       follow_output(x, ni, dev, &need, -1);
     }
   }
+}
+
+/* Points node ni's ports at x->work, cleared: its boxes are computed there
+ * and kept by keep_ports. */
+static bool work_on(dctx *x, int ni) {
+  const ap_node *n = &x->g->nodes[ni];
+  ap_dnode *dn = &x->dist->node[ni];
+  size_t need = (size_t)(n->n_in + n->n_out) * (size_t)x->n_dev;
+  if (need > x->work_cap) {
+    ap_dbox *w = ap_xrealloc(x->work, need * sizeof *w);
+    if (!w)
+      return false;
+    x->work = w;
+    x->work_cap = need;
+  }
+  memset(x->work, 0, need * sizeof *x->work);
+  for (int i = 0; i < n->n_in; i++)
+    dn->in[i] = x->work + (size_t)i * (size_t)x->n_dev;
+  for (int o = 0; o < n->n_out; o++)
+    dn->out[o] = x->work + (size_t)(n->n_in + o) * (size_t)x->n_dev;
+  return true;
+}
+
+static bool same_boxes(int rank, const ap_dbox *a, const ap_dbox *b, int n) {
+  for (int d = 0; d < n; d++)
+    if (!ap_dbox_equal(rank, &a[d], &b[d]))
+      return false;
+  return true;
+}
+
+/* *port (in x->work, of value v) moves to cand when that holds the same
+ * boxes of a value of v's rank (w). */
+static bool share(dctx *x, ap_dbox **port, int v, ap_dbox *cand, int w) {
+  const ap_graph *g = x->g;
+  if (cand && cand == *port)
+    return true;
+  if (!cand || w < 0 || g->values[w].rank != g->values[v].rank ||
+      !same_boxes(g->values[v].rank, *port, cand, x->n_dev))
+    return false;
+  *port = cand;
+  return true;
+}
+
+/* Moves node ni's ports out of x->work: each to an equal array kept
+ * already (an input's held boxes, a port of the node before it; the
+ * ports of the last eight slots are compared, not a long Concat's every
+ * one), else to an array of its own. */
+static bool keep_ports(dctx *x, int ni) {
+  const ap_node *n = &x->g->nodes[ni];
+  ap_dnode *dn = &x->dist->node[ni];
+  ap_dist *dist = x->dist;
+  size_t size = (size_t)x->n_dev * sizeof(ap_dbox);
+  int n_ports = n->n_out + n->n_in;
+  for (int p = 0; p < n_ports; p++) { /* outputs first: an input may share one */
+    bool is_out = p < n->n_out;
+    int slot = is_out ? p : p - n->n_out, v = is_out ? n->out[slot] : n->in[slot];
+    ap_dbox **port = is_out ? &dn->out[slot] : &dn->in[slot];
+    if (v < 0) {
+      *port = x->none;
+      continue;
+    }
+    uintptr_t at = (uintptr_t)*port, work = (uintptr_t)x->work;
+    if (at < work || at >= work + x->work_cap * sizeof *x->work)
+      continue; /* shared already (carry_unchanged) */
+    bool shared = false;
+    if (is_out) {
+      for (int i = 0; i < n->n_in && !shared; i++)
+        shared = n->in[i] >= 0 && share(x, port, v, dist->held[n->in[i]], n->in[i]);
+    } else if (!dist->held[v]) { /* held whole by every device */
+      bool whole = true;
+      for (int d = 0; d < x->n_dev && whole; d++)
+        whole = ap_dbox_whole(&x->g->values[v], &(*port)[d]);
+      ap_dbox *h = whole ? held_array(x, v) : NULL;
+      if (whole && !h)
+        return false;
+      shared = whole && share(x, port, v, h, v);
+    } else {
+      shared = share(x, port, v, dist->held[v], v);
+    }
+    for (int q = p - 1; q >= 0 && q >= p - 8 && !shared; q--) {
+      bool q_out = q < n->n_out;
+      int qs = q_out ? q : q - n->n_out, w = q_out ? n->out[qs] : n->in[qs];
+      shared = share(x, port, v, q_out ? dn->out[qs] : dn->in[qs], w);
+    }
+    if (shared)
+      continue;
+    ap_dbox *b = ap_arena_alloc(x->g->arena, size);
+    if (!b)
+      return false;
+    *port = memcpy(b, *port, size);
+  }
+  return true;
+}
+
+/* Node ni's boxes, the transfers bringing what it reads, and its partial
+ * sums' reduction. */
+static ap_status distribute_node(dctx *x, int ni) {
+  ap_graph *g = x->g;
+  const ap_plan *p = x->p;
+  ap_arena *a = g->arena;
+  ap_dist *dist = x->dist;
+  const ap_node *n = &g->nodes[ni];
+  ap_dnode *dn = &dist->node[ni];
+  int n_dev = x->n_dev;
+  dn->bias_slot = -1;
+  if (n->dead)
+    return AP_OK;
+  dn->in = ap_arena_array(a, (size_t)n->n_in + 1, sizeof *dn->in);
+  dn->out = ap_arena_array(a, (size_t)n->n_out + 1, sizeof *dn->out);
+  dn->xfer_in = ap_arena_array(a, (size_t)n->n_in + 1, sizeof *dn->xfer_in);
+  if (!dn->in || !dn->out || !dn->xfer_in)
+    return oom(x);
+  for (int i = 0; i < n->n_in; i++)
+    dn->in[i] = x->none;
+  for (int o = 0; o < n->n_out; o++)
+    dn->out[o] = x->none;
+  bool known = true, folded = true;
+  for (int i = 0; i < n->n_in; i++)
+    known &= n->in[i] < 0 || ap_value_shape_known(&g->values[n->in[i]]);
+  for (int o = 0; o < n->n_out; o++) {
+    known &= n->out[o] < 0 || ap_value_shape_known(&g->values[n->out[o]]);
+    folded &= n->out[o] < 0 || is_data(&g->values[n->out[o]]);
+  }
+  if (!known || folded || n->n_out == 0 || n->out[0] < 0)
+    return AP_OK; /* code generation refuses unknown shapes; folded outputs are constants */
+  int vx = x->vertex_of[ni];
+  ap_status s = AP_OK;
+  if (!work_on(x, ni))
+    return oom(x);
+  if (n_dev == 1)
+    all_whole(x, ni);
+  else if (vx >= 0 && !p->v[vx].join)
+    s = layer_node(x, ni, vx);
+  else
+    s = weightless_node(x, ni, vx);
+  if (s != AP_OK)
+    return s;
+  /* What the node reads that its devices do not hold. */
+  for (int i = 0; i < n->n_in && n_dev > 1; i++) {
+    int v = n->in[i];
+    if (v < 0 || is_data(&g->values[v]) || g->values[v].producer < 0)
+      continue; /* constants are sliced and inputs read whole by every device */
+    ap_dbox *held = held_array(x, v);
+    if (!held)
+      return oom(x);
+    if ((s = exchange(x, v, held, dn->in[i], &dn->xfer_in[i])) != AP_OK)
+      return s;
+    if (dn->xfer_in[i])
+      charge_pieces(dn->xfer_in[i], false, n_dev, dist->fwd_bytes);
+  }
+  if (!keep_ports(x, ni))
+    return oom(x);
+  for (int o = 0; o < n->n_out; o++) /* held as computed: the same boxes */
+    if (n->out[o] >= 0)
+      dist->held[n->out[o]] = dn->out[o];
+  return AP_OK;
 }
 
 static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d) {
@@ -921,8 +1146,9 @@ static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d)
   dist->step_bytes = ap_arena_array(a, (size_t)n_dev, sizeof *dist->step_bytes);
   x.vertex_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *x.vertex_of);
   x.path = ap_arena_array(a, (size_t)n_dev * (size_t)(p ? p->n_levels : 0) + 1, sizeof *x.path);
+  x.none = ap_arena_array(a, (size_t)n_dev, sizeof *x.none);
   if (!dist->node || !dist->held || !dist->fwd_bytes || !dist->step_bytes || !x.vertex_of ||
-      !x.path)
+      !x.path || !x.none)
     return oom(&x);
   for (int ni = 0; ni < g->n_nodes; ni++)
     x.vertex_of[ni] = -1;
@@ -931,54 +1157,12 @@ static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d)
       x.vertex_of[p->v[v].node] = v;
     device_paths(&x);
   }
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *n = &g->nodes[ni];
-    ap_dnode *dn = &dist->node[ni];
-    dn->bias_slot = -1;
-    if (n->dead)
-      continue;
-    dn->in = ap_arena_array(a, (size_t)(n->n_in ? n->n_in : 1) * (size_t)n_dev, sizeof *dn->in);
-    dn->out = ap_arena_array(a, (size_t)(n->n_out ? n->n_out : 1) * (size_t)n_dev, sizeof *dn->out);
-    dn->xfer_in = ap_arena_array(a, (size_t)n->n_in + 1, sizeof *dn->xfer_in);
-    if (!dn->in || !dn->out || !dn->xfer_in)
-      return oom(&x);
-    bool known = true, folded = true;
-    for (int i = 0; i < n->n_in; i++)
-      known &= n->in[i] < 0 || ap_value_shape_known(&g->values[n->in[i]]);
-    for (int o = 0; o < n->n_out; o++) {
-      known &= n->out[o] < 0 || ap_value_shape_known(&g->values[n->out[o]]);
-      folded &= n->out[o] < 0 || is_data(&g->values[n->out[o]]);
-    }
-    if (!known || folded || n->n_out == 0 || n->out[0] < 0)
-      continue; /* code generation refuses unknown shapes; folded outputs are constants */
-    int vx = x.vertex_of[ni];
-    ap_status s = AP_OK;
-    if (n_dev == 1) {
-      all_whole(&x, ni);
-    } else if (vx >= 0 && !p->v[vx].join) {
-      s = layer_node(&x, ni, vx);
-    } else {
-      s = weightless_node(&x, ni, vx);
-    }
-    if (s != AP_OK)
-      return s;
-    /* What the node reads that its devices do not hold. */
-    for (int i = 0; i < n->n_in && n_dev > 1; i++) {
-      int v = n->in[i];
-      if (v < 0 || is_data(&g->values[v]) || g->values[v].producer < 0)
-        continue; /* constants are sliced and inputs read whole by every device */
-      ap_dbox *need = &dn->in[i * n_dev], *held = held_array(&x, v);
-      if (!held)
-        return oom(&x);
-      if ((s = exchange(&x, v, held, need, &dn->xfer_in[i])) != AP_OK)
-        return s;
-      if (dn->xfer_in[i])
-        charge_pieces(dn->xfer_in[i], false, n_dev, dist->fwd_bytes);
-    }
-    for (int o = 0; o < n->n_out; o++) /* held as computed: the same boxes */
-      if (n->out[o] >= 0)
-        dist->held[n->out[o]] = OUT(&x, ni, o, 0);
-  }
+  ap_status s = AP_OK;
+  for (int ni = 0; ni < g->n_nodes && s == AP_OK; ni++)
+    s = distribute_node(&x, ni);
+  ap_xfree(x.work);
+  if (s != AP_OK)
+    return s;
   if (n_dev > 1)
     narrow_weight_chains(&x);
   for (int dev = 0; dev < n_dev; dev++)
@@ -995,7 +1179,6 @@ static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d)
 static void weight_boxes(const ap_graph *g, const ap_dist *dist, int v, int dev0, int count,
                          ap_dbox *box) {
   const ap_value *val = &g->values[v];
-  size_t n = (size_t)dist->n_dev;
   bool read = false;
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *nd = &g->nodes[ni];
@@ -1004,7 +1187,7 @@ static void weight_boxes(const ap_graph *g, const ap_dist *dist, int v, int dev0
     for (int i = 0; i < nd->n_in; i++) {
       if (nd->in[i] != v)
         continue;
-      const ap_dbox *b = &dist->node[ni].in[(size_t)i * n + (size_t)dev0];
+      const ap_dbox *b = dist->node[ni].in[i] + dev0;
       if (!read) {
         memcpy(box, b, (size_t)count * sizeof *box);
         read = true;
@@ -1277,7 +1460,7 @@ static ap_status distribute_train(ap_graph *g, const uint64_t *want, const bool 
     uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
     if (!dn->reduce || !(want[ni] & ~bias))
       continue;
-    ap_dxfer_charge_adjoint(g, dn->reduce, dn->out, n, bytes);
+    ap_dxfer_charge_adjoint(g, dn->reduce, dn->out[0], n, bytes);
   }
   for (int v = 0; v < g->n_values; v++) {
     if (!trainable[v])

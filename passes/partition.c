@@ -2006,10 +2006,10 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     if (!dn->reduce)
       continue;
     double *at = delta + (size_t)(item_of[ni] < 0 ? V + E : item_of[ni]) * (size_t)N;
-    ap_dxfer_charge(g, dn->reduce, dn->out, N, at);
+    ap_dxfer_charge(g, dn->reduce, dn->out[0], N, at);
     uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
     if (want[ni] & ~bias)
-      ap_dxfer_charge_adjoint(g, dn->reduce, dn->out, N, at);
+      ap_dxfer_charge_adjoint(g, dn->reduce, dn->out[0], N, at);
   }
   if (dist->loss_xfer) {
     double *at = delta + (size_t)(p->loss_vertex >= 0 ? p->loss_vertex : V + E) * (size_t)N;

@@ -122,7 +122,7 @@ ap_status ap_plan_print_dot(const ap_graph *g, FILE *out) {
     if (dn->reduce)
       fprintf(out, "\\n%s partial sums: %.0f B",
               dn->reduce->kind == AP_DX_ALLREDUCE ? "all-reduce" : "reduce",
-              xfer_bytes(g, dn->reduce, dn->out, n_dev, scratch));
+              xfer_bytes(g, dn->reduce, dn->out[0], n_dev, scratch));
     fputs("\"", out);
     if (vx >= 0 && p->v[vx].join)
       fputs(", shape=hexagon, style=filled, fillcolor=\"#eeeeee\"", out);

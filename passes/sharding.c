@@ -205,7 +205,7 @@ ap_status ap_plan_annotate_sharding(ap_graph *g, int *n_unexpressed, const char 
       int v = is_in ? node->in[slot] : node->out[slot];
       if (v < 0)
         continue;
-      const ap_dbox *box = is_in ? &dn->in[(size_t)slot * n_dev] : &dn->out[(size_t)slot * n_dev];
+      const ap_dbox *box = is_in ? dn->in[slot] : dn->out[slot];
       r = spec_of(g, v, box, n_dev, &specs[count]);
       if (r == SPEC_NOMEM)
         return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");

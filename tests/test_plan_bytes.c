@@ -173,6 +173,83 @@ Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
   }
 }
 
+/* derived[v]: v is a constant or a weight, or computed from them alone
+ * (a Slice or Transpose of a weight), whose boxes narrow_weight_chains
+ * (distribute.c) may rewrite after its readers read them. */
+static bool *derived_values(const ap_graph *g) {
+  bool *derived = calloc((size_t)g->n_values + 1, sizeof *derived);
+  cr_assert(derived);
+  for (int v = 0; v < g->n_values; v++)
+    derived[v] = g->values[v].data != NULL || ap_value_is_fed_weight(g, v);
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    bool all = !n->dead && n->n_in > 0;
+    for (int i = 0; i < n->n_in && all; i++)
+      all = n->in[i] < 0 || derived[n->in[i]];
+    for (int o = 0; o < n->n_out && all; o++)
+      if (n->out[o] >= 0)
+        derived[n->out[o]] = true;
+  }
+  return derived;
+}
+
+/* The distribution keeps one array of boxes where a port's boxes equal
+ * another's (distribute.h): an input read as its producer's devices hold
+ * it shares their array, and a constant is held whole by every device. */
+Test(plan_bytes, ports_share_the_boxes_they_equal) {
+  char dir[600], path[700];
+  static const char *const names[] = {"resnet_small", "gpt2_tiny", "bert_tiny"};
+  static const char *const plans[][2] = {{"cpu:4", "accpar"}, {"tpuv3:2,tpuv2:4", "dp"},
+                                         {"cpu:6", "hypar"}};
+  zoo_in("share", "--no-weights --batch 8 resnet_small gpt2_tiny bert_tiny", dir, sizeof dir);
+  for (size_t m = 0; m < sizeof names / sizeof *names; m++)
+    for (size_t k = 0; k < sizeof plans / sizeof *plans; k++) {
+      snprintf(path, sizeof path, "%s/%s.onnx", dir, names[m]);
+      ap_graph *g = NULL;
+      ap_diag d = {0};
+      ap_devices dv;
+      ap_plan_opts o = {.devices = &dv};
+      cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+      cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+      cr_assert_eq(ap_devices_parse(plans[k][0], &dv, &d), AP_OK, "%s", d.message);
+      cr_assert(ap_strategy_parse(plans[k][1], &o.strategy));
+      cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+      ap_dist *dist;
+      cr_assert_eq(ap_distribute_train(g, NULL, NULL, &dist, &d), AP_OK, "%s", d.message);
+      bool *derived = derived_values(g);
+      int equal = 0, shared = 0;
+      for (int ni = 0; ni < g->n_nodes; ni++) {
+        const ap_node *n = &g->nodes[ni];
+        const ap_dnode *dn = &dist->node[ni];
+        if (n->dead || !dn->in)
+          continue;
+        for (int i = 0; i < n->n_in; i++) {
+          int v = n->in[i];
+          if (v < 0 || !ap_value_shape_known(&g->values[v]))
+            continue;
+          for (int dev = 0; dev < dist->n_dev && g->values[v].data; dev++) {
+            ap_dbox h = ap_dist_held(g, dist, v, dev);
+            cr_assert(ap_dbox_whole(&g->values[v], &h), "%s: %s on device %d", names[m],
+                      g->values[v].name, dev);
+          }
+          if (!dist->held[v] || derived[v])
+            continue;
+          bool same = true;
+          for (int dev = 0; dev < dist->n_dev && same; dev++)
+            same = ap_dbox_equal(g->values[v].rank, &dn->in[i][dev], &dist->held[v][dev]);
+          equal += same;
+          shared += same && dn->in[i] == dist->held[v];
+          cr_expect(!same || dn->in[i] == dist->held[v], "%s on %s: %s reads %s as held, in a "
+                    "copy", names[m], plans[k][0], n->name, g->values[v].name);
+        }
+      }
+      cr_expect_gt(shared, 0, "%s on %s", names[m], plans[k][0]);
+      cr_expect_eq(shared, equal, "%s on %s", names[m], plans[k][0]);
+      free(derived);
+      ap_graph_free(g);
+    }
+}
+
 /* How many plans of the first n_models models on `array`, every strategy,
  * forward and a training step, differ from the program's bytes. */
 static int inexact_on(const char *dir, int n_models, const char *array) {

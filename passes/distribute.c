@@ -287,6 +287,14 @@ static bool index_query(const box_index *ix, int rank, const ap_dbox *box, const
 
 /* ---- the plan, device by device ------------------------------------------ */
 
+/* Every device's whole box of values of one shape (whole_array). */
+typedef struct whole_boxes {
+  struct whole_boxes *next;
+  int rank;
+  int64_t dims[AP_MAX_RANK];
+  ap_dbox *box; /* [n_dev] */
+} whole_boxes;
+
 typedef struct dctx {
   ap_graph *g;
   ap_diag *d;
@@ -301,6 +309,7 @@ typedef struct dctx {
   ap_dbox *work;      /* the boxes of the node being distributed, port after port */
   size_t work_cap;    /* in boxes */
   ap_dbox *none;      /* [n_dev] empty boxes: the ports of nodes left undistributed */
+  whole_boxes *wholes; /* the arrays of whole boxes made so far, one per shape */
 } dctx;
 
 static ap_status oom(dctx *x) {
@@ -631,9 +640,34 @@ ap_dbox ap_dist_held(const ap_graph *g, const ap_dist *dist, int v, int d) {
 
 /* Every device's box of value v, as an array of its own where it was none
  * (NULL: out of memory). */
+/* Every device's whole box of val: one array per shape, which the weights
+ * every device reads whole share (over a thousand devices an array per
+ * weight was half a plan's memory). NULL: out of memory. */
+static ap_dbox *whole_array(dctx *x, const ap_value *val) {
+  size_t dims = (size_t)val->rank * sizeof *val->dims;
+  for (whole_boxes *w = x->wholes; w; w = w->next)
+    if (w->rank == val->rank && !memcmp(w->dims, val->dims, dims))
+      return w->box;
+  whole_boxes *w = ap_arena_alloc(x->g->arena, sizeof *w);
+  ap_dbox *box = ap_arena_array(x->g->arena, (size_t)x->n_dev, sizeof *box);
+  if (!w || !box)
+    return NULL;
+  w->rank = val->rank;
+  memcpy(w->dims, val->dims, dims);
+  w->box = box;
+  ap_dbox whole = whole_box(val);
+  for (int d = 0; d < x->n_dev; d++)
+    box[d] = whole;
+  w->next = x->wholes;
+  x->wholes = w;
+  return box;
+}
+
 static ap_dbox *held_array(dctx *x, int v) {
   if (x->dist->held[v])
     return x->dist->held[v];
+  if (ap_value_shape_known(&x->g->values[v]))
+    return x->dist->held[v] = whole_array(x, &x->g->values[v]);
   ap_dbox *h = ap_arena_array(x->g->arena, (size_t)x->n_dev, sizeof *h);
   for (int d = 0; d < x->n_dev && h; d++) /* before the array is the value's */
     h[d] = ap_dist_held(x->g, x->dist, v, d);

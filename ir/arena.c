@@ -101,6 +101,7 @@ void ap_arena_reset(ap_arena *a) {
     c = next;
   }
   a->head = NULL;
+  a->grow = CHUNK_MIN; /* the kept chunks are taken again smallest first (take_spare) */
 }
 
 /* The smallest kept chunk of at least `want` bytes, unlinked, or NULL: the
@@ -127,6 +128,8 @@ void *ap_arena_alloc(ap_arena *a, size_t size) {
     if (want > SIZE_MAX - sizeof(chunk))
       return NULL;
     c = take_spare(a, want);
+    if (c && c->size >= a->grow) /* new chunks go on doubling from the largest taken */
+      a->grow = c->size < CHUNK_MAX / 2 ? 2 * c->size : CHUNK_MAX;
     if (!c) {
       c = ap_xrealloc(NULL, sizeof(chunk) + want);
       if (!c)

@@ -85,8 +85,9 @@ typedef struct ap_dist {
   int n_dev;
   ap_dnode *node;       /* [n_nodes] */
   ap_dbox **held;       /* [n_values]: the boxes the devices hold of value v, [v][d] (its
-                           producer's output boxes, not a copy), or NULL where every device
-                           holds it whole; read through ap_dist_held */
+                           producer's output boxes, not a copy; where every device holds it
+                           whole, NULL or one array shared by the values of its shape);
+                           read-only, read through ap_dist_held */
   double *fwd_bytes;    /* [n_dev]: bytes sent in the forward pass (inference) */
   double *step_bytes;   /* [n_dev]: a training step (ap_distribute_train): exactly what
                            the training program sends, below; ap_distribute alone: -1 */

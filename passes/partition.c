@@ -1895,8 +1895,8 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * loss's rows, edge_direct's edges; the rest stays the levels',
  * docs/partition.md, "Approximations"), and the plan chosen is priced
  * exactly once more, up to EXACT_FINAL_MAX_WORK: GPT-2 small on 1024
- * devices (979,968 node-devices, 0.76 s), ResNet-152 on 1024 (527,360,
- * 0.25 s where closed forms alone took 0.13 s). Only past that, or past
+ * devices (979,968 node-devices, 0.79 s), ResNet-152 on 1024 (527,360,
+ * 0.19-0.20 s where closed forms alone took 0.13 s). Only past that, or past
  * EXACT_MAX_DEVICES (a partial sum resolved by sending summands sends every
  * device's to every other), does a plan say "bytes priced: closed forms". */
 enum { EXACT_MAX_WORK = 1 << 18, EXACT_FINAL_MAX_WORK = 1 << 21, EXACT_MAX_DEVICES = 1024 };

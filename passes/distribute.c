@@ -946,11 +946,7 @@ static bool own_ports(dctx *x, int ni) {
  * readers there read, and reads of its inputs what that box needs. In
  * reverse order, so a chain of them narrows from its last reader back to
  * the weight, whose box then covers only what the layers read of it. */
-static void narrow_weight_chains(dctx *x) {
-  ap_graph *g = x->g;
-  bool *derived = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *derived);
-  if (!derived)
-    return; /* boxes stay whole: correct, only larger */
+void ap_dist_weight_derived(const ap_graph *g, bool *derived) {
   for (int v = 0; v < g->n_values; v++)
     derived[v] = g->values[v].data != NULL || ap_value_is_fed_weight(g, v);
   for (int ni = 0; ni < g->n_nodes; ni++) {
@@ -962,6 +958,14 @@ static void narrow_weight_chains(dctx *x) {
       if (n->out[o] >= 0)
         derived[n->out[o]] = true;
   }
+}
+
+static void narrow_weight_chains(dctx *x) {
+  ap_graph *g = x->g;
+  bool *derived = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *derived);
+  if (!derived)
+    return; /* boxes stay whole: correct, only larger */
+  ap_dist_weight_derived(g, derived);
   for (int ni = g->n_nodes - 1; ni >= 0; ni--) {
     const ap_node *n = &g->nodes[ni];
     if (n->dead || n->n_out != 1 || n->out[0] < 0 || !x->dist->node[ni].in ||

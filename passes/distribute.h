@@ -143,6 +143,12 @@ ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *tra
 ap_status ap_distribute_priced(ap_graph *g, const uint64_t *want, const bool *trainable,
                                ap_dist **out, ap_diag *d);
 
+/* derived[v] for every value v: a constant or a weight, or computed from
+ * them alone (a Slice or Transpose of a weight). Such a value is computed
+ * where it is read, its boxes narrowed to what its readers read after
+ * they read them (the last pass of ap_distribute). */
+void ap_dist_weight_derived(const ap_graph *g, bool *derived);
+
 /* The device d's box of trainable weight v: the smallest box holding every
  * box its readers on d read of it (a table tied to an LM head may be read
  * by rows and by columns), whole when no node reads it. */

@@ -43,21 +43,30 @@ static void zoo(const char *test, char *dir, size_t cap) {
          dir, cap);
 }
 
+/* The model at path, through the pipeline, planned on array with strategy
+ * (its devices into dv). */
+static ap_graph *planned(const char *path, const char *array, const char *strategy,
+                         ap_devices *dv) {
+  ap_graph *g = NULL;
+  ap_diag d = {0};
+  ap_plan_opts o = {.devices = dv};
+  cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_devices_parse(array, dv, &d), AP_OK, "%s", d.message);
+  cr_assert(ap_strategy_parse(strategy, &o.strategy));
+  cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+  return g;
+}
+
 /* Plans the model `name` on array a with strategy s and counts the
  * devices whose bytes differ (forward, or a training step), logging each. */
 static int mismatches_of(const char *dir, const char *name, const char *array,
                          const char *strategy, bool train) {
   char path[600];
   snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
-  ap_graph *g = NULL;
-  ap_diag d = {0};
   ap_devices dv;
-  ap_plan_opts o = {.devices = &dv};
-  cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
-  cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
-  cr_assert_eq(ap_devices_parse(array, &dv, &d), AP_OK, "%s", d.message);
-  cr_assert(ap_strategy_parse(strategy, &o.strategy));
-  cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+  ap_graph *g = planned(path, array, strategy, &dv);
+  ap_diag d = {0};
   ap_dist *dist;
   cr_assert_eq(train ? ap_distribute_train(g, NULL, NULL, &dist, &d) : ap_distribute(g, &dist, &d),
                AP_OK, "%s", d.message);
@@ -173,26 +182,6 @@ Test(plan_bytes, the_schedule_trains_the_weights_the_plan_prices) {
   }
 }
 
-/* derived[v]: v is a constant or a weight, or computed from them alone
- * (a Slice or Transpose of a weight), whose boxes narrow_weight_chains
- * (distribute.c) may rewrite after its readers read them. */
-static bool *derived_values(const ap_graph *g) {
-  bool *derived = calloc((size_t)g->n_values + 1, sizeof *derived);
-  cr_assert(derived);
-  for (int v = 0; v < g->n_values; v++)
-    derived[v] = g->values[v].data != NULL || ap_value_is_fed_weight(g, v);
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *n = &g->nodes[ni];
-    bool all = !n->dead && n->n_in > 0;
-    for (int i = 0; i < n->n_in && all; i++)
-      all = n->in[i] < 0 || derived[n->in[i]];
-    for (int o = 0; o < n->n_out && all; o++)
-      if (n->out[o] >= 0)
-        derived[n->out[o]] = true;
-  }
-  return derived;
-}
-
 /* The distribution keeps one array of boxes where a port's boxes equal
  * another's (distribute.h): an input read as its producer's devices hold
  * it shares their array, and a constant is held whole by every device. */
@@ -205,18 +194,14 @@ Test(plan_bytes, ports_share_the_boxes_they_equal) {
   for (size_t m = 0; m < sizeof names / sizeof *names; m++)
     for (size_t k = 0; k < sizeof plans / sizeof *plans; k++) {
       snprintf(path, sizeof path, "%s/%s.onnx", dir, names[m]);
-      ap_graph *g = NULL;
-      ap_diag d = {0};
       ap_devices dv;
-      ap_plan_opts o = {.devices = &dv};
-      cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
-      cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
-      cr_assert_eq(ap_devices_parse(plans[k][0], &dv, &d), AP_OK, "%s", d.message);
-      cr_assert(ap_strategy_parse(plans[k][1], &o.strategy));
-      cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
+      ap_graph *g = planned(path, plans[k][0], plans[k][1], &dv);
+      ap_diag d = {0};
       ap_dist *dist;
       cr_assert_eq(ap_distribute_train(g, NULL, NULL, &dist, &d), AP_OK, "%s", d.message);
-      bool *derived = derived_values(g);
+      bool *derived = calloc((size_t)g->n_values + 1, sizeof *derived);
+      cr_assert(derived);
+      ap_dist_weight_derived(g, derived); /* their boxes narrow after their readers read */
       int equal = 0, shared = 0;
       for (int ni = 0; ni < g->n_nodes; ni++) {
         const ap_node *n = &g->nodes[ni];

@@ -85,7 +85,8 @@ typedef struct world {
   pthread_cond_t bar_cv;
   int bar_arrived;
   atomic_uint bar_generation; /* changed under bar_mu; polled without it */
-  int *bar_here;           /* per rank: arrived in the current generation */
+  int *bar_here;           /* per rank, this generation: 0 not arrived, 1 waiting,
+                            * 2 arrived and gave up waiting (timed out) */
 } world;
 
 typedef struct rank_arg {
@@ -468,7 +469,7 @@ static aprt_status th_barrier(aprt_comm *c) {
      * arrived while we slept. A rank known to be gone is named first. */
     int missing = -1, gone = 0;
     for (int r = 0; r < w->size; r++)
-      if (!w->bar_here[r]) {
+      if (w->bar_here[r] == 0) {
         int g = atomic_load(&w->gone[r]);
         if (missing < 0 || (g && !gone)) {
           missing = r;
@@ -477,10 +478,13 @@ static aprt_status th_barrier(aprt_comm *c) {
       }
     if (gone || timed_out) {
       /* Leave the barrier so a late arrival cannot complete it with us
-       * counted: it will find us gone instead. */
-      w->bar_here[c->rank] = 0;
+       * counted: it will find us gone instead. We stay marked as having
+       * arrived: a rank that times out after us must not name us missing. */
+      w->bar_here[c->rank] = 2;
       w->bar_arrived--;
-      int arrived = w->bar_arrived + 1;
+      int arrived = 0;
+      for (int r = 0; r < w->size; r++)
+        arrived += w->bar_here[r] != 0;
       pthread_mutex_unlock(&w->bar_mu);
       if (gone)
         return aprt_fail(c, APRT_ERR_PEER, "barrier: rank %d %s before arriving", missing,

@@ -729,14 +729,46 @@ static int late_rank(aprt_comm *c, void *arg) {
 Test(faults, barrier_timeout_names_the_missing_rank) {
   aprt_error err = {{0}};
   double t0 = now_s();
-  /* 3 s for rank 1 to arrive: on a loaded machine a thread has waited
-   * longer than 0.5 s for a core under the sanitizers (CI at f736c30), and
-   * longer than 1 s without them (5996e53, test_runtime's other tests
-   * beside it), and was then named missing. */
   aprt_status s = run_threads(3, late_rank, NULL, 3.0, NULL, &err);
   cr_assert_eq(s, APRT_ERR_TIMEOUT, "%s: %s", aprt_status_name(s), err.msg);
   cr_assert(strstr(err.msg, "barrier") && strstr(err.msg, "rank 2 is missing"), "%s", err.msg);
   cr_assert_lt(now_s() - t0, 15.0);
+}
+
+/* Ranks 0 and 1 wait at the barrier, rank 1 entering 0.5 s after rank 0;
+ * rank 2 never comes. Rank 0 times out first and leaves. Rank 1 must still
+ * count it as arrived and name rank 2: before 2026-11-28 it named rank 0
+ * ("failed before arriving", or "missing" when it looked between rank 0
+ * leaving and failing, which made the test above flaky). */
+typedef struct staggered {
+  aprt_status status[3];
+  char msg[3][256];
+} staggered;
+
+static int staggered_rank(aprt_comm *c, void *arg) {
+  staggered *k = arg;
+  int r = aprt_rank(c);
+  if (r == 2) {
+    sleep_s(4.5);
+    return APRT_OK; /* never arrives; returns after the others gave up */
+  }
+  if (r == 1)
+    sleep_s(0.5);
+  k->status[r] = aprt_barrier(c);
+  snprintf(k->msg[r], sizeof k->msg[r], "%s", aprt_errmsg(c));
+  return k->status[r];
+}
+
+Test(faults, a_rank_that_gave_up_waiting_is_not_named_missing) {
+  static staggered k;
+  aprt_error err = {{0}};
+  aprt_status s = run_threads(3, staggered_rank, &k, 2.0, NULL, &err);
+  cr_assert_neq(s, APRT_OK);
+  for (int r = 0; r < 2; r++) {
+    cr_assert_eq(k.status[r], APRT_ERR_TIMEOUT, "rank %d: %s: %s", r,
+                 aprt_status_name(k.status[r]), k.msg[r]);
+    cr_assert(strstr(k.msg[r], "rank 2 is missing"), "rank %d: %s", r, k.msg[r]);
+  }
 }
 
 static int early_return_rank(aprt_comm *c, void *arg) {

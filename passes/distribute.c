@@ -587,21 +587,32 @@ static ap_status reduction(dctx *x, int v, const ap_dbox *box, int *summand, int
   t->summand = summand;
   t->group = group;
   t->members = members;
-  if (!clean) {
-    int cap = 0;
-    for (int e = 0; e < n; e++) {
-      if (ap_dbox_volume(rank, &box[e]) == 0)
-        continue;
-      if (!add_piece(x, t, &cap, e, e, summand[e], &box[e]))
-        return oom(x);
-      for (int d = 0; d < n; d++) {
-        ap_dbox piece;
-        if (d != e && summand[d] != summand[e] && intersect(rank, &box[e], &box[d], &piece) &&
-            !add_piece(x, t, &cap, d, e, summand[d], &piece))
-          return oom(x);
-      }
+  /* Otherwise every device sends each other device the part of its summand
+   * that device's box meets, in device order: the index finds the boxes
+   * meeting a box (testing every pair took a third of GPT-2 tiny's planning
+   * over 16384 devices). */
+  box_index ix = {0};
+  int *hit = NULL, n_hit = 0, cap_hit = 0, cap = 0;
+  bool ok = clean || index_boxes(rank, box, n, &ix);
+  for (int e = 0; e < n && ok && !clean; e++) {
+    if (ap_dbox_volume(rank, &box[e]) == 0)
+      continue;
+    n_hit = 0;
+    ok = add_piece(x, t, &cap, e, e, summand[e], &box[e]) &&
+         index_query(&ix, rank, box, &box[e], &hit, &n_hit, &cap_hit);
+    if (ok)
+      qsort(hit, (size_t)n_hit, sizeof *hit, cmp_int);
+    for (int h = 0; h < n_hit && ok; h++) {
+      int d = hit[h];
+      ap_dbox piece;
+      if (d != e && summand[d] != summand[e] && intersect(rank, &box[e], &box[d], &piece))
+        ok = add_piece(x, t, &cap, d, e, summand[d], &piece);
     }
   }
+  ap_xfree(hit);
+  ap_xfree(ix.by_lo);
+  if (!ok)
+    return oom(x);
   *out = t;
   return AP_OK;
 }

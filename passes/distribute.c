@@ -689,12 +689,11 @@ static bool is_data(const ap_value *v) { return v->data != NULL; }
 
 /* Every device's box of vertex vx's port (or, port -1, of its weight) into
  * box[0 .. n_dev). */
-enum { DBOX_STRIDE = sizeof(ap_dbox) / sizeof(int64_t) };
 static void boxes_of(dctx *x, int vx, int port, ap_dbox *box) {
   if (port < 0)
-    ap_plan_weight_boxes(x->p, x->g, vx, box->lo, box->hi, DBOX_STRIDE);
+    ap_plan_weight_boxes(x->p, x->g, vx, box);
   else
-    ap_plan_device_boxes(x->p, x->g, vx, port, box->lo, box->hi, DBOX_STRIDE);
+    ap_plan_device_boxes(x->p, x->g, vx, port, box);
 }
 
 /* Every input box of node ni on device dev that follows the output box
@@ -1177,9 +1176,23 @@ static ap_status distribute_node(dctx *x, int ni) {
   return AP_OK;
 }
 
+int ap_dist_oversized(const ap_graph *g) {
+  for (int v = 0; v < g->n_values; v++)
+    for (int i = 0; i < g->values[v].rank; i++)
+      if (g->values[v].dims[i] > AP_DCOORD_MAX)
+        return v;
+  return -1;
+}
+
 static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d) {
   ap_arena *a = g->arena;
   const ap_plan *p = g->plan;
+  int big = ap_dist_oversized(g);
+  if (big >= 0)
+    return ap_error(d, AP_ERR_UNSUPPORTED, g->path, NULL, NULL,
+                    "value '%s' has a dimension past %d, the largest the partitioned "
+                    "program's boxes hold",
+                    g->values[big].name, AP_DCOORD_MAX);
   dctx x = {.g = g, .d = d, .p = p, .n_dev = p ? p->dev.n_devices : 1, .priced = priced,
             .follow_node = -1};
   ap_dist *dist = ap_arena_alloc(a, sizeof *dist);

@@ -23,9 +23,15 @@
 
 #include "ir/ir.h"
 
-/* [lo, hi) per dimension of a value. */
+/* [lo, hi) per dimension of a value. The coordinates are 32-bit: a plan is
+ * priced by building every device's boxes of every node, and over a
+ * thousand devices 64-bit boxes made that most of the planner's memory and
+ * a third of its time (faulting the pages in). The distribution refuses a
+ * graph with a dimension past AP_DCOORD_MAX (ap_dist_fits). */
+typedef int32_t ap_dcoord;
+#define AP_DCOORD_MAX INT32_MAX
 typedef struct ap_dbox {
-  int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
+  ap_dcoord lo[AP_MAX_RANK], hi[AP_MAX_RANK];
 } ap_dbox;
 
 typedef enum ap_dxfer_kind {
@@ -109,6 +115,10 @@ typedef struct ap_dist {
                            other its contribution where their boxes meet (AP_DX_REDUCE, one
                            summand per device); NULL for one copy */
 } ap_dist;
+
+/* The first value with a dimension past AP_DCOORD_MAX, or -1: the graph
+ * ap_distribute refuses (the planner prices it by closed forms). */
+int ap_dist_oversized(const ap_graph *g);
 
 /* The box device d holds of value v: whole where no node computes it in
  * part (empty where its shape is unknown). */

@@ -1910,7 +1910,7 @@ static int64_t live_nodes(const ap_graph *g) {
 
 static bool exact_affordable(const ap_graph *g, int n_devices, bool chosen) {
   int64_t live = live_nodes(g);
-  return n_devices <= EXACT_MAX_DEVICES &&
+  return n_devices <= EXACT_MAX_DEVICES && ap_dist_oversized(g) < 0 &&
          live * n_devices <= (chosen ? EXACT_FINAL_MAX_WORK : EXACT_MAX_WORK);
 }
 

@@ -267,10 +267,10 @@ void ap_plan_weight_box(const ap_plan *p, const ap_graph *g, int v, int dev, int
                         int64_t *hi);
 
 /* The same boxes for every device at once, each group's box computed once:
- * device d's at lo + d * stride and hi + d * stride (stride in int64_t). */
-void ap_plan_device_boxes(const ap_plan *p, const ap_graph *g, int v, int port, int64_t *lo,
-                          int64_t *hi, size_t stride);
-void ap_plan_weight_boxes(const ap_plan *p, const ap_graph *g, int v, int64_t *lo, int64_t *hi,
-                          size_t stride);
+ * device d's into box[d] (the first rank coordinates of each). */
+struct ap_dbox;
+void ap_plan_device_boxes(const ap_plan *p, const ap_graph *g, int v, int port,
+                          struct ap_dbox *box);
+void ap_plan_weight_boxes(const ap_plan *p, const ap_graph *g, int v, struct ap_dbox *box);
 
 #endif

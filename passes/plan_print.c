@@ -87,8 +87,7 @@ typedef struct box_walk {
   const ap_graph *g;
   int v, rank, arg;
   layout_fn layout_at;
-  int64_t *lo, *hi;
-  size_t stride;
+  ap_dbox *box; /* [n_devices] */
   struct class_memo {
     ap_layout lay;  /* as layout_at gives it for each of the class's groups alike */
     int k;          /* their children */
@@ -104,10 +103,11 @@ static void walk_tree(const box_walk *w, const ap_group *grp, int l, int cls, co
   const ap_plan *p = w->p;
   size_t bytes = sizeof(int64_t) * (size_t)w->rank;
   if (l == p->n_levels) {
-    for (int d = grp->first_dev; d < grp->first_dev + grp->count; d++) {
-      memcpy(w->lo + (size_t)d * w->stride, lo, bytes);
-      memcpy(w->hi + (size_t)d * w->stride, hi, bytes);
-    }
+    for (int d = grp->first_dev; d < grp->first_dev + grp->count; d++)
+      for (int i = 0; i < w->rank; i++) { /* within AP_DCOORD_MAX: ap_dist_fits */
+        w->box[d].lo[i] = (ap_dcoord)lo[i];
+        w->box[d].hi[i] = (ap_dcoord)hi[i];
+      }
     return;
   }
   ap_group ch[AP_MAX_CHILDREN];
@@ -177,15 +177,13 @@ static void walk_all(box_walk *w, const ap_value *val) {
   free(w->known);
 }
 
-void ap_plan_device_boxes(const ap_plan *p, const ap_graph *g, int v, int port, int64_t *lo,
-                          int64_t *hi, size_t stride) {
-  box_walk w = {p, g, v, 0, port, port_layout_at, lo, hi, stride, NULL, NULL, NULL};
+void ap_plan_device_boxes(const ap_plan *p, const ap_graph *g, int v, int port, ap_dbox *box) {
+  box_walk w = {p, g, v, 0, port, port_layout_at, box, NULL, NULL, NULL};
   walk_all(&w, &g->values[p->v[v].port[port].value]);
 }
 
-void ap_plan_weight_boxes(const ap_plan *p, const ap_graph *g, int v, int64_t *lo, int64_t *hi,
-                          size_t stride) {
-  box_walk w = {p, g, v, 0, 0, weight_layout_at, lo, hi, stride, NULL, NULL, NULL};
+void ap_plan_weight_boxes(const ap_plan *p, const ap_graph *g, int v, ap_dbox *box) {
+  box_walk w = {p, g, v, 0, 0, weight_layout_at, box, NULL, NULL, NULL};
   walk_all(&w, &g->values[p->v[v].weight]);
 }
 

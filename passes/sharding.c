@@ -52,7 +52,8 @@ static bool cut_axis(const ap_dbox *box, const bool *part, int n_dev, int a, int
   for (int d = 0; d < n_dev; d++) {
     if (!part[d])
       continue;
-    int64_t *lo = bsearch(&box[d].lo[a], bounds, (size_t)u, sizeof *bounds, cmp_i64);
+    int64_t at = box[d].lo[a];
+    int64_t *lo = bsearch(&at, bounds, (size_t)u, sizeof *bounds, cmp_i64);
     if (!lo || lo + 1 >= bounds + u || lo[1] != box[d].hi[a])
       return false;
   }

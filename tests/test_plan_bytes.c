@@ -370,3 +370,33 @@ Test(plan_bytes, no_single_change_priced_by_the_program_is_faster, .timeout = 60
       faster += faster_single_changes(dir, models[m], arrays2[a]);
   cr_assert_eq(faster, 0, "%d single changes give faster plans (see the log)", faster);
 }
+
+/* Box coordinates are 32-bit (passes/distribute.h): a graph with a larger
+ * dimension is refused in one line naming the value, never truncated. */
+Test(plan_bytes, a_dimension_past_the_boxes_is_refused) {
+  ap_graph *g = ap_graph_new("big.onnx");
+  int x = ap_graph_add_value(g, "x", AP_VAL_INPUT);
+  int y = ap_graph_add_value(g, "y", AP_VAL_NODE);
+  cr_assert(x >= 0 && y >= 0);
+  for (int v = 0; v < 2; v++) {
+    g->values[v].dtype = AP_DT_UINT8;
+    g->values[v].rank = 2;
+    g->values[v].dims[0] = 2;
+    g->values[v].dims[1] = (int64_t)AP_DCOORD_MAX + 1;
+  }
+  int n = ap_graph_add_node(g, "r", "", "Relu", 1, 1, 0);
+  cr_assert_geq(n, 0);
+  g->nodes[n].in[0] = x;
+  g->nodes[n].out[0] = y;
+  cr_assert(ap_graph_add_input(g, x) && ap_graph_add_output(g, y));
+  cr_assert_eq(ap_dist_oversized(g), x);
+  ap_dist *dist = NULL;
+  ap_diag d = {0};
+  cr_assert_eq(ap_distribute(g, &dist, &d), AP_ERR_UNSUPPORTED);
+  cr_expect(strstr(d.message, "big.onnx") && strstr(d.message, "value 'x'") &&
+                strstr(d.message, "2147483647") && !strchr(d.message, '\n'),
+            "%s", d.message);
+  g->values[x].dims[1] = g->values[y].dims[1] = AP_DCOORD_MAX;
+  cr_assert_eq(ap_dist_oversized(g), -1);
+  ap_graph_free(g);
+}

@@ -1557,6 +1557,21 @@ static ap_status lower_weight_sum(lgen *G, int v) {
   if (t->kind == AP_DX_REDUCE)
     return push_xchg_add(G, CG_PH_GRADIENT, -1, "gradient sum", t, grad_buf(G, v),
                          grad_buf(G, v), false, true);
+  if (t->kind == AP_DX_OWNER_SUM) {
+    /* Every copy added into its owner's, then the owner's sum over the
+     * copies. What a device sends and what it receives never meet: it sends
+     * the parts others own and sums the parts it owns, then sends those and
+     * receives the others, so both steps work in place. */
+    s = push_xchg_add(G, CG_PH_GRADIENT, -1, "gradient sum at its owners", t, grad_buf(G, v),
+                      grad_buf(G, v), true, true);
+    if (s != AP_OK)
+      return s;
+    step_args sa = new_step(CG_S_XCHG, CG_PH_GRADIENT, -1, v, "gradient sum from its owners");
+    sa.s.xfer = t;
+    add_arg(&sa, grad_buf(G, v), false);
+    add_arg(&sa, grad_buf(G, v), true);
+    return push_comm(G, &sa);
+  }
   step_args sa = new_step(CG_S_ALLREDUCE, CG_PH_GRADIENT, -1, v, "all-reduce");
   sa.s.xfer = t;
   add_arg(&sa, grad_buf(G, v), true);

@@ -37,7 +37,12 @@ typedef struct ap_dbox {
 typedef enum ap_dxfer_kind {
   AP_DX_EXCHANGE,  /* box pieces from the holders to the devices needing them */
   AP_DX_ALLREDUCE, /* partial sums: groups of devices with equal boxes, one summand each */
-  AP_DX_REDUCE     /* partial sums: every device receives every other summand of its box */
+  AP_DX_REDUCE,    /* partial sums: every device receives every other summand of its box */
+  AP_DX_OWNER_SUM  /* a weight's gradient over boxes that meet: the pieces of an exchange
+                      from the owners (one device holding each element, the elements of
+                      equal holders shared out evenly) to every other copy; each copy goes
+                      to its owner along the pieces reversed and is added there, then the
+                      sum comes back along them */
 } ap_dxfer_kind;
 
 /* One box sent from one device to another (from == to: a local copy). */
@@ -111,9 +116,8 @@ typedef struct ap_dist {
   ap_dxfer *loss_xfer;  /* bringing them, or NULL (every device holds its rows) */
   ap_dxfer **wgrad;     /* [n_values]: the sum of a trainable weight's gradient: an
                            all-reduce over each group of devices reading equal boxes of it
-                           when the groups' boxes are disjoint, else every device sends every
-                           other its contribution where their boxes meet (AP_DX_REDUCE, one
-                           summand per device); NULL for one copy */
+                           when the groups' boxes are disjoint, else a sum at the owners
+                           (AP_DX_OWNER_SUM); NULL for one copy */
 } ap_dist;
 
 /* The first value with a dimension past AP_DCOORD_MAX, or -1: the graph

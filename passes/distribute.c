@@ -607,11 +607,14 @@ static bool own_push(box_vec *own, int **owner, int *cap_owner, const ap_dbox *b
  * (hit[], sorted) begin and end, so that each piece has one set of
  * holders, and each piece is cut along its longest dimension into a slice
  * per holder, in device order (members[start[j]..start[j + 1]) hold box
- * j). The lowest-ranked holder owning everything made device 0 sum GPT-2
+ * j). Every holder of a slice holds all of it, so its owner sends it back
+ * to the other holders whole: sends[d] and owns[d] gain the elements
+ * device d sends back and owns. The lowest-ranked holder owning everything made device 0 sum GPT-2
  * small's tied table for a thousand devices and send it back to each. */
 static bool share_out(int rank, int i, box_vec *cur, box_vec *tmp, const int *hit, int n_hit,
                       const ap_dbox *dbox, const int *start, const int *members, int *devs,
-                      box_vec *own, int **owner, int *cap_owner) {
+                      box_vec *own, int **owner, int *cap_owner, int64_t *sends,
+                      int64_t *owns) {
   for (int h = 0; h < n_hit; h++) {
     const ap_dbox *cut = &dbox[hit[h]];
     if (hit[h] <= i)
@@ -660,6 +663,9 @@ static bool share_out(int rank, int i, box_vec *cur, box_vec *tmp, const int *hi
       }
       if (!own_push(own, owner, cap_owner, &slice, devs[t]))
         return false;
+      int64_t vol = ap_dbox_volume(rank, &slice);
+      sends[devs[t]] += vol * (nd - 1);
+      owns[devs[t]] += vol;
     }
   }
   return true;
@@ -686,6 +692,7 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
   int *distinct = ap_xrealloc(NULL, (size_t)n * sizeof *distinct);
   int *owner = NULL, *hit = NULL, n_hit = 0, cap_hit = 0, cap = 0, n_distinct = 0;
   int cap_owner = 0, *start = NULL, *members = NULL, *devs = NULL;
+  int64_t *sends = NULL, *owns = NULL;
   ap_dbox *none = NULL;
   const ap_dbox *has = held; /* what a receiver has whole */
   box_vec own = {0}, cur = {0}, tmp = {0};
@@ -708,7 +715,11 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     members = ap_xrealloc(NULL, (size_t)n * sizeof *members);
     devs = ap_xrealloc(NULL, (size_t)n * sizeof *devs);
     none = ap_xrealloc(NULL, (size_t)n * sizeof *none);
-    ok = start && members && devs && none;
+    sends = ap_xrealloc(NULL, (size_t)n * sizeof *sends);
+    owns = ap_xrealloc(NULL, (size_t)n * sizeof *owns);
+    ok = start && members && devs && none && sends && owns;
+    for (int d = 0; d < n && ok; d++)
+      sends[d] = owns[d] = 0;
     for (int d = 0; d < n && ok; d++)
       devs[d] = -1;
     for (int i = 0; i < n_distinct && ok; i++)
@@ -744,12 +755,27 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
       ok = vec_subtract(rank, &cur, &dbox[hit[h]], &tmp);
     if (sum)
       ok = ok && share_out(rank, i, &cur, &tmp, hit, n_hit, dbox, start, members, devs, &own,
-                           &owner, &cap_owner);
+                           &owner, &cap_owner, sends, owns);
     for (int k = 0; k < cur.n && ok && !sum; k++)
       ok = own_push(&own, &owner, &cap_owner, &cur.b[k], distinct[i]);
   }
   bool done = false;
-  if (ok && x->priced)
+  if (ok && x->priced && sum) {
+    /* A device sends back what it owns to the other holders and receives
+     * the rest of its box (share_out's counts); the pieces of every owned
+     * box to every holder took GPT-2 small's planning on 4096 devices from
+     * 3.4 s to 5.9 s. */
+    double es = elem_size(val);
+    t->sent = ap_arena_array(x->g->arena, (size_t)n, sizeof *t->sent);
+    t->received = ap_arena_array(x->g->arena, (size_t)n, sizeof *t->received);
+    ok = t->sent && t->received;
+    for (int d = 0; d < n && ok; d++) {
+      t->sent[d] = (double)sends[d] * es;
+      t->received[d] = (double)(ap_dbox_volume(rank, &need[d]) - owns[d]) * es;
+    }
+    done = true;
+  }
+  if (ok && x->priced && !sum)
     ok = exchange_bytes(x, t, rank, has, need, &own, owner, &done);
   ok = ok && (done || index_boxes(rank, own.b, own.n, &oix));
   /* Every receiver's missing boxes, from the owners in device order. */
@@ -783,6 +809,8 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
   ap_xfree(members);
   ap_xfree(devs);
   ap_xfree(none);
+  ap_xfree(sends);
+  ap_xfree(owns);
   ap_xfree(owner);
   ap_xfree(hit);
   ap_xfree(own.b);

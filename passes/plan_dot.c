@@ -58,8 +58,8 @@ ap_status ap_plan_print_dot(const ap_graph *g, FILE *out) {
   int L = p->n_levels, n_dev = p->dev.n_devices;
   ap_dist *dist;
   ap_diag dd = {0};
-  /* Scratch in the graph's arena, as for the JSON. */
-  if (ap_distribute((ap_graph *)g, &dist, &dd) != AP_OK)
+  /* Scratch in the graph's arena and without the pieces, as for the JSON. */
+  if (ap_distribute_priced((ap_graph *)g, NULL, NULL, &dist, &dd) != AP_OK)
     return dd.status;
   int *vertex_of = calloc((size_t)g->n_nodes + 1, sizeof(int));
   int *carrier_of = calloc((size_t)g->n_nodes + 1, sizeof(int));

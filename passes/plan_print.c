@@ -300,11 +300,13 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
   for (int dv = 0; dv < p->dev.n_devices; dv++)
     fprintf(out, "%s%.9g", dv ? ", " : "", p->class_mem[p->dev_class[dv]]);
   /* What the partitioned program sends per device (passes/distribute.c):
-   * the forward pass of inference and a training step. The distribution is
-   * scratch in the graph's arena, which printing may grow. */
+   * the forward pass of inference and a training step, priced without the
+   * pieces (over a thousand devices GPT-2 small's pieces took more than 6
+   * GB). The distribution is scratch in the graph's arena, which printing
+   * may grow. */
   ap_dist *dist;
   ap_diag dd = {0};
-  if (ap_distribute_train((ap_graph *)g, NULL, NULL, &dist, &dd) != AP_OK)
+  if (ap_distribute_priced((ap_graph *)g, NULL, NULL, &dist, &dd) != AP_OK)
     return dd.status;
   fprintf(out, "],\n  \"device_forward_bytes\": [");
   for (int dv = 0; dv < p->dev.n_devices; dv++)

@@ -888,6 +888,35 @@ static bool empty_outputs(const lgen *G, int ni) {
   return true;
 }
 
+/* The adjoint of partial sums summed at their owners (AP_DX_OWNER_REDUCE):
+ * every copy's error added into its owner's, which is then the error of
+ * each summand there; the owner keeps it for its own summand and sends it
+ * to the device that sent it each other one. The errors are gathered in a
+ * buffer of their own, zero elsewhere, and copied over the value's: a
+ * device's error of what it does not own went to the owner, and of the
+ * devices holding one summand only the one that sent it gets its error,
+ * so that the error of each summand is counted once over the devices. */
+static ap_status owner_reduce_adjoint(lgen *G, int ni) {
+  const ap_dxfer *t = G->dist->node[ni].reduce;
+  int y = G->g->nodes[ni].out[0], gy = grad_buf(G, y);
+  ap_dbox yb = vbox(G, y);
+  ap_status s = push_xchg_add(G, CG_PH_BACKWARD, ni, "partial sums' error to their owners",
+                              t->spread, gy, gy, true, true);
+  int err = s == AP_OK ? extra_buf(G, y, &yb, CG_ARENA) : -1;
+  if (s != AP_OK || err < 0)
+    return s != AP_OK ? s : oom(G);
+  step_args z = new_step(CG_S_ZERO, CG_PH_BACKWARD, ni, y, "summands' error");
+  add_arg(&z, err, true);
+  if ((s = push_step(G, &z)) != AP_OK ||
+      (s = push_xchg_add(G, CG_PH_BACKWARD, ni, "partial sums' error to their summands", t,
+                         gy, err, true, false)) != AP_OK)
+    return s;
+  step_args cp = new_step(CG_S_SLICE, CG_PH_BACKWARD, ni, y, "summands' error");
+  add_arg(&cp, err, false);
+  add_arg(&cp, gy, true);
+  return push_step(G, &cp);
+}
+
 /* Partial sums of node ni's output resolved over the devices, then its
  * left-out bias added: adding it after the sum rather than in one summand
  * keeps it right whichever devices hold an empty share of the contraction. */
@@ -950,6 +979,16 @@ static ap_status lower_reduce(lgen *G, int ni) {
       add_arg(&ks, stg, false);
       add_arg(&ks, y, true);
       s = push_step(G, &ks);
+    }
+    /* Summed at the owners: each owner's sum on to the other devices
+     * holding its elements. What a device sends (what it owns) and what it
+     * receives never meet, so the exchange works in place. */
+    if (s == AP_OK && dn->reduce->kind == AP_DX_OWNER_REDUCE) {
+      step_args sp = new_step(CG_S_XCHG, CG_PH_FORWARD, ni, y, "partial sums from their owners");
+      sp.s.xfer = dn->reduce->spread;
+      add_arg(&sp, y, false);
+      add_arg(&sp, y, true);
+      s = push_comm(G, &sp);
     }
   }
   if (s != AP_OK || dn->bias_slot < 0)
@@ -1261,9 +1300,11 @@ static ap_status lower_backward(lgen *G, const cg_grad_step *st) {
       sa.s.xfer = dn->reduce;
       add_arg(&sa, grad_buf(G, y), true);
       s = push_comm(G, &sa);
-    } else {
+    } else if (dn->reduce->kind == AP_DX_REDUCE) {
       s = push_xchg_add(G, CG_PH_BACKWARD, ni, "partial sums' error", dn->reduce,
                         grad_buf(G, y), grad_buf(G, y), true, true);
+    } else {
+      s = owner_reduce_adjoint(G, ni);
     }
     if (s != AP_OK)
       return s;

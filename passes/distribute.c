@@ -608,19 +608,97 @@ static bool own_push(box_vec *own, int **owner, int *cap_owner, const ap_dbox *b
   return true;
 }
 
+/* A reduction at the owners (AP_DX_OWNER_REDUCE): the transfer bringing
+ * each owner the other summands of what it owns, as share_out cuts it. */
+typedef struct owner_summands {
+  dctx *x;
+  ap_dxfer *t;
+  int cap;    /* t->pieces */
+  int *seen;  /* [n_summands]: the stamp of the slice that has summand s already */
+  int stamp;
+} owner_summands;
+
+/* Slice b, owned by devs[own] of its nd holders (every one holding all of
+ * it): the owner's own summand by a local piece, then each other summand
+ * once, from its first holder after the owner in devs[] (wrapping), so that
+ * the slices of one set of holders take each summand from different
+ * replicas. */
+static bool add_summands(owner_summands *os, const int *devs, int nd, int own,
+                         const ap_dbox *b) {
+  const int *summand = os->t->summand;
+  int o = devs[own];
+  os->stamp++;
+  os->seen[summand[o]] = os->stamp;
+  if (!add_piece(os->x, os->t, &os->cap, o, o, summand[o], b))
+    return false;
+  for (int j = 1; j < nd; j++) {
+    int d = devs[(own + j) % nd];
+    if (os->seen[summand[d]] == os->stamp)
+      continue;
+    os->seen[summand[d]] = os->stamp;
+    if (!add_piece(os->x, os->t, &os->cap, d, o, summand[d], b))
+      return false;
+  }
+  return true;
+}
+
+/* One part of the owning shared out (share_out): its holders devs[0..nd),
+ * where each slice dealt goes, and what its owner then sends and owns. */
+typedef struct owning {
+  int rank;
+  const int *devs;
+  int nd;
+  box_vec *own;
+  int **owner, *cap_owner;
+  int64_t *sends, *owns;
+  owner_summands *os;
+} owning;
+
+/* Deals box b to the holders devs[first .. first + count): halves of the
+ * holders take parts of b cut across its longest dimension in proportion,
+ * down to one holder or one element. Cutting the longest dimension once
+ * into a slice per holder left holders without a slice where they
+ * outnumbered its length, and gave the others a larger one (one of GPT-2
+ * tiny's 256 devices summed 1.7 times its box's share of the tied table). */
+static bool deal(const owning *w, const ap_dbox *b, int first, int count) {
+  int rank = w->rank, dim = 0;
+  int64_t vol = ap_dbox_volume(rank, b);
+  if (vol == 0)
+    return true;
+  for (int r = 1; r < rank; r++)
+    if ((int64_t)b->hi[r] - b->lo[r] > (int64_t)b->hi[dim] - b->lo[dim])
+      dim = r;
+  int64_t len = rank ? (int64_t)b->hi[dim] - b->lo[dim] : 1;
+  if (count > 1 && len > 1) {
+    int half = count / 2;
+    int64_t at = (len * half + count / 2) / count;
+    at = at < 1 ? 1 : at > len - 1 ? len - 1 : at;
+    ap_dbox lo = *b, hi = *b;
+    lo.hi[dim] = hi.lo[dim] = (ap_dcoord)(b->lo[dim] + at);
+    return deal(w, &lo, first, half) && deal(w, &hi, first + half, count - half);
+  }
+  int d = w->devs[first];
+  if (!own_push(w->own, w->owner, w->cap_owner, b, d) ||
+      (w->os && !add_summands(w->os, w->devs, w->nd, first, b)))
+    return false;
+  w->sends[d] += vol * (w->nd - 1);
+  w->owns[d] += vol;
+  return true;
+}
+
 /* A sum at the owners shares the owning out: the part cur of distinct box
  * i that no lower one holds is cut where the higher boxes meeting it
  * (hit[], sorted) begin and end, so that each piece has one set of
- * holders, and each piece is cut along its longest dimension into a slice
- * per holder, in device order (members[start[j]..start[j + 1]) hold box
- * j). Every holder of a slice holds all of it, so its owner sends it back
- * to the other holders whole: sends[d] and owns[d] gain the elements
- * device d sends back and owns. The lowest-ranked holder owning everything made device 0 sum GPT-2
- * small's tied table for a thousand devices and send it back to each. */
+ * holders, and each piece is dealt to its holders in device order (deal;
+ * members[start[j]..start[j + 1]) hold box j). Every holder of a slice
+ * holds all of it, so its owner sends it back to the other holders whole:
+ * sends[d] and owns[d] gain the elements device d sends back and owns. The
+ * lowest-ranked holder owning everything made device 0 sum GPT-2 small's
+ * tied table for a thousand devices and send it back to each. */
 static bool share_out(int rank, int i, box_vec *cur, box_vec *tmp, const int *hit, int n_hit,
                       const ap_dbox *dbox, const int *start, const int *members, int *devs,
                       box_vec *own, int **owner, int *cap_owner, int64_t *sends,
-                      int64_t *owns) {
+                      int64_t *owns, owner_summands *os) {
   for (int h = 0; h < n_hit; h++) {
     const ap_dbox *cut = &dbox[hit[h]];
     if (hit[h] <= i)
@@ -653,26 +731,9 @@ static bool share_out(int rank, int i, box_vec *cur, box_vec *tmp, const int *hi
         for (int m = start[hit[h]]; m < start[hit[h] + 1]; m++)
           devs[nd++] = members[m];
     qsort(devs, (size_t)nd, sizeof *devs, cmp_int);
-    int dim = 0;
-    for (int r = 1; r < rank; r++)
-      if ((int64_t)b->hi[r] - b->lo[r] > (int64_t)b->hi[dim] - b->lo[dim])
-        dim = r;
-    int64_t lo = rank ? b->lo[dim] : 0, len = rank ? (int64_t)b->hi[dim] - lo : 1;
-    for (int t = 0; t < nd; t++) {
-      ap_dbox slice = *b;
-      int64_t a = lo + len * t / nd, z = lo + len * (t + 1) / nd;
-      if (z == a)
-        continue;
-      if (rank) {
-        slice.lo[dim] = (ap_dcoord)a;
-        slice.hi[dim] = (ap_dcoord)z;
-      }
-      if (!own_push(own, owner, cap_owner, &slice, devs[t]))
-        return false;
-      int64_t vol = ap_dbox_volume(rank, &slice);
-      sends[devs[t]] += vol * (nd - 1);
-      owns[devs[t]] += vol;
-    }
+    owning w = {rank, devs, nd, own, owner, cap_owner, sends, owns, os};
+    if (!deal(&w, b, 0, nd))
+      return false;
   }
   return true;
 }
@@ -681,10 +742,11 @@ static bool share_out(int rank, int i, box_vec *cur, box_vec *tmp, const int *hi
  * held[d]: every element a device lacks comes from the device owning it,
  * the lowest-ranked device holding it. A sum at the owners (sum: need is
  * held, none of which is whole until summed) lacks everything it does not
- * own, and shares the owning out among the holders (share_out). NULL (and
+ * own, and shares the owning out among the holders (share_out); with os,
+ * the owners' summands go to os->t as the owning is shared out. NULL (and
  * no error) when every device holds what it needs. */
 static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *need, bool sum,
-                          ap_dxfer **out) {
+                          owner_summands *os, ap_dxfer **out) {
   const ap_value *val = &x->g->values[v];
   int rank = val->rank, n = x->n_dev;
   *out = NULL;
@@ -761,7 +823,7 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
       ok = vec_subtract(rank, &cur, &dbox[hit[h]], &tmp);
     if (sum)
       ok = ok && share_out(rank, i, &cur, &tmp, hit, n_hit, dbox, start, members, devs, &own,
-                           &owner, &cap_owner, sends, owns);
+                           &owner, &cap_owner, sends, owns, os);
     for (int k = 0; k < cur.n && ok && !sum; k++)
       ok = own_push(&own, &owner, &cap_owner, &cur.b[k], distinct[i]);
   }
@@ -897,6 +959,67 @@ static bool reduction_bytes(dctx *x, ap_dxfer *t, int rank, const ap_dbox *box,
   return ok;
 }
 
+/* Partial sums over boxes that meet, summed at the owners (t's kind
+ * becomes AP_DX_OWNER_REDUCE): an element held by h devices with k summands
+ * among them moves (k - 1) + (h - 1) times, where sending every device each
+ * other summand of its box moved it h(k - 1) times. */
+static ap_status owner_reduction(dctx *x, ap_dxfer *t, const ap_dbox *box, ap_dxfer **out) {
+  int n = x->n_dev;
+  owner_summands os = {.x = x, .t = t, .seen = calloc((size_t)t->n_summands, sizeof(int))};
+  if (!os.seen)
+    return oom(x);
+  t->kind = AP_DX_OWNER_REDUCE;
+  ap_status s = exchange(x, t->value, box, box, true, &os, &t->spread);
+  free(os.seen);
+  if (s != AP_OK)
+    return s;
+  const ap_dxfer *sp = t->spread;
+  if (sp && sp->sent && !t->sent) {
+    t->sent = ap_arena_array(x->g->arena, (size_t)n, sizeof *t->sent);
+    t->received = ap_arena_array(x->g->arena, (size_t)n, sizeof *t->received);
+    if (!t->sent || !t->received)
+      return oom(x);
+    for (int d = 0; d < n; d++)
+      t->sent[d] = t->received[d] = 0;
+  }
+  for (int d = 0; d < n && sp && sp->sent; d++) {
+    t->sent[d] += sp->sent[d];
+    t->received[d] += sp->received[d];
+  }
+  *out = t;
+  return AP_OK;
+}
+
+/* The most a device sends and receives in transfer t (over a forward and
+ * its adjoint), 0 where nothing moves. */
+static double busiest(const ap_dxfer *t, int n) {
+  double most = 0;
+  for (int d = 0; d < n && t->sent; d++)
+    most = t->sent[d] + t->received[d] > most ? t->sent[d] + t->received[d] : most;
+  return most;
+}
+
+/* *out = the all-to-all reduction t, or the same partial sums summed at
+ * their owners (float32, three summands or more) where that moves less on
+ * its busiest device: the owners move fewer bytes in all, but where an
+ * element has two summands only they move as many, in two rounds, and an
+ * owner can take more than the all-to-all gives its device. */
+static ap_status busier_of(dctx *x, ap_dxfer *t, const ap_dbox *box, ap_dxfer **out) {
+  *out = t;
+  if (t->n_summands < 3 || x->g->values[t->value].dtype != AP_DT_FLOAT)
+    return AP_OK;
+  ap_dxfer *o = new_xfer(x, AP_DX_OWNER_REDUCE, t->value);
+  if (!o)
+    return oom(x);
+  o->n_summands = t->n_summands;
+  o->summand = t->summand;
+  ap_dxfer *owned = NULL;
+  ap_status s = owner_reduction(x, o, box, &owned);
+  if (s == AP_OK && owned && busiest(owned, x->n_dev) < busiest(t, x->n_dev))
+    *out = owned;
+  return s;
+}
+
 /* Resolves partial sums of value v: device d holds summand summand[d] over
  * box[d]; afterwards every device holds the sum over box[d]. */
 static ap_status reduction(dctx *x, int v, const ap_dbox *box, int *summand, int n_summands,
@@ -950,8 +1073,7 @@ static ap_status reduction(dctx *x, int v, const ap_dbox *box, int *summand, int
   if (!clean && x->priced) {
     if (!reduction_bytes(x, t, rank, box, summand))
       return oom(x);
-    *out = t;
-    return AP_OK;
+    return busier_of(x, t, box, out);
   }
   box_index ix = {0};
   int *hit = NULL, n_hit = 0, cap_hit = 0, cap = 0;
@@ -975,6 +1097,8 @@ static ap_status reduction(dctx *x, int v, const ap_dbox *box, int *summand, int
   ap_xfree(ix.by_lo);
   if (!ok)
     return oom(x);
+  if (!clean)
+    return busier_of(x, t, box, out);
   *out = t;
   return AP_OK;
 }
@@ -1537,7 +1661,7 @@ static ap_status distribute_node(dctx *x, int ni) {
     ap_dbox *held = held_array(x, v);
     if (!held)
       return oom(x);
-    if ((s = exchange(x, v, held, dn->in[i], false, &dn->xfer_in[i])) != AP_OK)
+    if ((s = exchange(x, v, held, dn->in[i], false, NULL, &dn->xfer_in[i])) != AP_OK)
       return s;
     if (dn->xfer_in[i])
       charge_pieces(dn->xfer_in[i], false, n_dev, dist->fwd_bytes);
@@ -1698,7 +1822,7 @@ static ap_status loss_boxes(dctx *x, int v) {
     at += aprt_even_share(y->dims[0], n, d);
     b->hi[0] = at;
   }
-  return exchange(x, v, held, dist->loss_box, false, &dist->loss_xfer);
+  return exchange(x, v, held, dist->loss_box, false, NULL, &dist->loss_xfer);
 }
 
 /* The sum of trainable weight v's gradient over the devices that read
@@ -1736,7 +1860,7 @@ static ap_status weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out) 
    * on 4096 devices: 4.9 GB of its 8.0 GB a step was its tied table's
    * gradient), and every copy ends bitwise equal. */
   if (!disjoint && val->dtype == AP_DT_FLOAT) {
-    ap_status s = exchange(x, v, box, box, true, out);
+    ap_status s = exchange(x, v, box, box, true, NULL, out);
     if (s == AP_OK && *out)
       (*out)->kind = AP_DX_OWNER_SUM;
     return s;

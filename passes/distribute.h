@@ -38,11 +38,16 @@ typedef enum ap_dxfer_kind {
   AP_DX_EXCHANGE,  /* box pieces from the holders to the devices needing them */
   AP_DX_ALLREDUCE, /* partial sums: groups of devices with equal boxes, one summand each */
   AP_DX_REDUCE,    /* partial sums: every device receives every other summand of its box */
-  AP_DX_OWNER_SUM  /* a weight's gradient over boxes that meet: the pieces of an exchange
+  AP_DX_OWNER_SUM, /* a weight's gradient over boxes that meet: the pieces of an exchange
                       from the owners (one device holding each element, the elements of
                       equal holders shared out evenly) to every other copy; each copy goes
                       to its owner along the pieces reversed and is added there, then the
                       sum comes back along them */
+  AP_DX_OWNER_REDUCE /* partial sums of three summands or more over boxes that meet: the
+                        pieces bring each element's owner (as AP_DX_OWNER_SUM's) one copy of
+                        every other summand, the owner's own a local piece; the owner sums
+                        them in summand order and spread, an exchange, sends the sum on to
+                        the other devices holding the element */
 } ap_dxfer_kind;
 
 /* One box sent from one device to another (from == to: a local copy). */
@@ -68,6 +73,8 @@ typedef struct ap_dxfer {
   int *n_group;      /* AP_DX_ALLREDUCE of a weight's gradient: [n_dev]: the size of device
                         d's group (summand[d] = d's place in it); NULL: every group has
                         n_summands members */
+  struct ap_dxfer *spread; /* AP_DX_OWNER_REDUCE: the owners' sums to the other holders; sent
+                              and received above count its pieces too */
 } ap_dxfer;
 
 /* The devices of device d's all-reduce group: n_group[d] of them, or

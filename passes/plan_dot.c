@@ -121,7 +121,9 @@ ap_status ap_plan_print_dot(const ap_graph *g, FILE *out) {
     const ap_dnode *dn = &dist->node[ni];
     if (dn->reduce)
       fprintf(out, "\\n%s partial sums: %.0f B",
-              dn->reduce->kind == AP_DX_ALLREDUCE ? "all-reduce" : "reduce",
+              dn->reduce->kind == AP_DX_ALLREDUCE    ? "all-reduce"
+              : dn->reduce->kind == AP_DX_OWNER_REDUCE ? "owner-reduce"
+                                                       : "reduce",
               xfer_bytes(g, dn->reduce, dn->out[0], n_dev, scratch));
     fputs("\"", out);
     if (vx >= 0 && p->v[vx].join)

@@ -13,7 +13,9 @@
  * the lowest-ranked device holding it); partial sums of a layer split along
  * its input features (type II at some level) are resolved right after it,
  * by an all-reduce when every group of devices with equal boxes holds one of
- * each summand, else by sending each device every other summand of its box.
+ * each summand, else by sending each device every other summand of its box
+ * or, where that moves more on the busiest device, by summing each element
+ * at one owner among the devices holding it and sending the sum on.
  * Code generation emits exactly these transfers and the bytes below are what
  * the runtime counts for them, so the program's measured bytes_sent equals
  * the predicted bytes device by device.
@@ -27,7 +29,7 @@
  * priced by building every device's boxes of every node, and over a
  * thousand devices 64-bit boxes made that most of the planner's memory and
  * a third of its time (faulting the pages in). The distribution refuses a
- * graph with a dimension past AP_DCOORD_MAX (ap_dist_fits). */
+ * graph with a dimension past AP_DCOORD_MAX (ap_dist_oversized). */
 typedef int32_t ap_dcoord;
 #define AP_DCOORD_MAX INT32_MAX
 typedef struct ap_dbox {
@@ -53,7 +55,7 @@ typedef enum ap_dxfer_kind {
 /* One box sent from one device to another (from == to: a local copy). */
 typedef struct ap_dpiece {
   int from, to;
-  int summand;     /* AP_DX_REDUCE: which summand the piece is (the sender's) */
+  int summand;     /* partial sums: which summand the piece is (the sender's) */
   ap_dbox box;     /* in the value's whole index space */
 } ap_dpiece;
 

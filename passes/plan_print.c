@@ -104,7 +104,7 @@ static void walk_tree(const box_walk *w, const ap_group *grp, int l, int cls, co
   size_t bytes = sizeof(int64_t) * (size_t)w->rank;
   if (l == p->n_levels) {
     for (int d = grp->first_dev; d < grp->first_dev + grp->count; d++)
-      for (int i = 0; i < w->rank; i++) { /* within AP_DCOORD_MAX: ap_dist_fits */
+      for (int i = 0; i < w->rank; i++) { /* within AP_DCOORD_MAX: ap_dist_oversized */
         w->box[d].lo[i] = (ap_dcoord)lo[i];
         w->box[d].hi[i] = (ap_dcoord)hi[i];
       }

@@ -659,7 +659,7 @@ typedef struct owning {
  * down to one holder or one element. Cutting the longest dimension once
  * into a slice per holder left holders without a slice where they
  * outnumbered its length, and gave the others a larger one (one of GPT-2
- * tiny's 256 devices summed 1.7 times its box's share of the tied table). */
+ * tiny's 256 devices moved 1.7 times twice its box of the tied table). */
 static bool deal(const owning *w, const ap_dbox *b, int first, int count) {
   int rank = w->rank, dim = 0;
   int64_t vol = ap_dbox_volume(rank, b);

@@ -516,6 +516,30 @@ static void count_copies(const ap_value *val, const ap_dbox *box, int n_dev, dou
  * times, counted here element by element, where sending every copy to
  * every other moved it k(k - 1) times. Every piece lies in the boxes of
  * both its devices, and the owning is shared out among the holders. */
+/* What the sums at the owners of the cases so far moved, in bytes, and
+ * what sending every copy (every summand) to every device holding the
+ * element would have moved. */
+typedef struct owner_tally {
+  int count;
+  double owners, baseline;
+} owner_tally;
+
+/* One sum at the owners of case c (the transfer named name): the bytes
+ * charged to its n devices must be 4 bytes for each of the owners
+ * element moves counted element by element; baseline: the moves without
+ * owners. */
+static void tally(owner_tally *tl, const char *const *c, const char *name, const double *bytes,
+                  int n, double owners, double baseline) {
+  double total = 0;
+  for (int e = 0; e < n; e++)
+    total += bytes[e];
+  cr_expect_eq(total, 4 * owners, "%s on %s (%s): %s moves %.0f bytes, its elements %.0f",
+               c[0], c[1], c[2], name, total, 4 * owners);
+  tl->count++;
+  tl->owners += 4 * owners;
+  tl->baseline += 4 * baseline;
+}
+
 /* Model case[0] of the batch-8 models the owners' tests share, planned on
  * case[1] with strategy case[2]. */
 static ap_graph *owners_case(const char *const *c, ap_devices *dv) {
@@ -533,8 +557,8 @@ Test(plan_bytes, a_gradient_summed_at_its_owners_moves_each_copy_twice, .timeout
                                          {"resnet_small", "tpuv3:2,tpuv2:6", "hypar"},
                                          {"vit_tiny", "tpuv3:1,tpuv2:4", "hypar"},
                                          {"gpt2_tiny", "cpu:256", "accpar"}};
-  int sums = 0;
-  double all_owners = 0, all_pairs = 0, worst = 0;
+  owner_tally tl = {0};
+  double worst = 0;
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     ap_devices dv;
     ap_graph *g = owners_case(cases[c], &dv);
@@ -545,13 +569,12 @@ Test(plan_bytes, a_gradient_summed_at_its_owners_moves_each_copy_twice, .timeout
     ap_dbox *box = calloc((size_t)n, sizeof *box);
     double *bytes = calloc((size_t)n, sizeof *bytes);
     cr_assert(box && bytes);
-    int here = 0;
+    int before = tl.count;
     for (int v = 0; v < g->n_values; v++) {
       const ap_dxfer *t = dist->wgrad[v];
       if (!t || t->kind != AP_DX_OWNER_SUM)
         continue;
       const ap_value *val = &g->values[v];
-      here++;
       ap_dist_weight_boxes(g, dist, v, box);
       for (int k = 0; k < t->n_pieces; k++) {
         const ap_dpiece *pc = &t->pieces[k];
@@ -565,32 +588,28 @@ Test(plan_bytes, a_gradient_summed_at_its_owners_moves_each_copy_twice, .timeout
         cr_expect(in_sender && in_receiver, "%s: piece %d outside its devices' boxes",
                   val->name, k);
       }
-      double owners, pairs, total = 0;
+      double owners, pairs;
       count_copies(val, box, n, &owners, &pairs);
       for (int e = 0; e < n; e++)
         bytes[e] = 0;
       ap_dxfer_charge_sum(g, t, box, n, bytes);
       for (int e = 0; e < n; e++) {
-        total += bytes[e];
         double mine = 8.0 * (double)ap_dbox_volume(val->rank, &box[e]);
         if (mine > 0 && bytes[e] / mine > worst)
           worst = bytes[e] / mine;
       }
-      cr_expect_eq(total, 4 * owners, "%s on %s (%s): %s sums in %.0f bytes, its copies %.0f",
-                   cases[c][0], cases[c][1], cases[c][2], val->name, total, 4 * owners);
-      all_owners += 4 * owners;
-      all_pairs += 4 * pairs;
+      tally(&tl, cases[c], val->name, bytes, n, owners, pairs);
     }
-    cr_expect_gt(here, 0, "%s on %s (%s): no gradient summed at its owners", cases[c][0],
-                 cases[c][1], cases[c][2]);
-    sums += here;
+    cr_expect_gt(tl.count, before, "%s on %s (%s): no gradient summed at its owners",
+                 cases[c][0], cases[c][1], cases[c][2]);
     free(box);
     free(bytes);
     ap_graph_free(g);
   }
   cr_log_info("%d gradients summed at their owners: %.0f bytes, %.0f sending every copy to "
-              "every other; worst device %.3f x twice its box", sums, all_owners, all_pairs, worst);
-  cr_expect_lt(all_owners, all_pairs, "no element has three copies: nothing shows the saving");
+              "every other; worst device %.3f x twice its box",
+              tl.count, tl.owners, tl.baseline, worst);
+  cr_expect_lt(tl.owners, tl.baseline, "no element has three copies: nothing shows the saving");
   /* The owning shared out: no device sums and sends back much more than
    * its box (the lowest-ranked holder owning all made one device of GPT-2
    * tiny's 256 send 22 times its share). */
@@ -702,8 +721,7 @@ Test(plan_bytes, partial_sums_over_meeting_boxes_are_summed_at_their_owners, .ti
                                          {"bert_tiny", "tpuv3:2,tpuv2:6", "hypar"},
                                          {"resnet_small", "tpuv3:2,tpuv2:6", "hypar"},
                                          {"resnet_small", "tpuv3:1,tpuv2:3,cpu:2", "accpar"}};
-  int reductions = 0;
-  double sum_owners = 0, sum_all = 0;
+  owner_tally tl = {0};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     ap_devices dv;
     ap_graph *g = owners_case(cases[c], &dv);
@@ -711,17 +729,16 @@ Test(plan_bytes, partial_sums_over_meeting_boxes_are_summed_at_their_owners, .ti
     ap_dist *dist, *priced;
     cr_assert_eq(ap_distribute_train(g, NULL, NULL, &dist, &d), AP_OK, "%s", d.message);
     cr_assert_eq(ap_distribute_priced(g, NULL, NULL, &priced, &d), AP_OK, "%s", d.message);
-    int n = dist->n_dev, here = 0;
+    int n = dist->n_dev, before = tl.count;
     double *bytes = calloc((size_t)n, sizeof *bytes);
     cr_assert(bytes);
     for (int ni = 0; ni < g->n_nodes; ni++) {
       const ap_dxfer *t = dist->node[ni].reduce, *tp = priced->node[ni].reduce;
       if (g->nodes[ni].dead || !t || t->kind != AP_DX_OWNER_REDUCE)
         continue;
-      here++;
       cr_assert(tp && tp->kind == AP_DX_OWNER_REDUCE, "%s: priced as another kind",
                 g->nodes[ni].name);
-      double owners, all, total = 0;
+      double owners, all;
       int64_t bad = owner_reduce_errors(g, t, dist->node[ni].out[0], n, &owners, &all);
       cr_expect_eq(bad, 0, "%s on %s (%s): node %s: %lld elements break the owners' rules",
                    cases[c][0], cases[c][1], cases[c][2], g->nodes[ni].name, (long long)bad);
@@ -729,24 +746,19 @@ Test(plan_bytes, partial_sums_over_meeting_boxes_are_summed_at_their_owners, .ti
         bytes[e] = 0;
       ap_dxfer_charge(g, t, dist->node[ni].out[0], n, bytes);
       for (int e = 0; e < n; e++) {
-        total += bytes[e];
         cr_expect_eq(t->sent[e], tp->sent[e], "%s: device %d sends %.0f, priced %.0f",
                      g->nodes[ni].name, e, t->sent[e], tp->sent[e]);
         cr_expect_eq(t->received[e], tp->received[e], "%s: device %d receives %.0f, priced %.0f",
                      g->nodes[ni].name, e, t->received[e], tp->received[e]);
       }
-      cr_expect_eq(total, 4 * owners, "%s on %s (%s): %s reduces in %.0f bytes, not %.0f",
-                   cases[c][0], cases[c][1], cases[c][2], g->nodes[ni].name, total, 4 * owners);
-      sum_owners += 4 * owners;
-      sum_all += 4 * all;
+      tally(&tl, cases[c], g->nodes[ni].name, bytes, n, owners, all);
     }
-    cr_expect_gt(here, 0, "%s on %s (%s): no partial sums summed at their owners", cases[c][0],
-                 cases[c][1], cases[c][2]);
-    reductions += here;
+    cr_expect_gt(tl.count, before, "%s on %s (%s): no partial sums summed at their owners",
+                 cases[c][0], cases[c][1], cases[c][2]);
     free(bytes);
     ap_graph_free(g);
   }
   cr_log_info("%d partial sums summed at their owners: %.0f bytes, %.0f sending every device "
-              "each other summand", reductions, sum_owners, sum_all);
-  cr_expect_lt(sum_owners, sum_all, "no element has three summands: nothing shows the saving");
+              "each other summand", tl.count, tl.owners, tl.baseline);
+  cr_expect_lt(tl.owners, tl.baseline, "no element has three summands: nothing shows the saving");
 }

@@ -310,8 +310,6 @@ typedef struct dctx {
   size_t work_cap;    /* in boxes */
   ap_dbox *none;      /* [n_dev] empty boxes: the ports of nodes left undistributed */
   whole_boxes *wholes; /* the arrays of whole boxes made so far, one per shape */
-  double min_part;    /* bytes: the least a device sends of a box its replicas share
-                         (exchange), the largest latency-bandwidth product of a link */
 } dctx;
 
 static ap_status oom(dctx *x) {
@@ -520,12 +518,35 @@ static bool priced_bytes(dctx *x, ap_dxfer *t, const int64_t *sent, const int64_
   return t->sent && t->received;
 }
 
+/* Who sends an exchange's pieces (exchange): members[start[i] ..
+ * start[i + 1]) hold distinct box i, in device order, and grp[d] = i for
+ * its first holder d (the owner of box i's owned boxes); pos[e] is
+ * receiver e's place when the devices are ordered by the class of their
+ * need (classes in the order of their first device, box_class_list), then
+ * by device. */
+typedef struct holders {
+  const int *start, *members, *grp, *pos;
+} holders;
+
+/* The holder that sends receiver e its piece of owned box k, whose owner
+ * is the first holder of its box: the r holders of a box take the
+ * receivers in turn by place, the k-th holder first. The first holder
+ * sending to every receiver sent 8.4 MB on the edge into each of BERT-base's
+ * attention output projections over 2048 devices, where about 21 devices
+ * hold each box and 256 need it; in turn, 0.52 MB each (docs/codegen.md). */
+static int sender(const holders *hd, int owner, int k, int e) {
+  int i = hd->grp[owner], r = hd->start[i + 1] - hd->start[i];
+  return r == 1 ? owner : hd->members[hd->start[i] + (hd->pos[e] + k) % r];
+}
+
 /* An exchange's bytes without its pieces (ap_distribute_priced). Owner o
- * sends receiver e vol(own n need_e) - vol(own n need_e n held_e) of each
- * box it owns (what the receivers' loop in exchange sends, over e's
- * missing boxes); summed over the receivers by classes of equal needs and
- * of equal (need, held) pairs, each class found from an owned box through
- * an index. Receiver e takes vol(need_e) - vol(need_e n held_e) where the
+ * (or the holder of its box that takes e, sender) sends receiver e
+ * vol(own n need_e) - vol(own n need_e n held_e) of each box it owns (what
+ * the receivers' loop in exchange sends, over e's missing boxes); summed
+ * over the receivers by classes of equal needs and of equal (need, held)
+ * pairs, each class found from an owned box through an index (the pairs'
+ * devices one by one where several hold the box, as they are taken in
+ * turn). Receiver e takes vol(need_e) - vol(need_e n held_e) where the
  * owned boxes cover every need. Where they do not, *done stays false and
  * the pieces are enumerated. A gather to every one of 4096 devices is 16
  * million pieces (GPT-2 small's chosen plan spent 44% of its planning
@@ -533,43 +554,77 @@ static bool priced_bytes(dctx *x, ap_dxfer *t, const int64_t *sent, const int64_
  * pieces' (the program's), device by device. */
 static bool exchange_bytes(dctx *x, ap_dxfer *t, int rank, const ap_dbox *has,
                            const ap_dbox *need, const box_vec *own, const int *owner,
-                           bool *done) {
+                           const holders *hd, bool *done) {
   int n = x->n_dev;
   size_t nb = (size_t)n * sizeof(ap_dbox), nm = (size_t)n * sizeof(int64_t);
   ap_dbox *nbox = ap_xrealloc(NULL, nb), *pneed = ap_xrealloc(NULL, nb);
   ap_dbox *pheld = ap_xrealloc(NULL, nb);
   int64_t *nmult = ap_xrealloc(NULL, nm), *pmult = ap_xrealloc(NULL, nm);
   int64_t *covered = ap_xrealloc(NULL, nm), *sent = ap_xrealloc(NULL, nm);
-  int64_t *self = ap_xrealloc(NULL, nm);
+  int64_t *self = ap_xrealloc(NULL, nm), *place = ap_xrealloc(NULL, nm);
+  /* For the holders taking receivers in turn (sender): each pair class's
+   * devices, class after class from pstart[c], and the first place of each
+   * need class's devices. */
+  int *pcls = ap_xrealloc(NULL, (size_t)n * sizeof *pcls);
+  int *pstart = ap_xrealloc(NULL, (size_t)(n + 1) * sizeof *pstart);
+  int *plist = ap_xrealloc(NULL, (size_t)n * sizeof *plist);
   int *hit = NULL, n_hit = 0, cap_hit = 0, n_need = -1, n_pair = -1;
   box_index nix = {0}, pix = {0};
-  bool ok = nbox && pneed && pheld && nmult && pmult && covered && sent && self;
+  bool ok = nbox && pneed && pheld && nmult && pmult && covered && sent && self && place &&
+            pcls && pstart && plist;
   if (ok) {
     n_need = box_class_list(rank, need, NULL, NULL, n, nbox, NULL, nmult, NULL);
-    n_pair = box_class_list(rank, need, has, NULL, n, pneed, pheld, pmult, NULL);
+    n_pair = box_class_list(rank, need, has, NULL, n, pneed, pheld, pmult, pcls);
     ok = n_need >= 0 && n_pair >= 0 && index_boxes(rank, nbox, n_need, &nix) &&
          index_boxes(rank, pheld, n_pair, &pix);
   }
+  for (int c = 0; ok && c < n_need; c++)
+    place[c] = c ? place[c - 1] + nmult[c - 1] : 0;
+  for (int c = 0; ok && c <= n_pair; c++)
+    pstart[c] = 0;
+  for (int d = 0; ok && d < n; d++)
+    pstart[pcls[d] + 1]++;
+  for (int c = 0; ok && c < n_pair; c++)
+    pstart[c + 1] += pstart[c];
+  for (int i = 0; ok && i < n; i++)
+    self[i] = 0;
+  for (int d = 0; ok && d < n; d++) /* self counts each class's devices placed so far */
+    plist[pstart[pcls[d]] + self[pcls[d]]++] = d;
   for (int i = 0; ok && i < n; i++)
     covered[i] = sent[i] = self[i] = 0;
   for (int k = 0; ok && k < own->n; k++) {
     const ap_dbox *o = &own->b[k];
-    int64_t elems = 0;
+    int d = owner[k], i = hd->grp[d], r = hd->start[i + 1] - hd->start[i];
+    const int *by = hd->members + hd->start[i];
+    int64_t elems = 0, each = 0;
     n_hit = 0;
     ok = index_query(&nix, rank, nbox, o, &hit, &n_hit, &cap_hit);
     for (int h = 0; h < n_hit && ok; h++) {
-      int64_t v = meet_volume(rank, o, &nbox[hit[h]]);
+      int64_t v = meet_volume(rank, o, &nbox[hit[h]]), m = nmult[hit[h]];
       covered[hit[h]] += v;
-      elems += nmult[hit[h]] * v;
+      elems += m * v;
+      /* Of several holders (sender), the one at (j + k) % r sends the
+       * receiver at place j, the class's places p .. p + m: each sends to
+       * m / r of them, the m % r from the (p + k)-th on to one more. */
+      each += m / r * v;
+      for (int64_t q = 0; q < m % r && r > 1; q++)
+        sent[by[(place[hit[h]] + q + k) % r]] += v;
     }
+    for (int q = 0; q < r && r > 1; q++)
+      sent[by[q]] += each;
     n_hit = 0;
     ok = ok && index_query(&pix, rank, pheld, o, &hit, &n_hit, &cap_hit);
-    for (int h = 0; h < n_hit && ok; h++)
-      elems -= pmult[hit[h]] * meet3_volume(rank, o, &pneed[hit[h]], &pheld[hit[h]]);
-    /* The owner sends itself nothing (none where it has what it owns). */
-    int d = owner[k];
+    for (int h = 0; h < n_hit && ok; h++) {
+      int64_t w = meet3_volume(rank, o, &pneed[hit[h]], &pheld[hit[h]]);
+      elems -= pmult[hit[h]] * w;
+      for (int q = pstart[hit[h]]; q < pstart[hit[h] + 1] && r > 1 && w; q++)
+        sent[by[(hd->pos[plist[q]] + k) % r]] -= w;
+    }
+    /* The owner sends itself nothing (none where it has what it owns, as
+     * every holder of several has). */
     int64_t mine = meet_volume(rank, o, &need[d]) - meet3_volume(rank, o, &need[d], &has[d]);
-    sent[d] += elems - mine;
+    if (r == 1)
+      sent[d] += elems - mine;
     self[d] += mine;
   }
   bool cover = ok;
@@ -589,6 +644,10 @@ static bool exchange_bytes(dctx *x, ap_dxfer *t, int rank, const ap_dbox *has,
   ap_xfree(covered);
   ap_xfree(sent);
   ap_xfree(self);
+  ap_xfree(place);
+  ap_xfree(pcls);
+  ap_xfree(pstart);
+  ap_xfree(plist);
   ap_xfree(hit);
   ap_xfree(nix.by_lo);
   ap_xfree(pix.by_lo);
@@ -683,10 +742,8 @@ static bool deal(const owning *w, const ap_dbox *b, int first, int count) {
   if (!own_push(w->own, w->owner, w->cap_owner, b, d) ||
       (w->os && !add_summands(w->os, w->devs, w->nd, first, b)))
     return false;
-  if (w->sends) { /* a sum at the owners */
-    w->sends[d] += vol * (w->nd - 1);
-    w->owns[d] += vol;
-  }
+  w->sends[d] += vol * (w->nd - 1);
+  w->owns[d] += vol;
   return true;
 }
 
@@ -743,9 +800,9 @@ static bool share_out(int rank, int i, box_vec *cur, box_vec *tmp, const int *hi
 }
 
 /* The transfer giving every device need[d] of value v from the boxes
- * held[d]: every element a device lacks comes from the device owning it:
- * the lowest-ranked box holding it, shared out among the devices holding
- * that box (deal). A sum at the owners (sum: need is
+ * held[d]: every element a device lacks comes from a device holding the
+ * lowest-ranked box that holds it, the holders of that box taking the
+ * receivers in turn (sender). A sum at the owners (sum: need is
  * held, none of which is whole until summed) lacks everything it does not
  * own, and shares the owning out among the holders (share_out); with os,
  * the owners' summands go to os->t as the owning is shared out. NULL (and
@@ -764,7 +821,7 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
   int *first = ap_xrealloc(NULL, (size_t)n * sizeof *first);
   int *distinct = ap_xrealloc(NULL, (size_t)n * sizeof *distinct);
   int *owner = NULL, *hit = NULL, n_hit = 0, cap_hit = 0, cap = 0, n_distinct = 0;
-  int cap_owner = 0, *start = NULL, *members = NULL, *devs = NULL;
+  int cap_owner = 0, *start = NULL, *members = NULL, *devs = NULL, *pos = NULL;
   int64_t *sends = NULL, *owns = NULL;
   ap_dbox *none = NULL;
   const ap_dbox *has = held; /* what a receiver has whole */
@@ -808,6 +865,29 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
         members[fill[devs[first[d]]]++] = d;
     ap_xfree(fill);
   }
+  if (!sum && ok) {
+    /* Each receiver's place, the devices ordered by the class of their
+     * need, then by device (holders). */
+    ap_dbox *cls = ap_xrealloc(NULL, (size_t)n * sizeof *cls);
+    int64_t *mult = ap_xrealloc(NULL, (size_t)n * sizeof *mult);
+    int *of = ap_xrealloc(NULL, (size_t)n * sizeof *of);
+    pos = ap_xrealloc(NULL, (size_t)n * sizeof *pos);
+    int k = cls && mult && of && pos
+                ? box_class_list(rank, need, NULL, NULL, n, cls, NULL, mult, of)
+                : -1;
+    ok = k >= 0;
+    for (int c = 0, at = 0; c < k; c++) { /* mult[c]: the class's next place */
+      int64_t m = mult[c];
+      mult[c] = at;
+      at += (int)m;
+    }
+    for (int e = 0; e < n && ok; e++)
+      pos[e] = (int)mult[of[e]]++;
+    ap_xfree(cls);
+    ap_xfree(mult);
+    ap_xfree(of);
+  }
+  holders hd = {start, members, devs, pos}; /* devs: grp, intact where not a sum */
   if (sum && ok) {
     none = ap_xrealloc(NULL, (size_t)n * sizeof *none);
     sends = ap_xrealloc(NULL, (size_t)n * sizeof *sends);
@@ -832,21 +912,8 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     if (sum)
       ok = ok && share_out(rank, i, &cur, &tmp, hit, n_hit, dbox, start, members, devs, &own,
                            &owner, &cap_owner, sends, owns, os);
-    /* A box held by several devices (a replicated layout) is sent by all
-     * of them: its part no lower box holds is dealt out among them in parts
-     * of at least min_part bytes. Its first holder sending all of it took
-     * 1.13 ms on each edge from a BERT-base layer's output into the next
-     * layer's query, key and value projections over 2048 devices, where 16
-     * devices held each box; dealt out, 0.15 ms (docs/codegen.md). */
-    const int *held_by = members + start[i];
-    int replicas = start[i + 1] - start[i];
-    for (int k = 0; k < cur.n && ok && !sum; k++) {
-      double bytes = (double)ap_dbox_volume(rank, &cur.b[k]) * elem_size(val);
-      int parts = x->min_part > 0 && bytes / x->min_part < replicas
-                      ? (int)(bytes / x->min_part) : replicas;
-      owning w = {rank, held_by, replicas, &own, &owner, &cap_owner, NULL, NULL, NULL};
-      ok = deal(&w, &cur.b[k], 0, parts > 1 ? parts : 1);
-    }
+    for (int k = 0; k < cur.n && ok && !sum; k++)
+      ok = own_push(&own, &owner, &cap_owner, &cur.b[k], distinct[i]);
   }
   bool done = false;
   if (ok && x->priced && sum) {
@@ -860,9 +927,10 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     done = true;
   }
   if (ok && x->priced && !sum)
-    ok = exchange_bytes(x, t, rank, has, need, &own, owner, &done);
+    ok = exchange_bytes(x, t, rank, has, need, &own, owner, &hd, &done);
   ok = ok && (done || index_boxes(rank, own.b, own.n, &oix));
-  /* Every receiver's missing boxes, from the owners in device order. */
+  /* Every receiver's missing boxes, from the owners in device order (from
+   * the holder of each owned box that takes the receiver, sender). */
   for (int e = 0; e < n && ok && !done; e++) {
     if (ap_dbox_volume(rank, &need[e]) == 0)
       continue;
@@ -877,12 +945,13 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     if (ok)
       qsort(hit, (size_t)n_hit, sizeof *hit, cmp_int);
     for (int h = 0; h < n_hit && ok; h++) {
-      if ((h > 0 && hit[h] == hit[h - 1]) || owner[hit[h]] == e)
+      int from = sum ? owner[hit[h]] : sender(&hd, owner[hit[h]], hit[h], e);
+      if ((h > 0 && hit[h] == hit[h - 1]) || from == e)
         continue;
       for (int m = 0; m < cur.n && ok; m++) {
         ap_dbox piece;
         if (intersect(rank, &own.b[hit[h]], &cur.b[m], &piece))
-          ok = add_piece(x, t, &cap, owner[hit[h]], e, 0, &piece);
+          ok = add_piece(x, t, &cap, from, e, 0, &piece);
       }
     }
   }
@@ -892,6 +961,7 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
   ap_xfree(start);
   ap_xfree(members);
   ap_xfree(devs);
+  ap_xfree(pos);
   ap_xfree(none);
   ap_xfree(sends);
   ap_xfree(owns);
@@ -1728,10 +1798,6 @@ static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d)
   x.vertex_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *x.vertex_of);
   x.path = ap_arena_array(a, (size_t)n_dev * (size_t)(p ? p->n_levels : 0) + 1, sizeof *x.path);
   x.none = ap_arena_array(a, (size_t)n_dev, sizeof *x.none);
-  for (int k = 0; p && k < p->dev.n_kinds; k++) {
-    double lb = p->dev.kinds[k].link_latency_s * p->dev.kinds[k].link_bw_bytes_s;
-    x.min_part = lb > x.min_part ? lb : x.min_part;
-  }
   if (!dist->node || !dist->held || !dist->fwd_bytes || !dist->step_bytes || !x.vertex_of ||
       !x.path || !x.none)
     return oom(&x);

@@ -9,10 +9,10 @@
  * its input's box where its output dims correspond to input dims and needs
  * the others whole; a join computes the box the plan gives its output. Where
  * a node needs a box of a value that the devices holding it do not give it,
- * a transfer moves exactly the missing pieces (each element sent once, by
- * one of the devices holding the lowest-ranked box that holds it, the box
- * dealt out among them); partial sums of a layer split along
- * its input features (type II at some level) are resolved right after it,
+ * a transfer moves exactly the missing pieces (each element sent once to
+ * each device lacking it, by a device holding the lowest-ranked box that
+ * holds it, whose holders take the receivers in turn); partial sums of a
+ * layer split along its input features (type II at some level) are resolved right after it,
  * by an all-reduce when every group of devices with equal boxes holds one of
  * each summand, else by sending each device every other summand of its box
  * or, where that moves more on the busiest device, by summing each element

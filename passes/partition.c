@@ -2486,8 +2486,9 @@ static ap_status fix_states(ap_plan *p, ap_graph *g, const uint8_t *node_state, 
 /* ---- the levels refined against the program ---- */
 
 /* The levels price a state by the conversions and sums among their groups;
- * the program sends each piece from one device holding it (the
- * lowest-ranked box's holders, sharing it out), wherever that is, and sums partial sums over every device holding one.
+ * the program sends each piece from a device holding it (the holders of
+ * the lowest-ranked box holding it, in turn), wherever that is, and sums
+ * partial sums over every device holding one.
  * Where a vertex takes different types at different levels the two differ
  * (a level's charge for a channel split below a batch split is not what
  * the devices exchange). Where the program's distribution is cheap to

@@ -295,6 +295,19 @@ typedef struct whole_boxes {
   ap_dbox *box; /* [n_dev] */
 } whole_boxes;
 
+/* What the distribution made once and shares: an array of boxes kept
+ * however many ports hold those boxes (keep_array: box, rank), or an
+ * exchange priced already between two kept arrays (memo_exchange: box the
+ * held boxes, need, elem_size; t its bytes, NULL where none moves). */
+typedef struct memo_entry {
+  uint64_t hash;
+  ap_dbox *box; /* NULL: a free slot */
+  const ap_dbox *need;
+  int rank; /* -1: an exchange */
+  double elem_size;
+  const ap_dxfer *t;
+} memo_entry;
+
 typedef struct dctx {
   ap_graph *g;
   ap_diag *d;
@@ -310,6 +323,8 @@ typedef struct dctx {
   size_t work_cap;    /* in boxes */
   ap_dbox *none;      /* [n_dev] empty boxes: the ports of nodes left undistributed */
   whole_boxes *wholes; /* the arrays of whole boxes made so far, one per shape */
+  memo_entry *memo;    /* by hash, open addressing */
+  size_t n_memo, memo_cap; /* entries, slots (a power of two) */
 } dctx;
 
 static ap_status oom(dctx *x) {
@@ -1505,24 +1520,22 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
   return AP_OK;
 }
 
-/* Gives node ni's ports arrays of their own, which may share none, before
- * they change; its output's held boxes are its output's. */
+static bool reserve_work(dctx *x, const ap_node *n);
+
+/* Copies node ni's ports to x->work before they change (kept arrays are
+ * shared by other ports): keep_ports keeps them once changed. */
 static bool own_ports(dctx *x, int ni) {
   const ap_node *n = &x->g->nodes[ni];
   ap_dnode *dn = &x->dist->node[ni];
   size_t size = (size_t)x->n_dev * sizeof(ap_dbox);
+  if (!reserve_work(x, n))
+    return false;
   for (int p = 0; p < n->n_in + n->n_out; p++) {
     int v = p < n->n_in ? n->in[p] : n->out[p - n->n_in];
     ap_dbox **port = p < n->n_in ? &dn->in[p] : &dn->out[p - n->n_in];
-    ap_dbox *b = v >= 0 ? ap_arena_alloc(x->g->arena, size) : NULL;
-    if (v >= 0 && !b)
-      return false;
     if (v >= 0)
-      *port = memcpy(b, *port, size);
+      *port = memcpy(x->work + (size_t)p * (size_t)x->n_dev, *port, size);
   }
-  for (int o = 0; o < n->n_out; o++)
-    if (n->out[o] >= 0)
-      x->dist->held[n->out[o]] = dn->out[o];
   return true;
 }
 
@@ -1547,7 +1560,10 @@ void ap_dist_weight_derived(const ap_graph *g, bool *derived) {
   }
 }
 
-static void narrow_weight_chains(dctx *x) {
+static bool keep_ports(dctx *x, int ni);
+
+/* False: out of memory with a node's ports in x->work. */
+static bool narrow_weight_chains(dctx *x) {
   ap_graph *g = x->g;
   bool *derived = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *derived);
   /* The distributed readers of the value at hand, (node, slot) pairs: found
@@ -1555,7 +1571,7 @@ static void narrow_weight_chains(dctx *x) {
    * fifth of its planning scanning the nodes after each chain op). */
   int (*reader)[2] = NULL, n_reader = 0, cap_reader = 0;
   if (!derived)
-    return; /* boxes stay whole: correct, only larger */
+    return true; /* boxes stay whole: correct, only larger */
   ap_dist_weight_derived(g, derived);
   for (int ni = g->n_nodes - 1; ni >= 0; ni--) {
     const ap_node *n = &g->nodes[ni];
@@ -1573,7 +1589,7 @@ static void narrow_weight_chains(dctx *x) {
         if (c->in[i] == y) {
           if (!ap_arena_grow(g->arena, (void **)&reader, &cap_reader, n_reader + 1,
                              sizeof *reader))
-            return; /* boxes stay as the node computes them: correct, only larger */
+            return true; /* boxes stay as the node computes them: correct, only larger */
           reader[n_reader][0] = ci;
           reader[n_reader++][1] = i;
         }
@@ -1599,21 +1615,24 @@ static void narrow_weight_chains(dctx *x) {
           need.hi[a] = (ap_dcoord)yv->dims[a];
         }
       if (!own && !(own = own_ports(x, ni)))
-        return; /* boxes stay as the node computes them: correct, only larger */
-      *OUT(x, ni, 0, dev) = need; /* the value's held boxes too */
+        return true; /* boxes stay as the node computes them: correct, only larger */
+      *OUT(x, ni, 0, dev) = need;
       for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0)
           *IN(x, ni, i, dev) = whole_box(&g->values[n->in[i]]);
       follow_output(x, ni, dev, &need, -1);
     }
+    if (own && !keep_ports(x, ni))
+      return false;
+    if (own)
+      x->dist->held[y] = x->dist->node[ni].out[0]; /* the value's held boxes too */
   }
+  return true;
 }
 
 /* Points node ni's ports at x->work, cleared: its boxes are computed there
  * and kept by keep_ports. */
-static bool work_on(dctx *x, int ni) {
-  const ap_node *n = &x->g->nodes[ni];
-  ap_dnode *dn = &x->dist->node[ni];
+static bool reserve_work(dctx *x, const ap_node *n) {
   size_t need = (size_t)(n->n_in + n->n_out) * (size_t)x->n_dev;
   if (need > x->work_cap) {
     ap_dbox *w = ap_xrealloc(x->work, need * sizeof *w);
@@ -1622,7 +1641,15 @@ static bool work_on(dctx *x, int ni) {
     x->work = w;
     x->work_cap = need;
   }
-  memset(x->work, 0, need * sizeof *x->work);
+  return true;
+}
+
+static bool work_on(dctx *x, int ni) {
+  const ap_node *n = &x->g->nodes[ni];
+  ap_dnode *dn = &x->dist->node[ni];
+  if (!reserve_work(x, n))
+    return false;
+  memset(x->work, 0, (size_t)(n->n_in + n->n_out) * (size_t)x->n_dev * sizeof *x->work);
   for (int i = 0; i < n->n_in; i++)
     dn->in[i] = x->work + (size_t)i * (size_t)x->n_dev;
   for (int o = 0; o < n->n_out; o++)
@@ -1650,15 +1677,69 @@ static bool share(dctx *x, ap_dbox **port, int v, ap_dbox *cand, int w) {
   return true;
 }
 
+static uint64_t boxes_hash(int rank, const ap_dbox *box, int n) {
+  uint64_t h = 0xcbf29ce484222325u ^ (uint64_t)rank; /* FNV-1a over the coordinates */
+  for (int d = 0; d < n; d++)
+    for (int i = 0; i < rank; i++) {
+      h = (h ^ (uint32_t)box[d].lo[i]) * 0x100000001b3u;
+      h = (h ^ (uint32_t)box[d].hi[i]) * 0x100000001b3u;
+    }
+  return h ^ h >> 32;
+}
+
+/* Room in x->memo for one more entry (false: out of memory): at most
+ * half its slots full. */
+static bool memo_room(dctx *x) {
+  if (2 * (x->n_memo + 1) <= x->memo_cap)
+    return true;
+  size_t cap = x->memo_cap ? 2 * x->memo_cap : 256, mask = cap - 1;
+  memo_entry *m = ap_xrealloc(NULL, cap * sizeof *m);
+  if (!m)
+    return false;
+  for (size_t j = 0; j < cap; j++)
+    m[j].box = NULL;
+  for (size_t j = 0; j < x->memo_cap; j++)
+    if (x->memo[j].box) {
+      size_t k = (size_t)x->memo[j].hash & mask;
+      while (m[k].box)
+        k = (k + 1) & mask;
+      m[k] = x->memo[j];
+    }
+  ap_xfree(x->memo);
+  x->memo = m;
+  x->memo_cap = cap;
+  return true;
+}
+
+/* The one array kept with the boxes of port (rank), made from a copy of
+ * port where there is none yet: the ports of every node with equal boxes
+ * share it (GPT-2 small's twelve blocks are one block's arrays; ResNet-152
+ * over 1024 devices keeps 21 arrays). NULL: out of memory. */
+static ap_dbox *keep_array(dctx *x, int rank, const ap_dbox *port) {
+  if (!memo_room(x))
+    return NULL;
+  uint64_t h = boxes_hash(rank, port, x->n_dev);
+  size_t mask = x->memo_cap - 1, j = (size_t)h & mask;
+  for (memo_entry *m; (m = &x->memo[j])->box; j = (j + 1) & mask)
+    if (m->hash == h && m->rank == rank && same_boxes(rank, m->box, port, x->n_dev))
+      return m->box;
+  size_t size = (size_t)x->n_dev * sizeof(ap_dbox);
+  ap_dbox *b = ap_arena_alloc(x->g->arena, size);
+  if (!b)
+    return NULL;
+  x->memo[j] = (memo_entry){.hash = h, .box = memcpy(b, port, size), .rank = rank};
+  x->n_memo++;
+  return b;
+}
+
 /* Moves node ni's ports out of x->work: each to an equal array kept
- * already (an input's held boxes, a port of the node before it; the
- * ports of the last eight slots are compared, not a long Concat's every
- * one), else to an array of its own. */
+ * already (an input's held boxes, a port of the node before it, the ports
+ * of the last eight slots compared first, then any array keep_array
+ * kept), else to a new one. */
 static bool keep_ports(dctx *x, int ni) {
   const ap_node *n = &x->g->nodes[ni];
   ap_dnode *dn = &x->dist->node[ni];
   ap_dist *dist = x->dist;
-  size_t size = (size_t)x->n_dev * sizeof(ap_dbox);
   int n_ports = n->n_out + n->n_in;
   for (int p = 0; p < n_ports; p++) { /* outputs first: an input may share one */
     bool is_out = p < n->n_out;
@@ -1691,14 +1772,49 @@ static bool keep_ports(dctx *x, int ni) {
       int qs = q_out ? q : q - n->n_out, w = q_out ? n->out[qs] : n->in[qs];
       shared = share(x, port, v, q_out ? dn->out[qs] : dn->in[qs], w);
     }
-    if (shared)
-      continue;
-    ap_dbox *b = ap_arena_alloc(x->g->arena, size);
-    if (!b)
+    if (!shared && !(*port = keep_array(x, x->g->values[v].rank, *port)))
       return false;
-    *port = memcpy(b, *port, size);
   }
   return true;
+}
+
+/* The exchange giving every device need[d] of value v from held (kept
+ * arrays both: keep_ports runs first). Priced, an exchange between the
+ * same arrays of elements of one size is the one priced before, its bytes
+ * shared (a block repeated twelve times is priced once). */
+static ap_status memo_exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *need,
+                               ap_dxfer **out) {
+  if (!x->priced)
+    return exchange(x, v, held, need, false, NULL, out);
+  double es = elem_size(&x->g->values[v]);
+  if (!memo_room(x))
+    return oom(x);
+  uint64_t h = ((uint64_t)(uintptr_t)held * 0x9e3779b97f4a7c15u ^ (uint64_t)(uintptr_t)need) *
+               0xff51afd7ed558ccdu;
+  h ^= h >> 31;
+  size_t mask = x->memo_cap - 1, j = (size_t)h & mask;
+  memo_entry *m;
+  for (; (m = &x->memo[j])->box; j = (j + 1) & mask) {
+    if (m->rank >= 0 || m->box != held || m->need != need || m->elem_size != es)
+      continue;
+    *out = NULL;
+    if (!m->t)
+      return AP_OK;
+    ap_dxfer *t = new_xfer(x, m->t->kind, v);
+    if (!t)
+      return oom(x);
+    *t = *m->t; /* its sent and received shared: priced transfers keep no pieces */
+    t->value = v;
+    *out = t;
+    return AP_OK;
+  }
+  ap_status s = exchange(x, v, held, need, false, NULL, out);
+  if (s == AP_OK) {
+    *m = (memo_entry){.hash = h, .box = (ap_dbox *)held, .need = need, .rank = -1,
+                      .elem_size = es, .t = *out};
+    x->n_memo++;
+  }
+  return s;
 }
 
 /* Node ni's boxes, the transfers bringing what it reads, and its partial
@@ -1744,6 +1860,8 @@ static ap_status distribute_node(dctx *x, int ni) {
     s = weightless_node(x, ni, vx);
   if (s != AP_OK)
     return s;
+  if (!keep_ports(x, ni))
+    return oom(x);
   /* What the node reads that its devices do not hold. */
   for (int i = 0; i < n->n_in && n_dev > 1; i++) {
     int v = n->in[i];
@@ -1752,13 +1870,11 @@ static ap_status distribute_node(dctx *x, int ni) {
     ap_dbox *held = held_array(x, v);
     if (!held)
       return oom(x);
-    if ((s = exchange(x, v, held, dn->in[i], false, NULL, &dn->xfer_in[i])) != AP_OK)
+    if ((s = memo_exchange(x, v, held, dn->in[i], &dn->xfer_in[i])) != AP_OK)
       return s;
     if (dn->xfer_in[i])
       charge_pieces(dn->xfer_in[i], false, n_dev, dist->fwd_bytes);
   }
-  if (!keep_ports(x, ni))
-    return oom(x);
   for (int o = 0; o < n->n_out; o++) /* held as computed: the same boxes */
     if (n->out[o] >= 0)
       dist->held[n->out[o]] = dn->out[o];
@@ -1811,11 +1927,12 @@ static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d)
   ap_status s = AP_OK;
   for (int ni = 0; ni < g->n_nodes && s == AP_OK; ni++)
     s = distribute_node(&x, ni);
+  if (s == AP_OK && n_dev > 1 && !narrow_weight_chains(&x))
+    s = oom(&x);
   ap_xfree(x.work);
+  ap_xfree(x.memo);
   if (s != AP_OK)
     return s;
-  if (n_dev > 1)
-    narrow_weight_chains(&x);
   for (int dev = 0; dev < n_dev; dev++)
     dist->step_bytes[dev] = -1;
   *out = dist;

@@ -724,7 +724,7 @@ typedef struct owning {
   int rank;
   const int *devs;
   int nd;
-  box_vec *own;
+  box_vec *own; /* NULL: priced, the counts below are all that is kept */
   int **owner, *cap_owner;
   int64_t *sends, *owns;
   owner_summands *os;
@@ -754,7 +754,7 @@ static bool deal(const owning *w, const ap_dbox *b, int first, int count) {
     return deal(w, &lo, first, half) && deal(w, &hi, first + half, count - half);
   }
   int d = w->devs[first];
-  if (!own_push(w->own, w->owner, w->cap_owner, b, d) ||
+  if ((w->own && !own_push(w->own, w->owner, w->cap_owner, b, d)) ||
       (w->os && !add_summands(w->os, w->devs, w->nd, first, b)))
     return false;
   w->sends[d] += vol * (w->nd - 1);
@@ -925,8 +925,8 @@ static ap_status exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *ne
     for (int h = 0; h < n_hit && ok && cur.n && hit[h] < i; h++)
       ok = vec_subtract(rank, &cur, &dbox[hit[h]], &tmp);
     if (sum)
-      ok = ok && share_out(rank, i, &cur, &tmp, hit, n_hit, dbox, start, members, devs, &own,
-                           &owner, &cap_owner, sends, owns, os);
+      ok = ok && share_out(rank, i, &cur, &tmp, hit, n_hit, dbox, start, members, devs,
+                           x->priced ? NULL : &own, &owner, &cap_owner, sends, owns, os);
     for (int k = 0; k < cur.n && ok && !sum; k++)
       ok = own_push(&own, &owner, &cap_owner, &cur.b[k], distinct[i]);
   }

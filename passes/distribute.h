@@ -89,11 +89,12 @@ static inline const int *ap_dxfer_group(const ap_dxfer *t, int d) {
 
 /* A node's boxes, port by port: out[o][d] is the box device d computes of
  * output o, in[i][d] the box it reads of input i. Ports whose boxes are
- * equal on every device share one array, read-only: an input read as its
- * producer's devices hold it shares their output's array, an output
- * carried from an input shares that input's, a normalization's parameters
- * share one. Over a thousand devices a copy per port took two thirds of a
- * plan's memory (docs/plan-time.md). */
+ * equal on every device share one array, read-only, in the whole graph
+ * (each array kept once by its content): an input read as its producer's
+ * devices hold it shares their output's array, an output carried from an
+ * input shares that input's, the blocks of a transformer share one
+ * block's arrays. Over a thousand devices a copy per port took two thirds
+ * of a plan's memory (docs/plan-time.md). */
 typedef struct ap_dnode {
   ap_dbox **out;        /* [n_out]: [n_dev] each */
   ap_dbox **in;         /* [n_in]: [n_dev] each */

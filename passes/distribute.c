@@ -296,15 +296,17 @@ typedef struct whole_boxes {
 } whole_boxes;
 
 /* What the distribution made once and shares: an array of boxes kept
- * however many ports hold those boxes (keep_array: box, rank), or an
- * exchange priced already between two kept arrays (memo_exchange: box the
- * held boxes, need, elem_size; t its bytes, NULL where none moves). */
+ * however many ports hold those boxes (keep_array: box, rank), or a
+ * transfer priced already over kept arrays, of elements of one type (kind
+ * MEMO_EXCHANGE: box the held boxes, need the needed, memo_exchange;
+ * MEMO_WEIGHT_SUM: box a weight's boxes, memo_weight_sum), t its bytes,
+ * NULL where none moves. */
+enum { MEMO_ARRAY, MEMO_EXCHANGE, MEMO_WEIGHT_SUM };
 typedef struct memo_entry {
   uint64_t hash;
   ap_dbox *box; /* NULL: a free slot */
   const ap_dbox *need;
-  int rank; /* -1: an exchange */
-  double elem_size;
+  int kind, rank, dtype;
   const ap_dxfer *t;
 } memo_entry;
 
@@ -1721,13 +1723,15 @@ static ap_dbox *keep_array(dctx *x, int rank, const ap_dbox *port) {
   uint64_t h = boxes_hash(rank, port, x->n_dev);
   size_t mask = x->memo_cap - 1, j = (size_t)h & mask;
   for (memo_entry *m; (m = &x->memo[j])->box; j = (j + 1) & mask)
-    if (m->hash == h && m->rank == rank && same_boxes(rank, m->box, port, x->n_dev))
+    if (m->hash == h && m->kind == MEMO_ARRAY && m->rank == rank &&
+        same_boxes(rank, m->box, port, x->n_dev))
       return m->box;
   size_t size = (size_t)x->n_dev * sizeof(ap_dbox);
   ap_dbox *b = ap_arena_alloc(x->g->arena, size);
   if (!b)
     return NULL;
-  x->memo[j] = (memo_entry){.hash = h, .box = memcpy(b, port, size), .rank = rank};
+  x->memo[j] = (memo_entry){.hash = h, .box = memcpy(b, port, size), .kind = MEMO_ARRAY,
+                            .rank = rank};
   x->n_memo++;
   return b;
 }
@@ -1778,42 +1782,66 @@ static bool keep_ports(dctx *x, int ni) {
   return true;
 }
 
+/* The memo's entry for a transfer of kind over kept arrays a and b (b
+ * NULL for a weight sum) of value v's element type, or the free slot where
+ * it goes (box NULL); *hash its hash. NULL: out of memory. */
+static memo_entry *xfer_slot(dctx *x, int kind, const ap_dbox *a, const ap_dbox *b, int v,
+                             uint64_t *hash) {
+  if (!memo_room(x))
+    return NULL;
+  int dtype = (int)x->g->values[v].dtype;
+  uint64_t h = ((uint64_t)(uintptr_t)a * 0x9e3779b97f4a7c15u ^ (uint64_t)(uintptr_t)b) *
+                   0xff51afd7ed558ccdu ^
+               (uint64_t)(kind * 64 + dtype);
+  h ^= h >> 31;
+  size_t mask = x->memo_cap - 1, j = (size_t)h & mask;
+  memo_entry *m;
+  for (; (m = &x->memo[j])->box; j = (j + 1) & mask)
+    if (m->kind == kind && m->box == a && m->need == b && m->dtype == dtype)
+      break;
+  *hash = h;
+  return m;
+}
+
+/* *out: entry m's transfer for value v, its arrays shared (priced
+ * transfers keep no pieces), or NULL where none moves. */
+static ap_status memo_reuse(dctx *x, const memo_entry *m, int v, ap_dxfer **out) {
+  *out = NULL;
+  if (!m->t)
+    return AP_OK;
+  ap_dxfer *t = new_xfer(x, m->t->kind, v);
+  if (!t)
+    return oom(x);
+  *t = *m->t;
+  t->value = v;
+  *out = t;
+  return AP_OK;
+}
+
+static void memo_put(dctx *x, memo_entry *m, uint64_t h, int kind, const ap_dbox *a,
+                     const ap_dbox *b, int v, const ap_dxfer *t) {
+  *m = (memo_entry){.hash = h, .box = (ap_dbox *)a, .need = b, .kind = kind,
+                    .dtype = (int)x->g->values[v].dtype, .t = t};
+  x->n_memo++;
+}
+
 /* The exchange giving every device need[d] of value v from held (kept
  * arrays both: keep_ports runs first). Priced, an exchange between the
- * same arrays of elements of one size is the one priced before, its bytes
+ * same arrays of elements of one type is the one priced before, its bytes
  * shared (a block repeated twelve times is priced once). */
 static ap_status memo_exchange(dctx *x, int v, const ap_dbox *held, const ap_dbox *need,
                                ap_dxfer **out) {
   if (!x->priced)
     return exchange(x, v, held, need, false, NULL, out);
-  double es = elem_size(&x->g->values[v]);
-  if (!memo_room(x))
+  uint64_t h;
+  memo_entry *m = xfer_slot(x, MEMO_EXCHANGE, held, need, v, &h);
+  if (!m)
     return oom(x);
-  uint64_t h = ((uint64_t)(uintptr_t)held * 0x9e3779b97f4a7c15u ^ (uint64_t)(uintptr_t)need) *
-               0xff51afd7ed558ccdu;
-  h ^= h >> 31;
-  size_t mask = x->memo_cap - 1, j = (size_t)h & mask;
-  memo_entry *m;
-  for (; (m = &x->memo[j])->box; j = (j + 1) & mask) {
-    if (m->rank >= 0 || m->box != held || m->need != need || m->elem_size != es)
-      continue;
-    *out = NULL;
-    if (!m->t)
-      return AP_OK;
-    ap_dxfer *t = new_xfer(x, m->t->kind, v);
-    if (!t)
-      return oom(x);
-    *t = *m->t; /* its sent and received shared: priced transfers keep no pieces */
-    t->value = v;
-    *out = t;
-    return AP_OK;
-  }
+  if (m->box)
+    return memo_reuse(x, m, v, out);
   ap_status s = exchange(x, v, held, need, false, NULL, out);
-  if (s == AP_OK) {
-    *m = (memo_entry){.hash = h, .box = (ap_dbox *)held, .need = need, .rank = -1,
-                      .elem_size = es, .t = *out};
-    x->n_memo++;
-  }
+  if (s == AP_OK)
+    memo_put(x, m, h, MEMO_EXCHANGE, held, need, v, *out);
   return s;
 }
 
@@ -2033,6 +2061,27 @@ static ap_status loss_boxes(dctx *x, int v) {
   return exchange(x, v, held, dist->loss_box, false, NULL, &dist->loss_xfer);
 }
 
+static ap_status weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out);
+
+/* weight_sum; priced, over the array kept with box's boxes, the sum priced
+ * before for a weight of one element type with those boxes (ResNet-152's
+ * blocks, GPT-2 small's twelve blocks). */
+static ap_status memo_weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out) {
+  if (!x->priced)
+    return weight_sum(x, v, box, out);
+  const ap_dbox *kept = keep_array(x, x->g->values[v].rank, box);
+  uint64_t h;
+  memo_entry *m = kept ? xfer_slot(x, MEMO_WEIGHT_SUM, kept, NULL, v, &h) : NULL;
+  if (!m)
+    return oom(x);
+  if (m->box)
+    return memo_reuse(x, m, v, out);
+  ap_status s = weight_sum(x, v, kept, out);
+  if (s == AP_OK)
+    memo_put(x, m, h, MEMO_WEIGHT_SUM, kept, NULL, v, *out);
+  return s;
+}
+
 /* The sum of trainable weight v's gradient over the devices that read
  * copies of its elements (box[d] per device). */
 static ap_status weight_sum(dctx *x, int v, const ap_dbox *box, ap_dxfer **out) {
@@ -2248,17 +2297,16 @@ static ap_status distribute_train(ap_graph *g, const uint64_t *want, const bool 
       continue;
     ap_dxfer_charge_adjoint(g, dn->reduce, dn->out[0], n, bytes);
   }
-  for (int v = 0; v < g->n_values; v++) {
+  for (int v = 0; v < g->n_values && s == AP_OK; v++) {
     if (!trainable[v])
       continue;
     ap_dist_weight_boxes(g, dist, v, box);
-    if ((s = weight_sum(&x, v, box, &dist->wgrad[v])) != AP_OK)
-      return s;
-    if (dist->wgrad[v])
+    if ((s = memo_weight_sum(&x, v, box, &dist->wgrad[v])) == AP_OK && dist->wgrad[v])
       ap_dxfer_charge_sum(g, dist->wgrad[v], box, n, bytes);
   }
-  *out = dist;
-  return AP_OK;
+  ap_xfree(x.memo);
+  *out = s == AP_OK ? dist : NULL;
+  return s;
 }
 
 ap_status ap_distribute_train(ap_graph *g, const uint64_t *want, const bool *trainable,

@@ -1523,14 +1523,15 @@ static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   int n = 0;
   double paper = 0;
+  /* Every class's costs in turn: vertex_cost and edge_cost clear them. */
+  child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
+  child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
+  if (!vc || !ec)
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int ci = 0; ci < nc; ci++) {
     const ap_class *c = &p->cls[level][ci];
     level_ctx x;
     ctx_init(&x, p, g, c);
-    child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
-    child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
-    if (!vc || !ec)
-      return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
     double level_paper = 0;
     for (int v = 0; v < V; v++) {
       ap_plan_ratio(p, g, c, v, st[v], ratio[v]);

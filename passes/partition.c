@@ -1941,14 +1941,68 @@ static int slot_item(const ap_plan *p, const ap_graph *g, int v, int ni, int i) 
   return v;
 }
 
-/* For each item, what device d sends for it in a training step as the
- * program sends it, minus what the levels charge it (spread evenly over a
- * child's devices, as comm_time assumes), into delta[item * N + d]; the
- * program's bytes per device into fwd[d] and step[d]. The distribution is
- * built in the graph's scratch arena, reset before returning. */
-static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, double *delta,
+/* One charge of an item's row, in the order ap_distribute_train makes
+ * them: a node's input transfer (a is the node, b the slot), its partial
+ * sums' reduction, the loss's transfer, a weight's gradient sum (a is the
+ * weight). */
+typedef struct item_charge {
+  int item;
+  enum { CH_INPUT, CH_REDUCE, CH_LOSS, CH_WGRAD } kind;
+  int a, b;
+} item_charge;
+
+static void apply_charge(const ap_plan *p, const ap_graph *g, const ap_dist *dist,
+                         const item_charge *c, ap_dbox *box, double *row) {
+  int N = p->dev.n_devices;
+  const uint64_t *want = p->train_want;
+  const ap_dnode *dn = c->kind <= CH_REDUCE ? &dist->node[c->a] : NULL;
+  switch (c->kind) {
+  case CH_INPUT:
+    ap_dxfer_charge(g, dn->xfer_in[c->b], NULL, N, row);
+    if (c->b < 64 && (want[c->a] >> c->b & 1))
+      ap_dxfer_charge_adjoint(g, dn->xfer_in[c->b], NULL, N, row);
+    break;
+  case CH_REDUCE: {
+    ap_dxfer_charge(g, dn->reduce, dn->out[0], N, row);
+    uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
+    if (want[c->a] & ~bias)
+      ap_dxfer_charge_adjoint(g, dn->reduce, dn->out[0], N, row);
+    break;
+  }
+  case CH_LOSS:
+    ap_dxfer_charge(g, dist->loss_xfer, NULL, N, row);
+    ap_dxfer_charge_adjoint(g, dist->loss_xfer, NULL, N, row);
+    break;
+  case CH_WGRAD:
+    ap_dist_weight_boxes(g, dist, c->a, box);
+    ap_dxfer_charge_sum(g, dist->wgrad[c->a], box, N, row);
+    break;
+  }
+}
+
+/* A group of devices one level below another: it is child i of k of a
+ * group of class c, whose level's charges start at lsent[at] (child j of
+ * item it at at + it * k + j - i). */
+typedef struct child_group {
+  int first, count, k;
+  size_t at;
+} child_group;
+
+/* Item by item (the V vertices, then the E edges, then V + E: none), what
+ * device d sends for it in a training step as the program sends it, minus
+ * what the levels charge it (spread evenly over a child's devices, as
+ * comm_time assumes), in one row of N devices: its sum over the devices
+ * joins p->comm_bytes, edges first and vertices after (the order finish
+ * summed them in when it kept every row), and its largest value over the
+ * devices of each leaf class goes to item_max[item * n_leaf + class]. A
+ * row per item at once was (V + E) * N doubles: half a gigabyte for GPT-2
+ * small over 32,768 devices. The program's bytes per device go into fwd[d]
+ * and step[d]. The distribution is built in the graph's scratch arena,
+ * reset before returning. */
+static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, double *item_max,
                                double *fwd, double *step, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, N = p->dev.n_devices;
+  int nl = p->n_cls[L], n_items = V + E + 1;
   /* The graph's scratch arena, reset after each plan: the rollout prices
    * five, and a new arena faulted in fresh pages for each. */
   if (!g->scratch && !(g->scratch = ap_arena_new()))
@@ -1976,16 +2030,36 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     g->arena = keep;
     g->plan = planned;
   }
+  /* Where each level's charges start, class by class: k per item. */
+  size_t n_sent = 0;
+  size_t **base = ap_arena_array(a, (size_t)L + 1, sizeof *base);
+  int n_groups = 0;
+  for (int l = 0; l < L && base; l++) {
+    if (!(base[l] = ap_arena_array(a, (size_t)p->n_cls[l] + 1, sizeof **base))) {
+      base = NULL;
+      break;
+    }
+    for (int ci = 0; ci < p->n_cls[l]; ci++) {
+      level_ctx x;
+      ctx_init(&x, p, g, &p->cls[l][ci]);
+      base[l][ci] = n_sent;
+      n_sent += (size_t)(V + E) * (size_t)x.k;
+    }
+    for (int dv = 0; dv < N; dv += dp->m[dv * L + l])
+      n_groups++;
+  }
   int *item_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *item_of);
   int *wvertex = ap_arena_array(a, (size_t)g->n_values + 1, sizeof *wvertex);
   ap_dbox *box = ap_arena_array(a, (size_t)N, sizeof *box);
   child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
   child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
-  int *in_cls = ap_arena_array(a, (size_t)N, sizeof *in_cls);
-  int *child = ap_arena_array(a, (size_t)N, sizeof *child);
-  double *spread = ap_arena_array(a, (size_t)N, sizeof *spread); /* a child's devices */
-  if (st == AP_OK &&
-      (!ok || !item_of || !wvertex || !box || !vc || !ec || !in_cls || !child || !spread))
+  double *lsent = ap_arena_array(a, n_sent + 1, sizeof *lsent);
+  child_group *grp = ap_arena_array(a, (size_t)n_groups + 1, sizeof *grp);
+  int *level_end = ap_arena_array(a, (size_t)L + 1, sizeof *level_end);
+  double *row = ap_arena_array(a, (size_t)N, sizeof *row);
+  int *first = ap_arena_array(a, (size_t)n_items + 1, sizeof *first);
+  if (st == AP_OK && (!ok || !base || !item_of || !wvertex || !box || !vc || !ec || !lsent ||
+                      !grp || !level_end || !row || !first))
     st = ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   if (st != AP_OK) {
     p->level_ratio = NULL;
@@ -1996,8 +2070,6 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     fwd[dv] = dist->fwd_bytes[dv];
     step[dv] = dist->step_bytes[dv];
   }
-  for (size_t q = 0; q < (size_t)(V + E + 1) * (size_t)N; q++)
-    delta[q] = 0;
   /* Each node's vertex: its own, or the one whose chain op it is. */
   for (int ni = 0; ni < g->n_nodes; ni++)
     item_of[ni] = -1;
@@ -2019,41 +2091,61 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
       if (wvertex[p->v[v].wsum[k].value] == V + E)
         wvertex[p->v[v].wsum[k].value] = v;
   }
-  /* The program's transfers, as ap_distribute_train charges them. */
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *n = &g->nodes[ni];
-    const ap_dnode *dn = &dist->node[ni];
-    if (n->dead || !dn->xfer_in)
-      continue;
-    for (int i = 0; i < n->n_in; i++) {
-      if (!dn->xfer_in[i])
-        continue;
-      double *at = delta + (size_t)slot_item(p, g, item_of[ni], ni, i) * (size_t)N;
-      ap_dxfer_charge(g, dn->xfer_in[i], NULL, N, at);
-      if (i < 64 && (want[ni] >> i & 1))
-        ap_dxfer_charge_adjoint(g, dn->xfer_in[i], NULL, N, at);
+  /* The program's transfers, as ap_distribute_train charges them, twice:
+   * counted by item, then listed item by item in their order. */
+  item_charge *list = NULL;
+  int n_charges = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      if (!(list = ap_arena_array(a, (size_t)n_charges + 1, sizeof *list))) {
+        p->level_ratio = NULL;
+        ap_arena_reset(a);
+        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+      }
+      for (int it = 0, at = 0; it < n_items; it++) { /* counts to starts */
+        int c = first[it];
+        first[it] = at;
+        at += c;
+      }
+      first[n_items] = n_charges;
+    } else {
+      for (int it = 0; it <= n_items; it++)
+        first[it] = 0;
     }
-    if (!dn->reduce)
-      continue;
-    double *at = delta + (size_t)(item_of[ni] < 0 ? V + E : item_of[ni]) * (size_t)N;
-    ap_dxfer_charge(g, dn->reduce, dn->out[0], N, at);
-    uint64_t bias = dn->bias_slot >= 0 ? (uint64_t)1 << dn->bias_slot : 0;
-    if (want[ni] & ~bias)
-      ap_dxfer_charge_adjoint(g, dn->reduce, dn->out[0], N, at);
+    int *at = first; /* pass 0: counts; pass 1: the next free place, then the end */
+#define CHARGE(it_, kind_, a_, b_)                                                             \
+  do {                                                                                         \
+    int it__ = (it_);                                                                          \
+    if (pass == 0)                                                                             \
+      at[it__]++, n_charges++;                                                                 \
+    else                                                                                       \
+      list[at[it__]++] = (item_charge){it__, (kind_), (a_), (b_)};                              \
+  } while (0)
+    for (int ni = 0; ni < g->n_nodes; ni++) {
+      const ap_node *n = &g->nodes[ni];
+      const ap_dnode *dn = &dist->node[ni];
+      if (n->dead || !dn->xfer_in)
+        continue;
+      for (int i = 0; i < n->n_in; i++)
+        if (dn->xfer_in[i])
+          CHARGE(slot_item(p, g, item_of[ni], ni, i), CH_INPUT, ni, i);
+      if (dn->reduce)
+        CHARGE(item_of[ni] < 0 ? V + E : item_of[ni], CH_REDUCE, ni, 0);
+    }
+    if (dist->loss_xfer)
+      CHARGE(p->loss_vertex >= 0 ? p->loss_vertex : V + E, CH_LOSS, 0, 0);
+    for (int w = 0; w < g->n_values; w++)
+      if (dist->wgrad && dist->wgrad[w])
+        CHARGE(wvertex[w], CH_WGRAD, w, 0);
+#undef CHARGE
   }
-  if (dist->loss_xfer) {
-    double *at = delta + (size_t)(p->loss_vertex >= 0 ? p->loss_vertex : V + E) * (size_t)N;
-    ap_dxfer_charge(g, dist->loss_xfer, NULL, N, at);
-    ap_dxfer_charge_adjoint(g, dist->loss_xfer, NULL, N, at);
-  }
-  for (int w = 0; w < g->n_values; w++) {
-    if (!dist->wgrad || !dist->wgrad[w])
-      continue;
-    ap_dist_weight_boxes(g, dist, w, box);
-    ap_dxfer_charge_sum(g, dist->wgrad[w], box, N, delta + (size_t)wvertex[w] * (size_t)N);
-  }
-  /* What the levels charge each item, as next_level does. */
-  for (int l = 0; l < L; l++) {
+  /* first[it] is now where item it + 1's charges start: shift back. */
+  for (int it = n_items; it > 0; it--)
+    first[it] = first[it - 1];
+  first[0] = 0;
+  /* What the levels charge each item, as next_level does, kept per class
+   * and child; and the groups each level's children make. */
+  for (int l = 0, ng = 0; l < L; l++) {
     const uint8_t *stl = p->state + (size_t)l * V;
     for (int ci = 0; ci < p->n_cls[l]; ci++) {
       const ap_class *c = &p->cls[l][ci];
@@ -2073,21 +2165,38 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
         int u = p->e[e].from, w = p->e[e].to;
         edge_cost(&x, e, stl[u], stl[w], ratio[u], ratio[w], &ec[e]);
       }
-      /* The class's devices, then item by item: a row of delta is one
-       * item's devices side by side. */
-      int n_in = 0;
-      for (int dv = 0; dv < N; dv++)
-        if (dp->c[dv * L + l] == ci) {
-          in_cls[n_in] = dv;
-          child[n_in] = dp->i[dv * L + l];
-          spread[n_in++] = dp->m[dv * L + l];
-        }
-      for (int it = 0; it < V + E; it++) {
-        const double *sent = it < V ? vc[it].sent : ec[it - V].sent;
-        double *row = delta + (size_t)it * N;
-        for (int k = 0; k < n_in; k++)
-          row[in_cls[k]] -= sent[child[k]] / spread[k];
+      double *out = lsent + base[l][ci];
+      for (int it = 0; it < V + E; it++)
+        for (int j = 0; j < x.k; j++)
+          out[(size_t)it * x.k + j] = it < V ? vc[it].sent[j] : ec[it - V].sent[j];
+    }
+    for (int dv = 0; dv < N; dv += dp->m[dv * L + l]) {
+      int at = dv * L + l;
+      grp[ng++] = (child_group){dv, dp->m[at], dp->k[at], base[l][dp->c[at]] + dp->i[at]};
+    }
+    level_end[l] = ng;
+  }
+  /* Row by row, in the order comm_bytes summed them: edges, none, vertices. */
+  for (int q = 0; q < n_items; q++) {
+    int it = q <= E ? V + q : q - E - 1;
+    for (int dv = 0; dv < N; dv++)
+      row[dv] = 0;
+    for (int k = first[it]; k < first[it + 1]; k++)
+      apply_charge(p, g, dist, &list[k], box, row);
+    for (int l = 0, gi = 0; l < L && it < V + E; l++)
+      for (; gi < level_end[l]; gi++) { /* every device once a level, level by level */
+        const child_group *cg = &grp[gi];
+        double charge = lsent[cg->at + (size_t)it * cg->k] / cg->count;
+        for (int dv = cg->first; dv < cg->first + cg->count; dv++)
+          row[dv] -= charge;
       }
+    double *mx = it < V + E ? item_max + (size_t)it * nl : NULL;
+    for (int ci = 0; ci < nl && mx; ci++)
+      mx[ci] = -INFINITY;
+    for (int dv = 0; dv < N; dv++) {
+      p->comm_bytes += row[dv];
+      if (mx && row[dv] > mx[p->dev_class[dv]])
+        mx[p->dev_class[dv]] = row[dv];
     }
   }
   p->level_ratio = NULL;
@@ -2152,9 +2261,10 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
                     : !p->layers_train  ? "levels"
                     : exact || N == 1   ? "program"
                                         : "closed forms";
-  double *item_delta =
-      exact ? ap_arena_array(a, (size_t)(V + E + 1) * (size_t)N, sizeof *item_delta) : NULL;
-  if ((exact && !item_delta) || !p->row_time_s || !p->edge_time_s || !p->class_mem ||
+  /* Per item, the largest difference on any device of each leaf class
+   * between the program's bytes and the levels' charges (program_bytes). */
+  double *item_max = exact ? ap_arena_array(a, (size_t)(V + E) * nl + 1, sizeof *item_max) : NULL;
+  if ((exact && !item_max) || !p->row_time_s || !p->edge_time_s || !p->class_mem ||
       !p->dev_class || !cur || !nxt || !ccur || !cnxt || !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
       !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !gather[0] ||
@@ -2255,11 +2365,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     memcpy(p->level_fwd_bytes, p->dev_fwd_bytes, (size_t)N * sizeof(double));
     memcpy(p->level_step_bytes, p->dev_step_bytes, (size_t)N * sizeof(double));
     ap_status st =
-        program_bytes(p, g, &dp, item_delta, p->dev_fwd_bytes, p->dev_step_bytes, d);
+        program_bytes(p, g, &dp, item_max, p->dev_fwd_bytes, p->dev_step_bytes, d);
     if (st != AP_OK)
       return st;
-    for (size_t q = (size_t)V * N; q < (size_t)(V + E + 1) * (size_t)N; q++)
-      p->comm_bytes += item_delta[q]; /* a vertex's, with its row below */
   }
   for (int e = 0; e < E; e++) {
     if (!direct[e])
@@ -2293,17 +2401,19 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
       worst_compute = fmax(worst_compute, compute[ci]);
     }
     int q0 = first_sum[v], q1 = first_sum[v + 1];
-    bool loss = loss_whole && v == p->loss_vertex, per_device = q1 > q0 || loss || exact;
-    if (per_device) /* the levels' charges give way to the program's bytes */
+    bool loss = loss_whole && v == p->loss_vertex, per_device = q1 > q0 || loss;
+    if (per_device || exact) /* the levels' charges give way to the program's bytes */
       worst = 0;
+    for (int ci = 0; ci < nl && exact; ci++) /* its bytes summed already */
+      worst = fmax(worst, compute[ci] + p->cls[L][ci].acc_v[v] +
+                              item_max[(size_t)v * nl + ci] /
+                                  p->dev.kinds[p->cls[L][ci].g.kind].link_bw_bytes_s);
     for (int q = q0; q < q1; q++)
       if (!(bytes[q] = memo_bytes(a, p, &dp, &memo, &sums[q])))
         return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
     for (int dv = 0; dv < N && per_device; dv++) {
       int ci = p->dev_class[dv];
       double delta = loss ? loss_exact[dv] - loss_levels[dv] : 0;
-      if (exact)
-        delta += item_delta[(size_t)v * N + dv];
       for (int q = q0; q < q1; q++) {
         p->dev_fwd_bytes[dv] += sums[q].fwd * bytes[q][dv];
         p->dev_step_bytes[dv] += sums[q].step * bytes[q][dv];
@@ -2324,9 +2434,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     double worst = direct[e] ? edge_worst[e] : 0;
     for (int ci = 0; ci < nl && !direct[e] && !exact; ci++)
       worst = fmax(worst, p->cls[L][ci].acc_e[e]);
-    for (int dv = 0; dv < N && exact; dv++) {
-      const ap_class *c = &p->cls[L][p->dev_class[dv]];
-      worst = fmax(worst, c->acc_e[e] + item_delta[(size_t)(V + e) * N + dv] /
+    for (int ci = 0; ci < nl && exact; ci++) {
+      const ap_class *c = &p->cls[L][ci];
+      worst = fmax(worst, c->acc_e[e] + item_max[(size_t)(V + e) * nl + ci] /
                                             p->dev.kinds[c->g.kind].link_bw_bytes_s);
     }
     p->edge_time_s[e] = worst;

@@ -1344,12 +1344,14 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
   for (int i = 0; i < n->n_in; i++)
     if (n->in[i] >= 0 && (i == act || n->in[i] == V->weight))
       boxes_of(x, vx, i == act ? 1 : -1, IN(x, ni, i, 0));
-  for (int dev = 0; dev < n_dev; dev++) {
-    for (int i = 0; i < n->n_in; i++)
-      if (n->in[i] >= 0 && i != act && n->in[i] != V->weight)
-        *IN(x, ni, i, dev) = whole_box(&g->values[n->in[i]]);
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i] >= 0 && i != act && n->in[i] != V->weight) {
+      ap_dbox w = whole_box(&g->values[n->in[i]]);
+      for (int dev = 0; dev < n_dev; dev++)
+        *IN(x, ni, i, dev) = w;
+    }
+  for (int dev = 0; dev < n_dev; dev++)
     follow_output(x, ni, dev, OUT(x, ni, 0, dev), act);
-  }
   dn->bias_slot = -1;
   if (has_type(x, vx, 1)) {
     int *summand = ap_arena_array(g->arena, (size_t)n_dev, sizeof *summand), S;
@@ -1430,7 +1432,9 @@ static bool carry_unchanged(dctx *x, int ni) {
 
 /* A weightless node: its output box (from the plan for a join, carried
  * from its input otherwise), then what it reads of every input, both by
- * the operator's axis rule. */
+ * the operator's axis rule. The whole boxes of its first WHOLE_OUT outputs
+ * are made once, not per device. */
+enum { WHOLE_OUT = 8 };
 static ap_status weightless_node(dctx *x, int ni, int vx) {
   ap_graph *g = x->g;
   const ap_node *n = &g->nodes[ni];
@@ -1453,16 +1457,20 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
   ap_dbox *planned = vx >= 0 ? ap_arena_array(g->arena, (size_t)x->n_dev, sizeof *planned) : NULL;
   if (vx >= 0 && !planned)
     return oom(x);
+  ap_dbox whole_y = whole_box(y), whole_out[WHOLE_OUT];
+  for (int o = 0; o < n->n_out && o < WHOLE_OUT; o++)
+    if (n->out[o] >= 0)
+      whole_out[o] = whole_box(&g->values[n->out[o]]);
   if (planned) {
     for (int dev = 0; dev < x->n_dev; dev++)
-      planned[dev] = whole_box(y);
+      planned[dev] = whole_y;
     boxes_of(x, vx, 0, planned);
   }
   bool split[AP_MAX_RANK]; /* the output dims the rule lets a device hold in part */
   for (int j = 0; j < y->rank && j < AP_MAX_RANK; j++)
     split[j] = ap_axes_out_split(g, n, j);
   for (int dev = 0; dev < x->n_dev; dev++) {
-    ap_dbox ob = whole_box(y);
+    ap_dbox ob = whole_y;
     if (vx >= 0) {
       ob = planned[dev];
     } else { /* carried from the first data input held in part */
@@ -1493,7 +1501,7 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
         continue;
       const ap_value *yo = &g->values[n->out[o]];
       ap_dbox *b = OUT(x, ni, o, dev);
-      *b = whole_box(yo);
+      *b = o < WHOLE_OUT ? whole_out[o] : whole_box(yo);
       for (int j = 0; j < yo->rank && j < y->rank; j++)
         if (yo->dims[j] == y->dims[j]) {
           b->lo[j] = ob.lo[j];

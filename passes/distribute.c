@@ -310,6 +310,13 @@ typedef struct memo_entry {
   const ap_dxfer *t;
 } memo_entry;
 
+/* An input axis that follows an output axis: input slot's axis a takes
+ * the output box's axis j (follow_map). */
+typedef struct follow_pair {
+  int slot;
+  signed char a, j;
+} follow_pair;
+
 typedef struct dctx {
   ap_graph *g;
   ap_diag *d;
@@ -321,6 +328,8 @@ typedef struct dctx {
   bool priced;        /* ap_distribute_priced: transfers keep their bytes, not their pieces */
   int follow_node;    /* the node whose axis map follow holds, or -1 */
   signed char follow[MAX_FOLLOWED][AP_MAX_RANK]; /* ap_axes_in_to_out of its inputs' axes */
+  follow_pair *pairs; /* follow_map's list for the node at hand */
+  int cap_pairs;
   ap_dbox *work;      /* the boxes of the node being distributed, port after port */
   size_t work_cap;    /* in boxes */
   ap_dbox *none;      /* [n_dev] empty boxes: the ports of nodes left undistributed */
@@ -1290,9 +1299,6 @@ static void boxes_of(dctx *x, int vx, int port, ap_dbox *box) {
     ap_plan_device_boxes(x->p, x->g, vx, port, box);
 }
 
-/* Every input box of node ni on device dev that follows the output box
- * ob along the axes the operator's rule maps (ir/axes.c); the other axes
- * stay as *IN already holds them. */
 /* The output axis that axis a of node ni's input i follows, or -1
  * (ap_axes_in_to_out), from a map made once per node, not per device. */
 static int out_axis(dctx *x, int ni, int i, int a) {
@@ -1310,20 +1316,44 @@ static int out_axis(dctx *x, int ni, int i, int a) {
   return x->follow[i][a];
 }
 
-static void follow_output(dctx *x, int ni, int dev, const ap_dbox *ob, int skip_slot) {
+/* Every input box of node ni follows the output box along the axes the
+ * operator's rule maps (ir/axes.c); the other axes stay as the node's
+ * input boxes hold them. follow_map lists those axes (but input
+ * skip_slot's) once per node in x->pairs and returns their count (-1: out
+ * of memory); follow_output sets device dev's input boxes from its output
+ * box ob. */
+static int follow_map(dctx *x, int ni, int skip_slot) {
   const ap_node *n = &x->g->nodes[ni];
+  int n_pairs = 0;
   for (int i = 0; i < n->n_in; i++) {
     if (n->in[i] < 0 || i == skip_slot)
       continue;
     const ap_value *xi = &x->g->values[n->in[i]];
-    ap_dbox *b = IN(x, ni, i, dev);
     for (int a = 0; a < xi->rank; a++) {
       int j = out_axis(x, ni, i, a);
-      if (j >= 0) {
-        b->lo[a] = ob->lo[j];
-        b->hi[a] = ob->hi[j];
+      if (j < 0)
+        continue;
+      if (n_pairs == x->cap_pairs) {
+        int cap = x->cap_pairs ? 2 * x->cap_pairs : 32;
+        follow_pair *pr = ap_xrealloc(x->pairs, (size_t)cap * sizeof *pr);
+        if (!pr)
+          return -1;
+        x->pairs = pr;
+        x->cap_pairs = cap;
       }
+      x->pairs[n_pairs++] = (follow_pair){i, (signed char)a, (signed char)j};
     }
+  }
+  return n_pairs;
+}
+
+static void follow_output(dctx *x, int ni, int dev, const ap_dbox *ob, int n_pairs) {
+  ap_dbox *const *in = x->dist->node[ni].in;
+  for (int k = 0; k < n_pairs; k++) {
+    const follow_pair *pr = &x->pairs[k];
+    ap_dbox *b = &in[pr->slot][dev];
+    b->lo[pr->a] = ob->lo[pr->j];
+    b->hi[pr->a] = ob->hi[pr->j];
   }
 }
 
@@ -1350,8 +1380,11 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
       for (int dev = 0; dev < n_dev; dev++)
         *IN(x, ni, i, dev) = w;
     }
+  int n_pairs = follow_map(x, ni, act);
+  if (n_pairs < 0)
+    return oom(x);
   for (int dev = 0; dev < n_dev; dev++)
-    follow_output(x, ni, dev, OUT(x, ni, 0, dev), act);
+    follow_output(x, ni, dev, OUT(x, ni, 0, dev), n_pairs);
   dn->bias_slot = -1;
   if (has_type(x, vx, 1)) {
     int *summand = ap_arena_array(g->arena, (size_t)n_dev, sizeof *summand), S;
@@ -1417,6 +1450,9 @@ static bool carry_unchanged(dctx *x, int ni) {
   for (int a = 0; a < y->rank; a++)
     if (xv->dims[a] != y->dims[a] || out_axis(x, ni, c, a) != a || !ap_axes_out_split(g, n, a))
       return false;
+  int n_pairs = follow_map(x, ni, c); /* out of memory: not carried, and weightless_node says so */
+  if (n_pairs < 0)
+    return false;
   ap_dbox *held = x->dist->held[n->in[c]];
   dn->out[0] = dn->in[c] = held;
   for (int i = 0; i < n->n_in; i++)
@@ -1426,7 +1462,7 @@ static bool carry_unchanged(dctx *x, int ni) {
         *IN(x, ni, i, dev) = w;
     }
   for (int dev = 0; dev < x->n_dev; dev++)
-    follow_output(x, ni, dev, &held[dev], c);
+    follow_output(x, ni, dev, &held[dev], n_pairs);
   return true;
 }
 
@@ -1466,6 +1502,9 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
       planned[dev] = whole_y;
     boxes_of(x, vx, 0, planned);
   }
+  int n_pairs = follow_map(x, ni, -1);
+  if (n_pairs < 0)
+    return oom(x);
   bool split[AP_MAX_RANK]; /* the output dims the rule lets a device hold in part */
   for (int j = 0; j < y->rank && j < AP_MAX_RANK; j++)
     split[j] = ap_axes_out_split(g, n, j);
@@ -1508,7 +1547,7 @@ static ap_status weightless_node(dctx *x, int ni, int vx) {
           b->hi[j] = ob.hi[j];
         }
     }
-    follow_output(x, ni, dev, &ob, -1);
+    follow_output(x, ni, dev, &ob, n_pairs);
     if (ap_op_table[n->op].axes != AP_AXES_CONCAT)
       continue;
     /* Along the axis, the part of the output's slab each input fills. */
@@ -1609,6 +1648,9 @@ static bool narrow_weight_chains(dctx *x) {
     bool split[AP_MAX_RANK];
     for (int a = 0; a < yv->rank; a++)
       split[a] = ap_axes_out_split(g, n, a);
+    int n_pairs = follow_map(x, ni, -1);
+    if (n_pairs < 0)
+      return false;
     bool own = false;
     for (int dev = 0; dev < x->n_dev; dev++) {
       ap_dbox need;
@@ -1630,7 +1672,7 @@ static bool narrow_weight_chains(dctx *x) {
       for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0)
           *IN(x, ni, i, dev) = whole_box(&g->values[n->in[i]]);
-      follow_output(x, ni, dev, &need, -1);
+      follow_output(x, ni, dev, &need, n_pairs);
     }
     if (own && !keep_ports(x, ni))
       return false;
@@ -1967,6 +2009,7 @@ static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d)
     s = oom(&x);
   ap_xfree(x.work);
   ap_xfree(x.memo);
+  ap_xfree(x.pairs);
   if (s != AP_OK)
     return s;
   for (int dev = 0; dev < n_dev; dev++)
@@ -2313,6 +2356,7 @@ static ap_status distribute_train(ap_graph *g, const uint64_t *want, const bool 
       ap_dxfer_charge_sum(g, dist->wgrad[v], box, n, bytes);
   }
   ap_xfree(x.memo);
+  ap_xfree(x.pairs);
   *out = s == AP_OK ? dist : NULL;
   return s;
 }

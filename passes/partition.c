@@ -1900,16 +1900,18 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * loss's rows, edge_direct's edges; the rest stays the levels',
  * docs/partition.md, "Approximations"), and the plan chosen is priced
  * exactly once more, up to EXACT_FINAL_MAX_WORK: GPT-2 small on 1024
- * devices (979,968 node-devices, 0.79 s), ResNet-152 on 1024 (527,360,
- * 0.19 s where closed forms alone took 0.13 s), GPT-2 small on 8192 (5.2 s
- * and 0.76 GB), on 32,768 (22 s and 1.8 GB, against 2.8 s and 0.7 GB by
- * closed forms, which price its step 27% under the program's 0.736 s;
- * docs/plan-time.md, "Box arrays kept once"). The transfers whose
- * pieces grow with the square of the device count (a gather to every
- * device, partial sums resolved by sending summands) are summed by classes
- * of equal boxes (ap_distribute_priced), so the device count alone bounds
- * nothing. Only past EXACT_FINAL_MAX_WORK does a plan say "bytes priced:
- * closed forms". */
+ * devices (979,968 node-devices, 0.87 s), ResNet-152 on 1024 (527,360,
+ * 0.17 s, as long as by closed forms alone), GPT-2 small on 8192 (3.4 s
+ * and 0.26 GB), on 32,768 (12.4 s and 0.88 GB; the closed forms price its
+ * step 27% under the program's 0.736 s; docs/plan-time.md, "The planner's
+ * memory"). The transfers whose pieces grow with the square of the device
+ * count (a gather to every device, partial sums resolved by sending
+ * summands) are summed by classes of equal boxes (ap_distribute_priced),
+ * so the device count alone bounds nothing; what does not shrink so is a
+ * sum at the owners over boxes meeting in a grid (share_out): GPT-2
+ * small's tied table on 65,536 devices (2^26 node-devices) is cut into 1.6
+ * million pieces, 4,096 on 32,768, and planning took 154 s. Only past
+ * EXACT_FINAL_MAX_WORK does a plan say "bytes priced: closed forms". */
 enum { EXACT_MAX_WORK = 1 << 18, EXACT_FINAL_MAX_WORK = 1 << 25 };
 #define SURPRISE 1.05 /* see ap_partition_fixed */
 

@@ -2093,55 +2093,45 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
       if (wvertex[p->v[v].wsum[k].value] == V + E)
         wvertex[p->v[v].wsum[k].value] = v;
   }
-  /* The program's transfers, as ap_distribute_train charges them, twice:
-   * counted by item, then listed item by item in their order. */
-  item_charge *list = NULL;
-  int n_charges = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) {
-      if (!(list = ap_arena_array(a, (size_t)n_charges + 1, sizeof *list))) {
-        p->level_ratio = NULL;
-        ap_arena_reset(a);
-        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
-      }
-      for (int it = 0, at = 0; it < n_items; it++) { /* counts to starts */
-        int c = first[it];
-        first[it] = at;
-        at += c;
-      }
-      first[n_items] = n_charges;
-    } else {
-      for (int it = 0; it <= n_items; it++)
-        first[it] = 0;
-    }
-    int *at = first; /* pass 0: counts; pass 1: the next free place, then the end */
-#define CHARGE(it_, kind_, a_, b_)                                                             \
-  do {                                                                                         \
-    int it__ = (it_);                                                                          \
-    if (pass == 0)                                                                             \
-      at[it__]++, n_charges++;                                                                 \
-    else                                                                                       \
-      list[at[it__]++] = (item_charge){it__, (kind_), (a_), (b_)};                              \
-  } while (0)
-    for (int ni = 0; ni < g->n_nodes; ni++) {
-      const ap_node *n = &g->nodes[ni];
-      const ap_dnode *dn = &dist->node[ni];
-      if (n->dead || !dn->xfer_in)
-        continue;
-      for (int i = 0; i < n->n_in; i++)
-        if (dn->xfer_in[i])
-          CHARGE(slot_item(p, g, item_of[ni], ni, i), CH_INPUT, ni, i);
-      if (dn->reduce)
-        CHARGE(item_of[ni] < 0 ? V + E : item_of[ni], CH_REDUCE, ni, 0);
-    }
-    if (dist->loss_xfer)
-      CHARGE(p->loss_vertex >= 0 ? p->loss_vertex : V + E, CH_LOSS, 0, 0);
-    for (int w = 0; w < g->n_values; w++)
-      if (dist->wgrad && dist->wgrad[w])
-        CHARGE(wvertex[w], CH_WGRAD, w, 0);
-#undef CHARGE
+  /* The program's transfers, as ap_distribute_train charges them, in its
+   * order (at most one per input, one reduction per node, the loss, one
+   * sum per weight), then sorted by item, stably: first[it] is where item
+   * it's charges start in list. */
+  size_t bound = (size_t)g->n_values + 1;
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    bound += (size_t)g->nodes[ni].n_in + 1;
+  item_charge *made = ap_arena_array(a, bound, sizeof *made);
+  item_charge *list = ap_arena_array(a, bound, sizeof *list);
+  if (!made || !list) {
+    p->level_ratio = NULL;
+    ap_arena_reset(a);
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   }
-  /* first[it] is now where item it + 1's charges start: shift back. */
+  int n_made = 0;
+  for (int ni = 0; ni < g->n_nodes; ni++) {
+    const ap_node *n = &g->nodes[ni];
+    const ap_dnode *dn = &dist->node[ni];
+    if (n->dead || !dn->xfer_in)
+      continue;
+    for (int i = 0; i < n->n_in; i++)
+      if (dn->xfer_in[i])
+        made[n_made++] = (item_charge){slot_item(p, g, item_of[ni], ni, i), CH_INPUT, ni, i};
+    if (dn->reduce)
+      made[n_made++] = (item_charge){item_of[ni] < 0 ? V + E : item_of[ni], CH_REDUCE, ni, 0};
+  }
+  if (dist->loss_xfer)
+    made[n_made++] = (item_charge){p->loss_vertex >= 0 ? p->loss_vertex : V + E, CH_LOSS, 0, 0};
+  for (int w = 0; w < g->n_values; w++)
+    if (dist->wgrad && dist->wgrad[w])
+      made[n_made++] = (item_charge){wvertex[w], CH_WGRAD, w, 0};
+  for (int it = 0; it <= n_items; it++)
+    first[it] = 0;
+  for (int k = 0; k < n_made; k++)
+    first[made[k].item + 1]++;
+  for (int it = 0; it < n_items; it++)
+    first[it + 1] += first[it];
+  for (int k = 0; k < n_made; k++) /* first[it] runs to item it + 1's start */
+    list[first[made[k].item]++] = made[k];
   for (int it = n_items; it > 0; it--)
     first[it] = first[it - 1];
   first[0] = 0;

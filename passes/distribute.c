@@ -146,15 +146,25 @@ typedef struct box_vec {
   int n, cap;
 } box_vec;
 
+/* Room for need elements of elem bytes in the heap array *arr of *cap:
+ * doubled (64 at least) while short. False: out of memory, *arr intact. */
+static bool heap_room(void **arr, int *cap, int need, size_t elem) {
+  if (need <= *cap)
+    return true;
+  int c = *cap ? *cap : 64;
+  while (c < need)
+    c *= 2;
+  void *p = ap_xrealloc(*arr, (size_t)c * elem);
+  if (!p)
+    return false;
+  *arr = p;
+  *cap = c;
+  return true;
+}
+
 static bool vec_push(box_vec *l, const ap_dbox *b) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 16;
-    ap_dbox *nb = ap_xrealloc(l->b, (size_t)cap * sizeof *nb);
-    if (!nb)
-      return false;
-    l->b = nb;
-    l->cap = cap;
-  }
+  if (!heap_room((void **)&l->b, &l->cap, l->n + 1, sizeof *l->b))
+    return false;
   l->b[l->n++] = *b;
   return true;
 }
@@ -273,14 +283,8 @@ static bool index_query(const box_index *ix, int rank, const ap_dbox *box, const
     int id = ix->by_lo[i].id;
     if (!intersect(rank, &box[id], q, &x))
       continue;
-    if (*n_out == *cap) {
-      int nc = *cap ? 2 * *cap : 64;
-      int *no = ap_xrealloc(*out, (size_t)nc * sizeof *no);
-      if (!no)
-        return false;
-      *out = no;
-      *cap = nc;
-    }
+    if (!heap_room((void **)out, cap, *n_out + 1, sizeof **out))
+      return false;
     (*out)[(*n_out)++] = id;
   }
   return true;
@@ -776,67 +780,46 @@ static bool deal(const owning *w, const ap_dbox *b, int first, int count) {
 }
 
 /* The pieces share_out cuts, as a stack: a piece is its box, the chain of
- * distinct boxes it lies inside (from in: in_hit[c], then in_next[c]; -1
- * ends it), and the boxes still to come that cut it (meet it without
- * containing it), in list[off .. off + len), each piece's list above those
- * of the pieces below it. */
+ * distinct boxes it lies inside (from in: chain[in].box, then the chain
+ * from chain[in].next; -1 ends it), and the boxes still to come that cut
+ * it (meet it without containing it), in list[off .. off + len), each
+ * piece's list above those of the pieces below it. */
 typedef struct cut_piece {
   ap_dbox box;
-  int in, len;
-  size_t off;
+  int in, off, len;
 } cut_piece;
 
 typedef struct cutting {
   cut_piece *stack;
   int n, cap;
-  int *list;
-  size_t top, cap_list;
-  int *in_hit, *in_next, n_in, cap_in;
+  int *list, top, cap_list;
+  struct inside {
+    int box, next;
+  } *chain;
+  int n_chain, cap_chain;
 } cutting;
 
 /* A chain: distinct box hit, then the chain from next; -1: out of memory. */
 static int inside_add(cutting *ct, int hit, int next) {
-  if (ct->n_in == ct->cap_in) {
-    int cap = ct->cap_in ? 2 * ct->cap_in : 64;
-    int *h = ap_xrealloc(ct->in_hit, (size_t)cap * sizeof *h);
-    if (h)
-      ct->in_hit = h;
-    int *nx = h ? ap_xrealloc(ct->in_next, (size_t)cap * sizeof *nx) : NULL;
-    if (!nx)
-      return -1;
-    ct->in_next = nx;
-    ct->cap_in = cap;
-  }
-  ct->in_hit[ct->n_in] = hit;
-  ct->in_next[ct->n_in] = next;
-  return ct->n_in++;
+  if (!heap_room((void **)&ct->chain, &ct->cap_chain, ct->n_chain + 1, sizeof *ct->chain))
+    return -1;
+  ct->chain[ct->n_chain] = (struct inside){hit, next};
+  return ct->n_chain++;
 }
 
-/* Pushes box b, inside the chain from in and the boxes of list[from ..
+/* Pushes box b, inside the chain from in and the boxes of ct->list[from ..
  * from + n) that contain it (distinct boxes dbox[]), with those that cut
- * it, in their order. False: out of memory. */
+ * it, in their order (read by offset: the list may move as it grows).
+ * False: out of memory. */
 static bool piece_push(cutting *ct, int rank, const ap_dbox *dbox, const ap_dbox *b, int in,
-                       size_t from, int n) {
-  if (ct->n == ct->cap) {
-    int cap = ct->cap ? 2 * ct->cap : 64;
-    cut_piece *st = ap_xrealloc(ct->stack, (size_t)cap * sizeof *st);
-    if (!st)
-      return false;
-    ct->stack = st;
-    ct->cap = cap;
-  }
-  if (ct->top + (size_t)n > ct->cap_list) {
-    size_t cap = 2 * (ct->top + (size_t)n) + 64;
-    int *l = ap_xrealloc(ct->list, cap * sizeof *l);
-    if (!l)
-      return false;
-    ct->list = l;
-    ct->cap_list = cap;
-  }
-  size_t off = ct->top;
+                       int from, int n) {
+  if (!heap_room((void **)&ct->stack, &ct->cap, ct->n + 1, sizeof *ct->stack) ||
+      !heap_room((void **)&ct->list, &ct->cap_list, ct->top + n, sizeof *ct->list))
+    return false;
+  int off = ct->top;
   for (int s = 0; s < n; s++) {
     ap_dbox m;
-    int h = ct->list[from + (size_t)s];
+    int h = ct->list[from + s];
     if (!intersect(rank, b, &dbox[h], &m))
       continue;
     if (!contains(rank, &dbox[h], b))
@@ -844,15 +827,14 @@ static bool piece_push(cutting *ct, int rank, const ap_dbox *dbox, const ap_dbox
     else if ((in = inside_add(ct, h, in)) < 0)
       return false;
   }
-  ct->stack[ct->n++] = (cut_piece){*b, in, (int)(ct->top - off), off};
+  ct->stack[ct->n++] = (cut_piece){*b, in, off, ct->top - off};
   return true;
 }
 
 static void cutting_free(cutting *ct) {
   ap_xfree(ct->stack);
   ap_xfree(ct->list);
-  ap_xfree(ct->in_hit);
-  ap_xfree(ct->in_next);
+  ap_xfree(ct->chain);
 }
 
 /* What share_out reads and fills: the distinct boxes dbox[] with their
@@ -931,8 +913,8 @@ static bool deal_piece(const sharing *sh, const ap_dbox *b, int in) {
   if (ap_dbox_volume(sh->rank, b) == 0)
     return true; /* deal gives it to no one */
   int n_in = 0, nd = 0;
-  for (int c = in; c >= 0; c = sh->ct->in_next[c]) {
-    int box = sh->ct->in_hit[c];
+  for (int c = in; c >= 0; c = sh->ct->chain[c].next) {
+    int box = sh->ct->chain[c].box;
     sh->inside[n_in++] = box;
     nd += sh->start[box + 1] - sh->start[box];
   }
@@ -963,29 +945,23 @@ static bool share_out(const sharing *sh, int i, const box_vec *cur, const int *h
   int rank = sh->rank;
   const ap_dbox *dbox = sh->dbox;
   cutting *ct = sh->ct;
-  ct->n = ct->n_in = 0;
-  ct->top = 0;
+  ct->n = ct->n_chain = ct->top = 0;
   int in_i = inside_add(ct, i, -1);
   if (in_i < 0)
     return false;
   /* The boxes after i, then cur's pieces, the first on top. */
-  if ((size_t)n_hit > ct->cap_list) {
-    int *l = ap_xrealloc(ct->list, ((size_t)n_hit + 64) * sizeof *l);
-    if (!l)
-      return false;
-    ct->list = l;
-    ct->cap_list = (size_t)n_hit + 64;
-  }
+  if (!heap_room((void **)&ct->list, &ct->cap_list, n_hit, sizeof *ct->list))
+    return false;
   for (int h = 0; h < n_hit; h++)
     if (hit[h] > i)
       ct->list[ct->top++] = hit[h];
-  size_t n_after = ct->top;
+  int n_after = ct->top;
   for (int q = cur->n - 1; q >= 0; q--)
-    if (!piece_push(ct, rank, dbox, &cur->b[q], in_i, 0, (int)n_after))
+    if (!piece_push(ct, rank, dbox, &cur->b[q], in_i, 0, n_after))
       return false;
   while (ct->n > 0) {
     cut_piece pc = ct->stack[--ct->n];
-    ct->top = pc.off + (size_t)pc.len; /* the lists above are done with */
+    ct->top = pc.off + pc.len; /* the lists above are done with */
     if (pc.len == 0) {
       if (!deal_piece(sh, &pc.box, pc.in))
         return false;
@@ -1532,14 +1508,8 @@ static int follow_map(dctx *x, int ni, int skip_slot) {
       int j = out_axis(x, ni, i, a);
       if (j < 0)
         continue;
-      if (n_pairs == x->cap_pairs) {
-        int cap = x->cap_pairs ? 2 * x->cap_pairs : 32;
-        follow_pair *pr = ap_xrealloc(x->pairs, (size_t)cap * sizeof *pr);
-        if (!pr)
-          return -1;
-        x->pairs = pr;
-        x->cap_pairs = cap;
-      }
+      if (!heap_room((void **)&x->pairs, &x->cap_pairs, n_pairs + 1, sizeof *x->pairs))
+        return -1;
       x->pairs[n_pairs++] = (follow_pair){i, (signed char)a, (signed char)j};
     }
   }

@@ -104,6 +104,34 @@ void ap_arena_reset(ap_arena *a) {
   a->grow = CHUNK_MIN; /* the kept chunks are taken again smallest first (take_spare) */
 }
 
+ap_arena_mark ap_arena_mark_now(const ap_arena *a) {
+  const chunk *c = a->head;
+  return (ap_arena_mark){c, c ? c->next : NULL, c ? c->used : 0, a->grow};
+}
+
+/* The chunks taken since the mark go back to the spares, newest first: those
+ * on top of the marked chunk, then the large blocks' chunks put behind it
+ * (ap_arena_alloc) while it was on top. */
+void ap_arena_release(ap_arena *a, ap_arena_mark m) {
+  for (chunk **at = &a->head; *at && *at != m.chunk;) {
+    chunk *c = *at;
+    *at = c->next;
+    c->next = a->spare;
+    a->spare = c;
+  }
+  a->grow = m.grow;
+  chunk *top = a->head;
+  if (!top)
+    return;
+  while (top->next && top->next != m.next) {
+    chunk *c = top->next;
+    top->next = c->next;
+    c->next = a->spare;
+    a->spare = c;
+  }
+  top->used = m.used;
+}
+
 /* The smallest kept chunk of at least `want` bytes, unlinked, or NULL: the
  * smallest, so a large block finds its large chunk again. */
 static chunk *take_spare(ap_arena *a, size_t want) {
@@ -128,7 +156,9 @@ void *ap_arena_alloc(ap_arena *a, size_t size) {
     if (want > SIZE_MAX - sizeof(chunk))
       return NULL;
     c = take_spare(a, want);
-    if (c && c->size >= a->grow) /* new chunks go on doubling from the largest taken */
+    /* New chunks go on doubling from the largest taken, unless it was taken
+     * for one large block. */
+    if (c && want == a->grow && c->size >= a->grow)
       a->grow = c->size < CHUNK_MAX / 2 ? 2 * c->size : CHUNK_MAX;
     if (!c) {
       c = ap_xrealloc(NULL, sizeof(chunk) + want);

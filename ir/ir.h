@@ -27,6 +27,14 @@ void ap_arena_free(ap_arena *a);
  * that follow: a scratch arena used again and again touches memory the
  * process already has, where a new one faults in fresh pages each time. */
 void ap_arena_reset(ap_arena *a);
+/* A point to release back to: what was allocated after it goes, its chunks
+ * kept for the allocations that follow, as ap_arena_reset keeps them. */
+typedef struct ap_arena_mark {
+  const void *chunk, *next;
+  size_t used, grow;
+} ap_arena_mark;
+ap_arena_mark ap_arena_mark_now(const ap_arena *a);
+void ap_arena_release(ap_arena *a, ap_arena_mark m);
 void *ap_arena_alloc(ap_arena *a, size_t size);    /* zeroed, 16-byte aligned; NULL on failure */
 void *ap_arena_array(ap_arena *a, size_t n, size_t elem); /* overflow-checked */
 char *ap_arena_strdup(ap_arena *a, const char *s);

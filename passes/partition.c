@@ -1506,7 +1506,11 @@ merge:
   return loose;
 }
 
-static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map, ap_diag *d) {
+/* The classes of level + 1 and what the children of level's classes send,
+ * kept in the graph's arena; the costs they come from are worked out in
+ * scratch and released there. */
+static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
+                            ap_arena *scratch, ap_diag *d) {
   int V = p->n_vertices, E = p->n_edges, nc = p->n_cls[level];
   const uint8_t *st = p->state + (size_t)level * V;
   ap_arena *a = g->arena;
@@ -1515,19 +1519,21 @@ static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
     cap = MAX_CLASSES * AP_MAX_CHILDREN;
   ap_class *list = ap_arena_array(a, cap + 1, sizeof *list);
   int *map = ap_arena_array(a, (size_t)nc * AP_MAX_CHILDREN + 1, sizeof *map);
-  double (*ratio)[AP_MAX_CHILDREN] = ap_arena_array(a, (size_t)V + 1, sizeof *ratio);
-  ap_class tmp;
   double *cfwd = ap_arena_array(a, (size_t)nc * AP_MAX_CHILDREN + 1, sizeof *cfwd);
   double *csent = ap_arena_array(a, (size_t)nc * AP_MAX_CHILDREN + 1, sizeof *csent);
-  if (!list || !map || !ratio || !cfwd || !csent || !class_alloc(p, a, &tmp))
+  ap_arena_mark mark = ap_arena_mark_now(scratch);
+  double (*ratio)[AP_MAX_CHILDREN] = ap_arena_array(scratch, (size_t)V + 1, sizeof *ratio);
+  ap_class tmp;
+  /* Every class's costs in turn: vertex_cost and edge_cost clear them. */
+  child_cost *vc = ap_arena_array(scratch, (size_t)V + 1, sizeof *vc);
+  child_cost *ec = ap_arena_array(scratch, (size_t)E + 1, sizeof *ec);
+  ap_status st_out = AP_OK;
+  if (!list || !map || !ratio || !cfwd || !csent || !vc || !ec || !class_alloc(p, scratch, &tmp)) {
+    ap_arena_release(scratch, mark);
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  }
   int n = 0;
   double paper = 0;
-  /* Every class's costs in turn: vertex_cost and edge_cost clear them. */
-  child_cost *vc = ap_arena_array(a, (size_t)V + 1, sizeof *vc);
-  child_cost *ec = ap_arena_array(a, (size_t)E + 1, sizeof *ec);
-  if (!vc || !ec)
-    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   for (int ci = 0; ci < nc; ci++) {
     const ap_class *c = &p->cls[level][ci];
     level_ctx x;
@@ -1573,10 +1579,16 @@ static ap_status next_level(ap_plan *p, ap_graph *g, int level, int **child_map,
       }
       for (int e = 0; e < E; e++)
         tmp.acc_e[e] = c->acc_e[e] + ec[e].comm_s[i];
-      if ((map[ci * AP_MAX_CHILDREN + i] = merge_class(p, a, list, &n, &tmp)) < 0)
-        return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+      if ((map[ci * AP_MAX_CHILDREN + i] = merge_class(p, a, list, &n, &tmp)) < 0) {
+        st_out = AP_ERR_NOMEM;
+        goto release;
+      }
     }
   }
+release:
+  ap_arena_release(scratch, mark);
+  if (st_out != AP_OK)
+    return ap_error(d, st_out, g->path, NULL, NULL, "out of memory");
   p->paper_cost += paper;
   p->cls[level + 1] = list;
   p->n_cls[level + 1] = n;
@@ -2529,7 +2541,7 @@ static ap_status plan_levels(ap_plan *p, ap_graph *g, const ap_plan *tentative,
       if (same)
         state[v] -= 3;
     }
-    st = next_level(p, g, l, p->child_map, d);
+    st = next_level(p, g, l, p->child_map, b.ar, d);
   }
   ap_arena_reset(b.ar);
   p->levels_comm_bytes = p->comm_bytes;

@@ -44,7 +44,8 @@ typedef struct ap_search_problem {
 } ap_search_problem;
 
 /* The minimum of ap_search_cost (see search.c for the method); optimality
- * is "exact" or names the bounded method used. */
+ * is "exact" or names the bounded method used (a string in ar). What the
+ * solve allocates in ar is released before it returns. */
 ap_status ap_search_solve(const ap_search_problem *pr, ap_arena *ar, uint8_t *state,
                           double *cost, const char **optimality);
 double ap_search_cost(const ap_search_problem *pr, const uint8_t *state);

@@ -279,13 +279,15 @@ static sp *solve(sp *s, long budget, ap_arena *ar, outcome *o) {
   return s;
 }
 
-ap_status ap_search_solve(const ap_search_problem *pr, ap_arena *out_arena, uint8_t *state,
+ap_status ap_search_solve(const ap_search_problem *pr, ap_arena *ar, uint8_t *state,
                           double *cost, const char **optimality) {
-  ap_arena *ar = ap_arena_new(); /* the copies conditioning makes die here */
+  /* The copies conditioning makes die at the end, their memory kept in ar
+   * for what follows: the levels' search solves hundreds of problems a plan. */
+  ap_arena_mark mark = ap_arena_mark_now(ar);
   sp s0 = {.n = pr->n, .m = 0, .cap_m = 2 * pr->m + pr->n + 1};
-  sp *s = ar ? sp_clone(&s0, ar, false) : NULL;
+  sp *s = sp_clone(&s0, ar, false);
   if (!s) {
-    ap_arena_free(ar);
+    ap_arena_release(ar, mark);
     return AP_ERR_NOMEM;
   }
   for (int v = 0; v < pr->n; v++) {
@@ -299,16 +301,16 @@ ap_status ap_search_solve(const ap_search_problem *pr, ap_arena *out_arena, uint
   long budget = AP_SEARCH_WORK / (pr->n + pr->m + 1);
   sp *best = solve(s, budget < AP_SEARCH_BRANCHES ? budget : AP_SEARCH_BRANCHES, ar, &o);
   if (!best) {
-    ap_arena_free(ar);
+    ap_arena_release(ar, mark);
     return AP_ERR_NOMEM;
   }
   assign(best, state);
   *cost = best->constant;
-  ap_arena_free(ar);
+  ap_arena_release(ar, mark);
   if (optimality) {
     *optimality = "exact";
     if (o.greedy &&
-        !(*optimality = ap_arena_printf(out_arena,
+        !(*optimality = ap_arena_printf(ar,
                                         "bounded: conditioned on %d vertices, %d fixed greedily",
                                         o.conditioned, o.greedy)))
       return AP_ERR_NOMEM;

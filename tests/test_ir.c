@@ -249,6 +249,45 @@ Test(arena, every_allocation_failure_is_reported) {
   cr_expect_gt(fail_at, 3, "the loop must have exercised several failure points");
 }
 
+/* What is allocated after a mark goes back at the release, and the same
+ * allocations made again take no new memory: small blocks on the marked
+ * chunk, a large block's own chunk put behind it, chunks taken on top. */
+Test(arena, release_to_a_mark_reuses_the_memory) {
+  allocs = 0;
+  fail_at = -1;
+  ap_set_allocator(failing_realloc, NULL);
+  ap_arena *a = ap_arena_new();
+  cr_assert(a);
+  char *kept = ap_arena_alloc(a, 100);
+  memset(kept, 7, 100);
+  ap_arena_mark m = ap_arena_mark_now(a);
+  long before = -1;
+  char *first[4] = {0};
+  for (int round = 0; round < 3; round++) {
+    size_t sizes[4] = {200, 1 << 20, 300, 5 << 20}; /* one large behind, one on top */
+    for (int i = 0; i < 4; i++) {
+      char *p = ap_arena_alloc(a, sizes[i]);
+      cr_assert(p);
+      for (size_t j = 0; j < sizes[i]; j += 4096)
+        cr_assert_eq(p[j], 0, "round %d block %d is not zeroed", round, i);
+      memset(p, 0xab, sizes[i]);
+      if (round == 0)
+        first[i] = p;
+      else
+        cr_expect_eq(p, first[i], "round %d block %d is not where it was", round, i);
+    }
+    if (round == 0)
+      before = allocs;
+    else
+      cr_expect_eq(allocs, before, "round %d took new chunks", round);
+    ap_arena_release(a, m);
+  }
+  for (int j = 0; j < 100; j++)
+    cr_assert_eq(kept[j], 7, "the block before the mark changed");
+  ap_arena_free(a);
+  ap_set_allocator(NULL, NULL);
+}
+
 Test(verify, accepts_a_graph_without_nodes) {
   ap_graph *g = ap_graph_new("empty.onnx");
   int64_t d4[1] = {4};

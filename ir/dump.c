@@ -35,7 +35,7 @@ static void print_float(FILE *out, double v, bool json) {
     fprintf(out, "%.9g", v);
 }
 
-static void print_json_string(FILE *out, const char *s, size_t len) {
+void ap_json_string(FILE *out, const char *s, size_t len) {
   fputc('"', out);
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -89,7 +89,7 @@ static void print_elems(FILE *out, const ap_tensor *t, bool json) {
       fputs(", ", out);
     if (t->dtype == AP_DT_STRING) {
       const char *s = ((const char *const *)t->data)[i];
-      (json ? print_json_string : print_text_string)(out, s, strlen(s));
+      (json ? ap_json_string : print_text_string)(out, s, strlen(s));
     } else if (ap_dtype_is_float(t->dtype)) {
       print_float(out, ap_tensor_get_f64(t, i), json);
     } else if (t->dtype == AP_DT_UINT64) {
@@ -144,7 +144,7 @@ static void print_tensor_json(FILE *out, const ap_tensor *t) {
  * space in JSON), strings quoted by the form's own rules. */
 static void print_attr_value(FILE *out, const ap_attr *a, bool json) {
   const char *sep = json ? ", " : ",";
-  void (*print_string)(FILE *, const char *, size_t) = json ? print_json_string : print_text_string;
+  void (*print_string)(FILE *, const char *, size_t) = json ? ap_json_string : print_text_string;
   void (*print_tensor)(FILE *, const ap_tensor *) = json ? print_tensor_json : print_tensor_text;
   switch (a->type) {
   case AP_ATTR_INT: fprintf(out, "%" PRId64, a->i); break;
@@ -297,7 +297,7 @@ static void print_shape_json(FILE *out, const ap_value *v) {
     if (v->dims[i] >= 0)
       fprintf(out, "%" PRId64, v->dims[i]);
     else if (v->sym[i])
-      print_json_string(out, v->sym[i], strlen(v->sym[i]));
+      ap_json_string(out, v->sym[i], strlen(v->sym[i]));
     else
       fputs("null", out);
   }
@@ -310,14 +310,14 @@ static void print_name_list_json(FILE *out, const ap_graph *g, const int *ids, i
     if (i)
       fputs(", ", out);
     const char *name = ids[i] >= 0 ? g->values[ids[i]].name : "";
-    print_json_string(out, name, strlen(name));
+    ap_json_string(out, name, strlen(name));
   }
   fputc(']', out);
 }
 
 ap_status ap_dump_json(const ap_graph *g, FILE *out) {
   fputs("{\n  \"graph\": ", out);
-  print_json_string(out, g->name, strlen(g->name));
+  ap_json_string(out, g->name, strlen(g->name));
   fprintf(out, ",\n  \"ir_version\": %" PRId64 ",\n  \"opset\": %" PRId64 ",\n", g->ir_version,
           g->opset);
   fputs("  \"inputs\": ", out);
@@ -328,7 +328,7 @@ ap_status ap_dump_json(const ap_graph *g, FILE *out) {
   for (int i = 0; i < g->n_values; i++) {
     const ap_value *v = &g->values[i];
     fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", out);
-    print_json_string(out, v->name, strlen(v->name));
+    ap_json_string(out, v->name, strlen(v->name));
     fprintf(out, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": ", kind_name(v->kind),
             ap_dtype_name(v->dtype));
     print_shape_json(out, v);
@@ -343,12 +343,12 @@ ap_status ap_dump_json(const ap_graph *g, FILE *out) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ap_node *n = &g->nodes[i];
     fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", out);
-    print_json_string(out, n->name, strlen(n->name));
+    ap_json_string(out, n->name, strlen(n->name));
     fputs(", \"op\": ", out);
-    print_json_string(out, n->op_type, strlen(n->op_type));
+    ap_json_string(out, n->op_type, strlen(n->op_type));
     if (*n->domain) {
       fputs(", \"domain\": ", out);
-      print_json_string(out, n->domain, strlen(n->domain));
+      ap_json_string(out, n->domain, strlen(n->domain));
     }
     fputs(", \"inputs\": ", out);
     print_name_list_json(out, g, n->in, n->n_in);
@@ -359,7 +359,7 @@ ap_status ap_dump_json(const ap_graph *g, FILE *out) {
     for (int k = 0; attrs && k < n->n_attr; k++) {
       if (k)
         fputs(", ", out);
-      print_json_string(out, attrs[k]->name, strlen(attrs[k]->name));
+      ap_json_string(out, attrs[k]->name, strlen(attrs[k]->name));
       fputs(": ", out);
       print_attr_value(out, attrs[k], true);
     }

@@ -599,4 +599,8 @@ ap_status ap_rebatch(ap_graph *g, int input, int64_t batch, ap_diag *d);
 /* ---- dump.c ------------------------------------------------------------- */
 /* ap_dump_text and ap_dump_json: see accpar.h. */
 
+/* s[0..len) as a JSON string, quoted and escaped: every JSON the library and
+ * accparc print writes its strings so. */
+void ap_json_string(FILE *out, const char *s, size_t len);
+
 #endif

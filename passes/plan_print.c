@@ -248,19 +248,7 @@ ap_status ap_plan_print_table(const ap_graph *g, FILE *out) {
   return ferror(out) ? AP_ERR_IO : AP_OK;
 }
 
-static void json_string(FILE *out, const char *s) {
-  fputc('"', out);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(out, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(out, "\\u%04x", c);
-    else
-      fputc(c, out);
-  }
-  fputc('"', out);
-}
+static void json_string(FILE *out, const char *s) { ap_json_string(out, s, strlen(s)); }
 
 ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
   const ap_plan *p = g->plan;

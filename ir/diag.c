@@ -64,6 +64,7 @@ const char *ap_status_name(ap_status s) {
   case AP_ERR_INVALID: return "invalid";
   case AP_ERR_NOMEM: return "out of memory";
   case AP_ERR_USAGE: return "usage";
+  case AP_ERR_NO_FIT: return "does not fit";
   }
   return "?";
 }

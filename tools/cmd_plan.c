@@ -3,7 +3,7 @@
  *                            [--cost time|paper] [--mem-limit BYTES]
  *                            [--format table|json|dot|html]
  * accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]...
- *                            [--inputs DIR] [--format table|json]
+ *                            [--inputs DIR] [--mem-limit BYTES] [--format table|json]
  * accparc export  MODEL.onnx --devices SPEC [plan options] -o ANNOTATED.onnx
  * Load, bind, run the pipeline, partition, print (or write). */
 #define _POSIX_C_SOURCE 200809L
@@ -16,6 +16,7 @@
 
 #include "accpar/plan.h"
 #include "codegen/codegen.h"
+#include "ir/ir.h"
 #include "tools/commands.h"
 
 static const char plan_usage[] =
@@ -40,12 +41,14 @@ static const char plan_usage[] =
 
 static const char compare_usage[] =
     "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]\n"
-    "                                  [--inputs DIR] [--format table|json]\n"
-    "  plans with dp, owt, hypar and accpar and prints them side by side\n"
+    "                                  [--inputs DIR] [--mem-limit BYTES] [--format table|json]\n"
+    "  plans with dp, owt, hypar and accpar and prints them side by side; a strategy\n"
+    "  with no plan that fits the devices' memory is shown as not fitting, and why\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
     "  --batch N        bind the batch dimension\n"
     "  --dim NAME=V     bind the symbolic input dimension NAME (repeatable)\n"
     "  --inputs DIR     bind the inputs' dims from DIR/input_N.pb (as plan --inputs)\n"
+    "  --mem-limit B    bytes per device (default: each device's capacity)\n"
     "  --format F       table (default) or json\n";
 
 static const char export_usage[] =
@@ -70,8 +73,12 @@ typedef struct plan_args {
   cli_dims dims;
 } plan_args;
 
-static int parse(const char *cmd, const char *usage, bool plan_options, bool wants_output,
-                 int argc, char **argv, plan_args *a) {
+/* The options beyond the model's binding and --format a command takes. */
+enum { WITH_SEARCH = 1, WITH_MEM_LIMIT = 2, WITH_OUTPUT = 4 };
+
+static int parse(const char *cmd, const char *usage, unsigned with, int argc, char **argv,
+                 plan_args *a) {
+  bool plan_options = with & WITH_SEARCH, wants_output = with & WITH_OUTPUT;
   memset(a, 0, sizeof *a);
   a->format = "table";
   a->opts.strategy = AP_STRATEGY_ACCPAR;
@@ -112,7 +119,7 @@ static int parse(const char *cmd, const char *usage, bool plan_options, bool wan
         a->opts.cost = AP_COST_PAPER;
       else
         return cli_usage_error(cmd, "--cost must be time or paper, got '%s'", c);
-    } else if (plan_options && strcmp(s, "--mem-limit") == 0 && has_value) {
+    } else if ((with & WITH_MEM_LIMIT) && strcmp(s, "--mem-limit") == 0 && has_value) {
       a->search_opt = a->search_opt ? a->search_opt : s;
       char *end;
       errno = 0;
@@ -190,7 +197,8 @@ static ap_status emit_plan(void *ctx, FILE *out) {
  * partition. Returns the exit status to use now, or -1 with *g planned. */
 static int plan_model(const char *cmd, const char *usage, bool wants_output, int argc,
                       char **argv, plan_args *a, ap_devices *dv, ap_graph **g, ap_diag *d) {
-  int rc = parse(cmd, usage, true, wants_output, argc, argv, a);
+  int rc = parse(cmd, usage, WITH_SEARCH | WITH_MEM_LIMIT | (wants_output ? WITH_OUTPUT : 0),
+                 argc, argv, a);
   if (rc)
     return rc < 0 ? 0 : rc;
   if (a->devices && ap_devices_parse(a->devices, dv, d) != AP_OK)
@@ -231,12 +239,20 @@ typedef struct compare_job {
   const ap_devices *dv;
   int64_t batch;  /* the batch planned for: --batch, or the model's own */
   ap_plan_summary s[N_COMPARED];
+  /* A strategy with no plan that fits: why (the planner's message from
+   * after "no S plan fits: "), else "". */
+  char no_fit[N_COMPARED][AP_DIAG_MAX];
+  int levels;     /* of the array, from a plan that fits */
   bool json;
 } compare_job;
 
 /* dp's step time over another's: 1 when neither takes any time (a graph
- * without layers or transfers), infinite when only dp does. */
-static double speedup(double dp_s, double step_s) {
+ * without layers or transfers), infinite when only dp does; NaN (printed
+ * as not known) when dp has no plan that fits. */
+static double speedup(const compare_job *job, double step_s) {
+  if (job->no_fit[0][0])
+    return NAN;
+  double dp_s = job->s[0].step_time_s;
   if (step_s > 0)
     return dp_s / step_s;
   return dp_s > 0 ? INFINITY : 1;
@@ -244,37 +260,54 @@ static double speedup(double dp_s, double step_s) {
 
 static ap_status emit_compare(void *ctx, FILE *out) {
   compare_job *job = ctx;
-  double base = job->s[0].step_time_s;
   if (job->json) {
-    fprintf(out, "{\n  \"model\": \"%s\",\n  \"devices\": \"%s\",\n  \"batch\": %lld,\n"
-                 "  \"strategies\": [",
-            job->a->model, job->a->devices, (long long)job->batch);
+    fprintf(out, "{\n  \"model\": ");
+    ap_json_string(out, job->a->model, strlen(job->a->model));
+    fprintf(out, ",\n  \"devices\": ");
+    ap_json_string(out, job->a->devices, strlen(job->a->devices));
+    fprintf(out, ",\n  \"batch\": %lld,\n  \"strategies\": [", (long long)job->batch);
     for (int i = 0; i < N_COMPARED; i++) {
       const ap_plan_summary *s = &job->s[i];
-      double up = speedup(base, s->step_time_s);
-      /* JSON has no infinity: null. */
+      fprintf(out, "%s\n    {\"strategy\": \"%s\", \"fits\": %s", i ? "," : "",
+              ap_strategy_name(compared[i]), job->no_fit[i][0] ? "false" : "true");
+      if (job->no_fit[i][0]) {
+        fprintf(out, ", \"why\": ");
+        ap_json_string(out, job->no_fit[i], strlen(job->no_fit[i]));
+        fprintf(out, "}");
+        continue;
+      }
+      double up = speedup(job, s->step_time_s);
+      /* JSON has no infinity: null, as for a speedup over a dp that does
+       * not fit. */
       char up_s[32] = "null";
       if (isfinite(up))
         snprintf(up_s, sizeof up_s, "%.6g", up);
       fprintf(out,
-              "%s\n    {\"strategy\": \"%s\", \"step_time_s\": %.9g, \"speedup_over_dp\": "
+              ", \"step_time_s\": %.9g, \"speedup_over_dp\": "
               "%s, \"comm_bytes\": %.9g, \"paper_cost\": %.9g, \"max_mem_bytes\": %.9g, "
               "\"optimality\": \"%s\"}",
-              i ? "," : "", ap_strategy_name(s->strategy), s->step_time_s, up_s, s->comm_bytes,
-              s->paper_cost, s->max_mem_bytes, s->optimality);
+              s->step_time_s, up_s, s->comm_bytes, s->paper_cost, s->max_mem_bytes,
+              s->optimality);
     }
     fprintf(out, "\n  ]\n}\n");
   } else {
     fprintf(out, "compare: %s  devices %s  batch %lld (%d devices, %d levels)\n",
             job->a->model, job->a->devices, (long long)job->batch, job->dv->n_devices,
-            job->s[0].n_levels);
+            job->levels);
     fprintf(out, "%-8s  %14s  %10s  %14s  %14s  %s\n", "strategy", "step_time_s", "speedup",
             "comm_bytes", "max_mem_bytes", "optimality");
     for (int i = 0; i < N_COMPARED; i++) {
       const ap_plan_summary *s = &job->s[i];
-      fprintf(out, "%-8s  %14.6e  %9.2fx  %14.6e  %14.6e  %s\n", ap_strategy_name(s->strategy),
-              s->step_time_s, speedup(base, s->step_time_s), s->comm_bytes, s->max_mem_bytes,
-              s->optimality);
+      if (job->no_fit[i][0]) {
+        fprintf(out, "%-8s  does not fit: %s\n", ap_strategy_name(compared[i]), job->no_fit[i]);
+        continue;
+      }
+      double up = speedup(job, s->step_time_s);
+      char up_s[32] = "-";
+      if (!isnan(up))
+        snprintf(up_s, sizeof up_s, "%.2fx", up);
+      fprintf(out, "%-8s  %14.6e  %10s  %14.6e  %14.6e  %s\n", ap_strategy_name(s->strategy),
+              s->step_time_s, up_s, s->comm_bytes, s->max_mem_bytes, s->optimality);
     }
   }
   return ferror(out) ? AP_ERR_IO : AP_OK;
@@ -293,7 +326,7 @@ static int64_t model_batch(const ap_graph *g) {
 
 int cmd_compare(int argc, char **argv) {
   plan_args a;
-  int rc = parse("compare", compare_usage, false, false, argc, argv, &a);
+  int rc = parse("compare", compare_usage, WITH_MEM_LIMIT, argc, argv, &a);
   if (rc)
     return rc < 0 ? 0 : rc;
   ap_diag d = {0};
@@ -305,13 +338,34 @@ int cmd_compare(int argc, char **argv) {
     return cli_fail(&d);
   compare_job job = {.a = &a, .dv = &dv, .batch = a.batch ? a.batch : model_batch(g),
                      .json = strcmp(a.format, "json") == 0};
+  /* A strategy none of whose plans fits is a result to show beside the
+   * others (on 1024 CPUs GPT-2 small fits with dp and accpar, not with owt
+   * or hypar); any other error, or none fitting, ends the command. */
+  int fitting = 0;
+  ap_diag last = {0};
   for (int i = 0; i < N_COMPARED && rc == 0; i++) {
-    ap_plan_opts o = {.devices = &dv, .strategy = compared[i]};
-    if (ap_partition(g, &o, &d) != AP_OK)
+    ap_plan_opts o = {.devices = &dv, .strategy = compared[i],
+                      .mem_limit_bytes = a.opts.mem_limit_bytes};
+    d = (ap_diag){0};
+    ap_status st = ap_partition(g, &o, &d);
+    if (st == AP_ERR_NO_FIT) {
+      size_t n = strlen(a.model);
+      const char *why = strncmp(d.message, a.model, n) == 0 && strncmp(d.message + n, ": ", 2) == 0
+                            ? d.message + n + 2
+                            : d.message;
+      const char *fits = strstr(why, " plan fits: "); /* "no owt plan fits: " said above */
+      snprintf(job.no_fit[i], sizeof job.no_fit[i], "%s", fits ? fits + 12 : why);
+      last = d;
+    } else if (st != AP_OK) {
       rc = cli_fail(&d);
-    else
+    } else {
       ap_plan_get(g, &job.s[i]);
+      job.levels = job.s[i].n_levels;
+      fitting++;
+    }
   }
+  if (rc == 0 && fitting == 0)
+    rc = cli_fail(&last);
   if (rc == 0)
     rc = cli_emit(stdout, emit_compare, &job, &d);
   ap_graph_free(g);

@@ -44,7 +44,8 @@ typedef enum ap_status {
   AP_ERR_UNSUPPORTED, /* well-formed, but uses something accpar does not handle */
   AP_ERR_INVALID,     /* well-formed, but inconsistent (shapes, names, cycles...) */
   AP_ERR_NOMEM,       /* an allocation failed */
-  AP_ERR_USAGE        /* the caller passed bad options */
+  AP_ERR_USAGE,       /* the caller passed bad options */
+  AP_ERR_NO_FIT       /* no plan of the strategy fits the devices' memory */
 } ap_status;
 
 enum { AP_DIAG_MAX = 1024 };

@@ -94,7 +94,8 @@ AP_API bool ap_strategy_parse(const char *name, ap_strategy *out);
 
 /* The partition pass: needs a verified graph with inferred shapes. Sets
  * node->types on every layer node and attaches the plan to the graph
- * (replacing an earlier one). */
+ * (replacing an earlier one). AP_ERR_NO_FIT when no plan of the strategy
+ * fits the devices' memory (o->mem_limit_bytes or each kind's capacity). */
 AP_API ap_status ap_partition(ap_graph *g, const ap_plan_opts *o, ap_diag *d);
 
 /* The partition type of node n at level l (0 is the top level) once

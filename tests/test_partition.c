@@ -885,6 +885,9 @@ Test(plan, memory_limit_never_slower_than_a_base_plan_that_fits, .timeout = 120)
 
 /* ---- real models through the frontend and the pipeline ---- */
 
+/* The nine light architectures plan with every strategy, and accpar's plan
+ * is never slower than the fastest of dp's, owt's and hypar's (it was
+ * checked against dp's alone). */
 Test(plan, light_models_plan_with_every_strategy, .timeout = 300) {
   static const char *const models[] = {"bvlc_alexnet", "densenet121", "inception_v1",
                                        "inception_v2", "resnet50",    "shufflenet",
@@ -899,7 +902,8 @@ Test(plan, light_models_plan_with_every_strategy, .timeout = 300) {
     ap_graph *g = NULL;
     cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
     cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
-    double dp_time = 0;
+    double base_time = INFINITY; /* the fastest of dp, owt and hypar */
+    ap_strategy base_s = AP_STRATEGY_DP;
     for (int s = AP_STRATEGY_DP; s <= AP_STRATEGY_ACCPAR; s++) {
       ap_plan_opts o = {.devices = &dv, .strategy = (ap_strategy)s};
       cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s with %s: %s", models[m],
@@ -908,8 +912,10 @@ Test(plan, light_models_plan_with_every_strategy, .timeout = 300) {
       cr_assert(ap_plan_get(g, &sum));
       cr_expect(sum.step_time_s > 0 && isfinite(sum.step_time_s));
       cr_expect_str_eq(sum.optimality, "exact", "%s: series-parallel", models[m]);
-      if (s == AP_STRATEGY_DP)
-        dp_time = sum.step_time_s;
+      if (s != AP_STRATEGY_ACCPAR && sum.step_time_s < base_time) {
+        base_time = sum.step_time_s;
+        base_s = (ap_strategy)s;
+      }
       /* Every layer node carries one type per level. */
       for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].n_types)
@@ -917,8 +923,8 @@ Test(plan, light_models_plan_with_every_strategy, .timeout = 300) {
     }
     ap_plan_summary acc;
     ap_plan_get(g, &acc);
-    cr_expect_leq(acc.step_time_s, dp_time * 1.000001, "%s: accpar %g, dp %g", models[m],
-                  acc.step_time_s, dp_time);
+    cr_expect_leq(acc.step_time_s, base_time * 1.000001, "%s: accpar %g, %s %g", models[m],
+                  acc.step_time_s, ap_strategy_name(base_s), base_time);
     ap_graph_free(g);
   }
 }

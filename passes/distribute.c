@@ -780,19 +780,19 @@ static bool deal(const owning *w, const ap_dbox *b, int first, int count) {
 }
 
 /* The pieces share_out cuts, as a stack: a piece is its box, the chain of
- * distinct boxes it lies inside (from in: chain[in].box, then the chain
- * from chain[in].next; -1 ends it), and the boxes still to come that cut
- * it (meet it without containing it), in list[off .. off + len), each
- * piece's list above those of the pieces below it. */
+ * distinct boxes it is known to lie inside (from in: chain[in].box, then
+ * the chain from chain[in].next; -1 ends it), and the boxes still to look
+ * at, after[from ..], the later boxes meeting the part being shared out, in
+ * order: of those, the piece lies inside some, misses some, and is cut by
+ * the others. */
 typedef struct cut_piece {
   ap_dbox box;
-  int in, off, len;
+  int in, from;
 } cut_piece;
 
 typedef struct cutting {
   cut_piece *stack;
   int n, cap;
-  int *list, top, cap_list;
   struct inside {
     int box, next;
   } *chain;
@@ -807,33 +807,17 @@ static int inside_add(cutting *ct, int hit, int next) {
   return ct->n_chain++;
 }
 
-/* Pushes box b, inside the chain from in and the boxes of ct->list[from ..
- * from + n) that contain it (distinct boxes dbox[]), with those that cut
- * it, in their order (read by offset: the list may move as it grows).
- * False: out of memory. */
-static bool piece_push(cutting *ct, int rank, const ap_dbox *dbox, const ap_dbox *b, int in,
-                       int from, int n) {
-  if (!heap_room((void **)&ct->stack, &ct->cap, ct->n + 1, sizeof *ct->stack) ||
-      !heap_room((void **)&ct->list, &ct->cap_list, ct->top + n, sizeof *ct->list))
+/* Pushes piece b, inside the chain from in, to look at the boxes from
+ * from on. False: out of memory. */
+static bool piece_push(cutting *ct, const ap_dbox *b, int in, int from) {
+  if (!heap_room((void **)&ct->stack, &ct->cap, ct->n + 1, sizeof *ct->stack))
     return false;
-  int off = ct->top;
-  for (int s = 0; s < n; s++) {
-    ap_dbox m;
-    int h = ct->list[from + s];
-    if (!intersect(rank, b, &dbox[h], &m))
-      continue;
-    if (!contains(rank, &dbox[h], b))
-      ct->list[ct->top++] = h;
-    else if ((in = inside_add(ct, h, in)) < 0)
-      return false;
-  }
-  ct->stack[ct->n++] = (cut_piece){*b, in, off, ct->top - off};
+  ct->stack[ct->n++] = (cut_piece){*b, in, from};
   return true;
 }
 
 static void cutting_free(cutting *ct) {
   ap_xfree(ct->stack);
-  ap_xfree(ct->list);
   ap_xfree(ct->chain);
 }
 
@@ -933,52 +917,64 @@ static bool deal_piece(const sharing *sh, const ap_dbox *b, int in) {
  * everything made device 0 sum GPT-2 small's tied table for a thousand
  * devices and send it back to each.
  *
- * A piece cut by a box is replaced by its part inside it, then its parts
- * outside, each cut further by the boxes after that one: the pieces are
- * cut depth first, each testing only the boxes that still cut its parent,
- * and each keeps the boxes it lies in as it is cut. Cutting every piece
- * by each box in turn, then looking for each piece's holders among all
- * the boxes, gave the same pieces in the same order; with the holders
- * sorted, GPT-2 small's plan on 65,536 devices took 143 s, now 54 s
- * (docs/plan-time.md, "Sums at the owners, cut depth first"). */
+ * A piece is cut by the first later box that cuts it (meets it without
+ * containing it): it is replaced by its part inside that box, then its
+ * parts outside it, each looking at the boxes after that one. So the
+ * pieces are cut depth first, a piece looks only at the boxes after the
+ * one that cut its parent, and it gathers the boxes it lies in as it looks.
+ * Cutting every piece by each box in turn, then looking for each piece's
+ * holders among all the boxes, gave the same pieces in the same order;
+ * with the holders sorted, GPT-2 small's plan on 65,536 devices took 143 s;
+ * with each piece's parts given, at the cut, a list of the later boxes that
+ * still met them, 87 s, and 69 s as now on the same host (docs/plan-time.md,
+ * "Sums at the owners, cut depth first", "A piece looks at the later boxes
+ * itself"). */
 static bool share_out(const sharing *sh, int i, const box_vec *cur, const int *hit, int n_hit) {
   int rank = sh->rank;
   const ap_dbox *dbox = sh->dbox;
   cutting *ct = sh->ct;
-  ct->n = ct->n_chain = ct->top = 0;
+  ct->n = ct->n_chain = 0;
   int in_i = inside_add(ct, i, -1);
   if (in_i < 0)
     return false;
-  /* The boxes after i, then cur's pieces, the first on top. */
-  if (!heap_room((void **)&ct->list, &ct->cap_list, n_hit, sizeof *ct->list))
-    return false;
-  for (int h = 0; h < n_hit; h++)
-    if (hit[h] > i)
-      ct->list[ct->top++] = hit[h];
-  int n_after = ct->top;
+  /* The boxes after i (hit[] is sorted), then cur's pieces, the first on top. */
+  int first = 0;
+  while (first < n_hit && hit[first] <= i)
+    first++;
+  const int *after = hit + first;
+  int n_after = n_hit - first;
   for (int q = cur->n - 1; q >= 0; q--)
-    if (!piece_push(ct, rank, dbox, &cur->b[q], in_i, 0, n_after))
+    if (!piece_push(ct, &cur->b[q], in_i, 0))
       return false;
   while (ct->n > 0) {
     cut_piece pc = ct->stack[--ct->n];
-    ct->top = pc.off + pc.len; /* the lists above are done with */
-    if (pc.len == 0) {
-      if (!deal_piece(sh, &pc.box, pc.in))
+    int at = pc.from, in = pc.in;
+    ap_dbox m;
+    for (; at < n_after; at++) {
+      const ap_dbox *h = &dbox[after[at]];
+      if (!intersect(rank, &pc.box, h, &m))
+        continue;
+      if (!contains(rank, h, &pc.box))
+        break;
+      if ((in = inside_add(ct, after[at], in)) < 0)
+        return false;
+    }
+    if (at == n_after) {
+      if (!deal_piece(sh, &pc.box, in))
         return false;
       continue;
     }
-    /* Cut by the first box of its list: the part inside it first, then
-     * the parts outside it, each with the boxes after that one. */
-    int h = ct->list[pc.off];
-    ap_dbox m, parts[MAX_PIECES_PER_BOX];
-    intersect(rank, &pc.box, &dbox[h], &m);
-    int k = subtract(rank, &pc.box, &dbox[h], parts), in = inside_add(ct, h, pc.in);
-    if (in < 0)
+    /* Cut by box after[at]: the part inside it (m) on top, then the parts
+     * outside it, each with the boxes after that one. */
+    ap_dbox parts[MAX_PIECES_PER_BOX];
+    int k = subtract(rank, &pc.box, &dbox[after[at]], parts),
+        in_m = inside_add(ct, after[at], in);
+    if (in_m < 0)
       return false;
     for (int p = k - 1; p >= 0; p--)
-      if (!piece_push(ct, rank, dbox, &parts[p], pc.in, pc.off + 1, pc.len - 1))
+      if (!piece_push(ct, &parts[p], in, at + 1))
         return false;
-    if (!piece_push(ct, rank, dbox, &m, in, pc.off + 1, pc.len - 1))
+    if (!piece_push(ct, &m, in_m, at + 1))
       return false;
   }
   return true;

@@ -93,6 +93,9 @@ typedef struct box_walk {
     int k;          /* their children */
     int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK]; /* the last group box split, */
     int64_t clo[AP_MAX_CHILDREN][AP_MAX_RANK], chi[AP_MAX_CHILDREN][AP_MAX_RANK]; /* into */
+    int walked;     /* the first device of a group of the class walked to the
+                       devices, -1: none yet */
+    int64_t wlo[AP_MAX_RANK], whi[AP_MAX_RANK]; /* that group's box */
   } *memo;         /* [the classes of every level], or NULL: asked each time */
   int *memo_at;    /* [n_levels]: where level l's classes start in memo */
   bool *known;
@@ -110,11 +113,31 @@ static void walk_tree(const box_walk *w, const ap_group *grp, int l, int cls, co
       }
     return;
   }
+  struct class_memo *m = w->memo ? &w->memo[w->memo_at[l] + cls] : NULL;
+  /* A class's groups have the same kind and count, so the same subtree of
+   * groups and classes below: one holding a box of the same extents as a
+   * group walked before gives its devices that group's boxes moved by the
+   * offset (shares depend on extents alone). Past MAX_CLASSES a class's
+   * groups may differ in extents (partition.c, merge_class): walked. */
+  if (m && w->known[w->memo_at[l] + cls] && m->walked >= 0) {
+    bool same_extent = true;
+    for (int d = 0; d < w->rank && same_extent; d++)
+      same_extent = hi[d] - lo[d] == m->whi[d] - m->wlo[d];
+    if (same_extent) {
+      const ap_dbox *from = &w->box[m->walked];
+      ap_dbox *to = &w->box[grp->first_dev];
+      for (int j = 0; j < grp->count; j++)
+        for (int d = 0; d < w->rank; d++) {
+          to[j].lo[d] = (ap_dcoord)(from[j].lo[d] + (lo[d] - m->wlo[d]));
+          to[j].hi[d] = (ap_dcoord)(from[j].hi[d] + (lo[d] - m->wlo[d]));
+        }
+      return;
+    }
+  }
   ap_group ch[AP_MAX_CHILDREN];
   int k = ap_group_children(&p->dev, grp, ch);
   int s = p->state[(size_t)l * p->n_vertices + w->v];
   int64_t clo[AP_MAX_CHILDREN][AP_MAX_RANK], chi[AP_MAX_CHILDREN][AP_MAX_RANK];
-  struct class_memo *m = w->memo ? &w->memo[w->memo_at[l] + cls] : NULL;
   if (m && w->known[w->memo_at[l] + cls] && m->k == k) {
     /* The class's last group split again, or this one moved by its offset
      * (a class's groups have equal extents). */
@@ -141,11 +164,17 @@ static void walk_tree(const box_walk *w, const ap_group *grp, int l, int cls, co
       memcpy(m->hi, hi, bytes);
       memcpy(m->clo, clo, sizeof clo);
       memcpy(m->chi, chi, sizeof chi);
+      m->walked = -1;
       w->known[w->memo_at[l] + cls] = true;
     }
   }
   for (int i = 0; i < k; i++)
     walk_tree(w, &ch[i], l + 1, p->child_map[l][cls * AP_MAX_CHILDREN + i], clo[i], chi[i]);
+  if (m && m->walked < 0) {
+    m->walked = grp->first_dev;
+    memcpy(m->wlo, lo, bytes);
+    memcpy(m->whi, hi, bytes);
+  }
 }
 
 static void walk_all(box_walk *w, const ap_value *val) {

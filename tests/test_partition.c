@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "passes/distribute.h"
 #include "passes/passes.h"
 
 /* ---- building graphs by hand (shapes set as inference would) ---- */
@@ -783,6 +784,62 @@ Test(plan, every_device_count_plans) {
     cr_expect_eq(rows, 10, "%d devices: %lld rows", n, (long long)rows);
     drop_graph();
   }
+}
+
+/* The boxes of every device at once (a walk of the group tree, which gives
+ * a group the boxes of an earlier group of its class moved by the offset)
+ * equal each device's own walk down the levels: on arrays of odd counts
+ * (uneven halves, 3-way splits), mixed kinds and odd batches, where a
+ * class's groups sit at offsets that do not divide evenly. */
+Test(plan, every_devices_boxes_equal_its_own_walk) {
+  static const char *const arrays[] = {"cpu:8", "cpu:7", "cpu:12", "cpu:45",
+                                       "tpuv3:4,tpuv2:6", "tpuv3:3,tpuv2:5,cpu:7"};
+  static const ap_strategy strategies[] = {AP_STRATEGY_ACCPAR, AP_STRATEGY_HYPAR,
+                                           AP_STRATEGY_OWT};
+  static void (*const builders[])(int64_t) = {build_lenet, build_res_proj, build_inception};
+  int compared = 0;
+  for (size_t a = 0; a < sizeof arrays / sizeof *arrays; a++)
+    for (size_t b = 0; b < sizeof builders / sizeof *builders; b++)
+      for (size_t st = 0; st < sizeof strategies / sizeof *strategies; st++) {
+        ap_devices dv;
+        ap_diag d = {0};
+        cr_assert_eq(ap_devices_parse(arrays[a], &dv, &d), AP_OK);
+        new_graph();
+        builders[b](13);
+        plan(&dv, strategies[st], AP_COST_TIME);
+        const ap_plan *p = G->plan;
+        int n = dv.n_devices;
+        ap_dbox *all = calloc((size_t)n, sizeof *all);
+        cr_assert(all);
+        for (int v = 0; v < p->n_vertices; v++)
+          for (int port = -1; port < p->v[v].n_ports; port++) {
+            if (port < 0 && (p->v[v].join || p->v[v].weight < 0))
+              continue;
+            const ap_value *val =
+                &G->values[port < 0 ? p->v[v].weight : p->v[v].port[port].value];
+            if (port < 0)
+              ap_plan_weight_boxes(p, G, v, all);
+            else
+              ap_plan_device_boxes(p, G, v, port, all);
+            for (int dev = 0; dev < n; dev++) {
+              int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
+              if (port < 0)
+                ap_plan_weight_box(p, G, v, dev, lo, hi);
+              else
+                ap_plan_device_box(p, G, v, port, dev, lo, hi);
+              for (int i = 0; i < val->rank; i++)
+                cr_assert(all[dev].lo[i] == lo[i] && all[dev].hi[i] == hi[i],
+                          "%s, %s, builder %zu: vertex %d port %d device %d dim %d: "
+                          "[%d, %d) against [%lld, %lld)",
+                          arrays[a], ap_strategy_name(strategies[st]), b, v, port, dev, i,
+                          all[dev].lo[i], all[dev].hi[i], (long long)lo[i], (long long)hi[i]);
+              compared++;
+            }
+          }
+        free(all);
+        drop_graph();
+      }
+  cr_expect_gt(compared, 10000, "%d boxes compared", compared);
 }
 
 Test(plan, memory_limit_rejects) {

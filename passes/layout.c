@@ -171,8 +171,13 @@ void ap_layout_convert(int rank, const int64_t *box, double elem_bytes, int k,
 }
 
 void ap_exchange_reverse(const ap_exchange *x, ap_exchange *back) {
-  memset(back, 0, sizeof *back);
-  back->k = x->k;
+  back->k = x->k; /* only the first k rows and columns are read */
+  for (int i = 0; i < x->k; i++) {
+    back->allreduce_bytes[i] = back->send_bytes[i] = 0;
+    back->messages[i] = 0;
+    for (int j = 0; j < x->k; j++)
+      back->pair_bytes[i][j] = 0;
+  }
   for (int j = 0; j < x->k; j++)
     for (int i = 0; i < x->k; i++)
       if (x->pair_bytes[j][i] > 0) {

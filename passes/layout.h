@@ -54,7 +54,7 @@ void ap_layout_child_box(int rank, const int64_t *lo, const int64_t *hi, int k,
                          int64_t *child_hi);
 
 typedef struct ap_exchange {
-  int k;                                            /* children */
+  int k; /* children: only the first k entries (rows, columns) below are set */
   double allreduce_bytes[AP_MAX_CHILDREN];          /* sent by child i resolving partial sums */
   double send_bytes[AP_MAX_CHILDREN];               /* sent by child i in the box exchange */
   int messages[AP_MAX_CHILDREN];                    /* messages child i sends, both phases */

@@ -249,6 +249,52 @@ static void add_exchange(const level_ctx *x, const ap_exchange *ex, double elem,
   }
 }
 
+/* Port `port` of vertex v in state s with ratio r among x's children: the
+ * slot (0: dim[0], 1: dim[1]) its extents split along, with each child's
+ * share in share[0..k), or -1 where every child holds the group's. */
+static int port_split(const level_ctx *x, const int64_t *ext, int v, int port, int s,
+                      const double *r, int64_t *share) {
+  const ap_vertex *vx = &x->p->v[v];
+  /* split_slot of the port's layout, without building the layout */
+  int c = port_slot(x->p, v, port, s);
+  if (c == 1 && vx->port[port].dim[0] == vx->port[port].dim[1])
+    c = 0;
+  if (c < 0 || x->k <= 1)
+    return -1;
+  double pr[AP_MAX_CHILDREN];
+  const double *rp = r;
+  if (vx->join && port > 0) { /* a Concat's inputs may share otherwise */
+    ap_plan_port_ratio(x->p, x->g, port_ext(x->p, ext, v, 0), v, port, s, x->k, r, pr);
+    rp = pr;
+  }
+  ap_layout_unit_shares(port_ext(x->p, ext, v, port)[c], x->k, rp, vx->port[port].unit[c],
+                        share);
+  return c;
+}
+
+/* Child i's extents of vertex v (into out) from its ports' splits: slot[port]
+ * and share[port] as port_split gives them. */
+static void child_of_split(const level_ctx *x, const int64_t *ext, int v, const int8_t *slot,
+                           int64_t (*share)[AP_MAX_CHILDREN], int i, int64_t *out) {
+  const ap_vertex *vx = &x->p->v[v];
+  for (int port = 0; port < vx->n_ports; port++) {
+    const int64_t *e = port_ext(x->p, ext, v, port);
+    int64_t *o = out + 2 * port;
+    o[0] = e[0];
+    o[1] = e[1];
+    if (slot[port] >= 0)
+      o[slot[port]] = share[port][i];
+  }
+}
+
+/* Every port's split of vertex v in state s with ratio r (port_split), for
+ * child_of_split to give each child's extents without splitting again. */
+static void split_ports(const level_ctx *x, const int64_t *ext, int v, int s, const double *r,
+                        int8_t *slot, int64_t (*share)[AP_MAX_CHILDREN]) {
+  for (int port = 0; port < x->p->v[v].n_ports; port++)
+    slot[port] = (int8_t)port_split(x, ext, v, port, s, r, share[port]);
+}
+
 /* Child extents of vertex v in state s with ratio r: child i's slab of every
  * port the state splits. */
 static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, const double *r,
@@ -256,24 +302,12 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
   const ap_vertex *vx = &x->p->v[v];
   for (int port = 0; port < vx->n_ports; port++) {
     const int64_t *e = port_ext(x->p, ext, v, port);
-    int64_t *o = out + 2 * port;
+    int64_t *o = out + 2 * port, share[AP_MAX_CHILDREN];
     o[0] = e[0];
     o[1] = e[1];
-    double pr[AP_MAX_CHILDREN];
-    const double *rp = r;
-    if (vx->join && port > 0) { /* a Concat's inputs may share otherwise */
-      ap_plan_port_ratio(x->p, x->g, port_ext(x->p, ext, v, 0), v, port, s, x->k, r, pr);
-      rp = pr;
-    }
-    /* split_slot of the port's layout, without building the layout */
-    int c = port_slot(x->p, v, port, s);
-    if (c == 1 && vx->port[port].dim[0] == vx->port[port].dim[1])
-      c = 0;
-    if (c >= 0 && x->k > 1) {
-      int64_t share[AP_MAX_CHILDREN];
-      ap_layout_unit_shares(e[c], x->k, rp, vx->port[port].unit[c], share);
+    int c = port_split(x, ext, v, port, s, r, share);
+    if (c >= 0)
       o[c] = share[i];
-    }
   }
 }
 
@@ -1080,6 +1114,8 @@ typedef struct below {
   size_t n_slot, n_entry;
   int64_t **ext;         /* [level]: extents of the vertices at hand, in a class's layout */
   int64_t **seen;        /* [level]: the previous child's extents (child_repeats) */
+  int8_t **split_slot;   /* [2 * level + end]: an edge's ends' splits (split_ports) */
+  int64_t (**split_share)[AP_MAX_CHILDREN];
   const uint8_t *tail;   /* [n_levels][n_vertices]: the tentative plan's states, or NULL */
   bool tail_by_count;    /* the tentative plan's strategy shares by device count */
   int64_t *key;          /* room for the longest key */
@@ -1107,9 +1143,16 @@ static ap_status below_init(below *b, ap_plan *p, ap_graph *g) {
   b->slot = b->ar ? ap_arena_array(b->ar, b->n_slot, sizeof *b->slot) : NULL;
   b->ext = b->ar ? ap_arena_array(b->ar, (size_t)depth, sizeof *b->ext) : NULL;
   b->seen = b->ar ? ap_arena_array(b->ar, (size_t)depth, sizeof *b->seen) : NULL;
+  b->split_slot = b->ar ? ap_arena_array(b->ar, 2 * (size_t)depth, sizeof *b->split_slot) : NULL;
+  b->split_share =
+      b->ar ? ap_arena_array(b->ar, 2 * (size_t)depth, sizeof *b->split_share) : NULL;
   b->key = b->ar ? ap_arena_array(b->ar, 8 + 4 * (size_t)max_ports, sizeof *b->key) : NULL;
-  if (!b->slot || !b->ext || !b->seen || !b->key)
+  if (!b->slot || !b->ext || !b->seen || !b->split_slot || !b->split_share || !b->key)
     return b->status = AP_ERR_NOMEM;
+  for (int i = 0; i < 2 * depth; i++)
+    if (!(b->split_slot[i] = ap_arena_array(b->ar, (size_t)max_ports, 1)) ||
+        !(b->split_share[i] = ap_arena_array(b->ar, (size_t)max_ports, sizeof **b->split_share)))
+      return b->status = AP_ERR_NOMEM;
   for (int i = 0; i < depth; i++)
     if (!(b->ext[i] = ap_arena_array(b->ar, 2 * (size_t)p->n_ports + 1, sizeof(int64_t))) ||
         !(b->seen[i] = ap_arena_array(b->ar, 2 * (size_t)p->n_ports + 1, sizeof(int64_t))))
@@ -1281,8 +1324,11 @@ static double below_vertex(below *b, int l, const ap_group *grp, const int64_t *
   double worst = 0, under = 0;
   int64_t *next = b->ext[l + 1];
   int s1 = state_below(b, l + 1, v, s);
+  int8_t *slot = b->split_slot[2 * l];
+  int64_t(*share)[AP_MAX_CHILDREN] = b->split_share[2 * l];
+  split_ports(&x, ext, v, s, r, slot, share);
   for (int i = 0; i < x.k; i++) {
-    child_ext(&x, ext, v, s, r, i, next + 2 * vx->ext_base);
+    child_of_split(&x, ext, v, slot, share, i, next + 2 * vx->ext_base);
     if (!child_repeats(b, &x, l, i, &v, 1))
       under = below_vertex(b, l + 1, &x.ch[i], next, v, s1, NULL);
     worst = fmax(worst, cc.comm_s[i] + under);
@@ -1344,9 +1390,14 @@ static double below_edge(below *b, int l, const ap_group *grp, const int64_t *ex
   int64_t *next = b->ext[l + 1];
   int su1 = state_below(b, l + 1, u, su), sw1 = state_below(b, l + 1, w, sw);
   int ends[2] = {u, w};
+  int8_t *uslot = b->split_slot[2 * l], *wslot = b->split_slot[2 * l + 1];
+  int64_t(*ushare)[AP_MAX_CHILDREN] = b->split_share[2 * l];
+  int64_t(*wshare)[AP_MAX_CHILDREN] = b->split_share[2 * l + 1];
+  split_ports(&x, ext, u, su, ru, uslot, ushare);
+  split_ports(&x, ext, w, sw, rw, wslot, wshare);
   for (int i = 0; i < x.k; i++) {
-    child_ext(&x, ext, u, su, ru, i, next + 2 * p->v[u].ext_base);
-    child_ext(&x, ext, w, sw, rw, i, next + 2 * p->v[w].ext_base);
+    child_of_split(&x, ext, u, uslot, ushare, i, next + 2 * p->v[u].ext_base);
+    child_of_split(&x, ext, w, wslot, wshare, i, next + 2 * p->v[w].ext_base);
     if (!child_repeats(b, &x, l, i, ends, 2))
       under = below_edge(b, l + 1, &x.ch[i], next, e, su1, sw1, NULL, NULL);
     worst = fmax(worst, cc.comm_s[i] + under);

@@ -1,5 +1,6 @@
 /* Graph construction and inspection: values and nodes as small ids, a name
  * index, attribute access, and the public inspection API. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "accpar/plan.h"
@@ -436,15 +437,23 @@ static bool read_as_activation(const ap_graph *g, const ap_node *n, int v) {
   return true;
 }
 
+/* The live nodes reading each value, each once, in order: node[first[v]
+ * .. first[v + 1]) (ap_fed_weights). */
+typedef struct reader_index {
+  int *first, *node;
+} reader_index;
+
 /* Whether every read of v is a weight's: at an operand slot after the
  * first (neither concatenated nor an element-wise operand as large as the
  * output), as a Gather's table, or through an op that reshapes or retypes
- * it (a tied table's Transpose, a Cast) into a value read so in turn. */
-static bool read_as_weight(const ap_graph *g, int v, int depth) {
+ * it (a tied table's Transpose, a Cast) into a value read so in turn. The
+ * readers come from ix, or without one from a look at every node. */
+static bool read_as_weight(const ap_graph *g, const reader_index *ix, int v, int depth) {
   if (depth > 8 || g->values[v].is_graph_output)
     return false;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ap_node *n = &g->nodes[i];
+  int n_look = ix ? ix->first[v + 1] - ix->first[v] : g->n_nodes;
+  for (int j = 0; j < n_look; j++) {
+    const ap_node *n = &g->nodes[ix ? ix->node[ix->first[v] + j] : j];
     for (int k = 1; !n->dead && k < n->n_in; k++)
       if (n->in[k] == v && read_as_activation(g, n, v))
         return false;
@@ -457,16 +466,53 @@ static bool read_as_weight(const ap_graph *g, int v, int depth) {
                      n->op == AP_OP_CAST || n->op == AP_OP_SLICE || n->op == AP_OP_UNSQUEEZE ||
                      n->op == AP_OP_SQUEEZE || n->op == AP_OP_IDENTITY ||
                      n->op == AP_OP_FLATTEN;
-    if (!reshaping || n->n_out < 1 || n->out[0] < 0 || !read_as_weight(g, n->out[0], depth + 1))
+    if (!reshaping || n->n_out < 1 || n->out[0] < 0 ||
+        !read_as_weight(g, ix, n->out[0], depth + 1))
       return false;
   }
   return true;
 }
 
-bool ap_value_is_fed_weight(const ap_graph *g, int v) {
+static bool fed_weight(const ap_graph *g, const reader_index *ix, int v) {
   const ap_value *val = &g->values[v];
   return val->kind == AP_VAL_INPUT && !val->data && ap_dtype_is_float(val->dtype) &&
-         ap_numel(val->rank, val->dims) > 1 && read_as_weight(g, v, 0);
+         ap_numel(val->rank, val->dims) > 1 && read_as_weight(g, ix, v, 0);
+}
+
+bool ap_value_is_fed_weight(const ap_graph *g, int v) { return fed_weight(g, NULL, v); }
+
+void ap_fed_weights(const ap_graph *g, bool *fed) {
+  reader_index ix = {calloc((size_t)g->n_values + 2, sizeof(int)), NULL};
+  int n_reads = 0;
+  for (int pass = 0; pass < 2 && ix.first; pass++) {
+    if (pass == 1) {
+      for (int v = 0; v < g->n_values; v++)
+        ix.first[v + 2] += ix.first[v + 1];
+      if (!(ix.node = malloc(((size_t)n_reads + 1) * sizeof *ix.node)))
+        break;
+    }
+    for (int ni = 0; ni < g->n_nodes; ni++)
+      for (int i = 0; !g->nodes[ni].dead && i < g->nodes[ni].n_in; i++) {
+        int v = g->nodes[ni].in[i];
+        bool again = false; /* a node reads a value once, however many slots */
+        for (int k = 0; k < i && !again; k++)
+          again = g->nodes[ni].in[k] == v;
+        if (v < 0 || again)
+          continue;
+        if (pass == 0) {
+          ix.first[v + 2]++;
+          n_reads++;
+        } else { /* first[v + 1] runs to v's end */
+          ix.node[ix.first[v + 1]++] = ni;
+        }
+      }
+  }
+  /* Out of memory: every node looked at, as ap_value_is_fed_weight does. */
+  const reader_index *use = ix.node ? &ix : NULL;
+  for (int v = 0; v < g->n_values; v++)
+    fed[v] = fed_weight(g, use, v);
+  free(ix.first);
+  free(ix.node);
 }
 
 int ap_sole_reader(const ap_graph *g, bool once, int v) {

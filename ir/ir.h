@@ -364,6 +364,9 @@ bool ap_value_is_parameter(const ap_value *v);
  * feed their weights: a MatMul's right operand, a bias added, an embedding
  * table and its transpose). */
 bool ap_value_is_fed_weight(const ap_graph *g, int v);
+/* fed[v] = ap_value_is_fed_weight(g, v) for every value, from one index of
+ * the readers instead of a look at every node per value. */
+void ap_fed_weights(const ap_graph *g, bool *fed);
 /* The rows of the smallest table integer value v indexes (as Gather's
  * indices, directly or through casts and reshapes), or 0 when it indexes
  * none: the range a run-time input of token ids must stay in. */

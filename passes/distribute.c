@@ -1761,8 +1761,9 @@ static bool own_ports(dctx *x, int ni) {
  * reverse order, so a chain of them narrows from its last reader back to
  * the weight, whose box then covers only what the layers read of it. */
 void ap_dist_weight_derived(const ap_graph *g, bool *derived) {
+  ap_fed_weights(g, derived);
   for (int v = 0; v < g->n_values; v++)
-    derived[v] = g->values[v].data != NULL || ap_value_is_fed_weight(g, v);
+    derived[v] |= g->values[v].data != NULL;
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];
     bool all = !n->dead && n->n_in > 0;
@@ -1895,13 +1896,24 @@ static bool share(dctx *x, ap_dbox **port, int v, ap_dbox *cand, int w) {
 }
 
 static uint64_t boxes_hash(int rank, const ap_dbox *box, int n) {
-  uint64_t h = 0xcbf29ce484222325u ^ (uint64_t)rank; /* FNV-1a over the coordinates */
-  for (int d = 0; d < n; d++)
-    for (int i = 0; i < rank; i++) {
-      h = (h ^ (uint32_t)box[d].lo[i]) * 0x100000001b3u;
-      h = (h ^ (uint32_t)box[d].hi[i]) * 0x100000001b3u;
-    }
-  return h ^ h >> 32;
+  /* A dimension's bounds make one word, multiplied into one of four lanes
+   * by device, so that the multiplications do not wait on one another (FNV
+   * over every coordinate in one chain was a seventh of the distribution of
+   * ResNet-152 over 1024 devices); each step is a bijection, so arrays
+   * differing in one word always differ. splitmix64's finaliser mixes the
+   * lanes' high bits into the low ones the table reads. */
+  uint64_t lane[4] = {(uint64_t)rank, 1, 2, 3};
+  for (int d = 0; d < n; d++) {
+    uint64_t *h = &lane[d & 3];
+    for (int i = 0; i < rank; i++)
+      *h = (*h ^ ((uint64_t)(uint32_t)box[d].lo[i] | (uint64_t)(uint32_t)box[d].hi[i] << 32)) *
+           0x9e3779b97f4a7c15u;
+  }
+  uint64_t h = lane[0] ^ (lane[1] << 16 | lane[1] >> 48) ^ (lane[2] << 32 | lane[2] >> 32) ^
+               (lane[3] << 48 | lane[3] >> 16);
+  h = (h ^ h >> 30) * 0xbf58476d1ce4e5b9u;
+  h = (h ^ h >> 27) * 0x94d049bb133111ebu;
+  return h ^ h >> 31;
 }
 
 /* Room in x->memo for one more entry (false: out of memory): at most
@@ -2132,6 +2144,38 @@ int ap_dist_oversized(const ap_graph *g) {
   return -1;
 }
 
+/* dist->read_first, dist->read: every value's readers among the distributed
+ * nodes, so that a weight's boxes are not looked for in every node
+ * (weight_boxes scanned the graph once per weight: two fifths of planning
+ * ResNet-152 over 8 devices, where every candidate is distributed). */
+static bool index_reads(const ap_graph *g, ap_dist *dist) {
+  int n_reads = 0;
+  int *first = ap_arena_array(g->arena, (size_t)g->n_values + 2, sizeof *first);
+  if (!first)
+    return false;
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    for (int i = 0; !g->nodes[ni].dead && dist->node[ni].in && i < g->nodes[ni].n_in; i++)
+      if (g->nodes[ni].in[i] >= 0) {
+        first[g->nodes[ni].in[i] + 2]++;
+        n_reads++;
+      }
+  for (int v = 0; v < g->n_values; v++)
+    first[v + 2] += first[v + 1];
+  int(*read)[2] = ap_arena_array(g->arena, (size_t)n_reads + 1, sizeof *read);
+  if (!read)
+    return false;
+  for (int ni = 0; ni < g->n_nodes; ni++) /* first[v + 1] runs to v's end */
+    for (int i = 0; !g->nodes[ni].dead && dist->node[ni].in && i < g->nodes[ni].n_in; i++)
+      if (g->nodes[ni].in[i] >= 0) {
+        int at = first[g->nodes[ni].in[i] + 1]++;
+        read[at][0] = ni;
+        read[at][1] = i;
+      }
+  dist->read_first = first;
+  dist->read = read;
+  return true;
+}
+
 static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d) {
   ap_arena *a = g->arena;
   const ap_plan *p = g->plan;
@@ -2179,6 +2223,8 @@ static ap_status distribute(ap_graph *g, bool priced, ap_dist **out, ap_diag *d)
     return s;
   for (int dev = 0; dev < n_dev; dev++)
     dist->step_bytes[dev] = -1;
+  if (!index_reads(g, dist))
+    return oom(&x);
   *out = dist;
   return AP_OK;
 }
@@ -2192,31 +2238,24 @@ static void weight_boxes(const ap_graph *g, const ap_dist *dist, int v, int dev0
                          ap_dbox *box) {
   const ap_value *val = &g->values[v];
   bool read = false;
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ap_node *nd = &g->nodes[ni];
-    if (nd->dead || !dist->node[ni].in)
+  for (int r = dist->read_first[v]; r < dist->read_first[v + 1]; r++) {
+    const ap_dbox *b = dist->node[dist->read[r][0]].in[dist->read[r][1]] + dev0;
+    if (!read) {
+      memcpy(box, b, (size_t)count * sizeof *box);
+      read = true;
       continue;
-    for (int i = 0; i < nd->n_in; i++) {
-      if (nd->in[i] != v)
+    }
+    for (int k = 0; k < count; k++) {
+      ap_dbox *u = &box[k];
+      if (ap_dbox_volume(val->rank, &b[k]) == 0)
         continue;
-      const ap_dbox *b = dist->node[ni].in[i] + dev0;
-      if (!read) {
-        memcpy(box, b, (size_t)count * sizeof *box);
-        read = true;
+      if (ap_dbox_volume(val->rank, u) == 0) {
+        *u = b[k];
         continue;
       }
-      for (int k = 0; k < count; k++) {
-        ap_dbox *u = &box[k];
-        if (ap_dbox_volume(val->rank, &b[k]) == 0)
-          continue;
-        if (ap_dbox_volume(val->rank, u) == 0) {
-          *u = b[k];
-          continue;
-        }
-        for (int a = 0; a < val->rank; a++) {
-          u->lo[a] = b[k].lo[a] < u->lo[a] ? b[k].lo[a] : u->lo[a];
-          u->hi[a] = b[k].hi[a] > u->hi[a] ? b[k].hi[a] : u->hi[a];
-        }
+      for (int a = 0; a < val->rank; a++) {
+        u->lo[a] = b[k].lo[a] < u->lo[a] ? b[k].lo[a] : u->lo[a];
+        u->hi[a] = b[k].hi[a] > u->hi[a] ? b[k].hi[a] : u->hi[a];
       }
     }
   }
@@ -2428,10 +2467,11 @@ ap_status ap_train_roles(ap_graph *g, uint64_t **want, bool **trainable, ap_diag
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   /* Weights: float initializers, and the weights a model feeds (accpar-zoo
    * --no-weights). */
+  ap_fed_weights(g, from_w);
   for (int v = 0; v < g->n_values; v++) {
     const ap_value *val = &g->values[v];
     from_w[v] = val->dtype == AP_DT_FLOAT && val->producer < 0 &&
-                (ap_value_is_parameter(val) || ap_value_is_fed_weight(g, v));
+                (ap_value_is_parameter(val) || from_w[v]);
   }
   for (int ni = 0; ni < g->n_nodes; ni++) {
     const ap_node *n = &g->nodes[ni];

@@ -110,6 +110,9 @@ typedef struct ap_dist {
                            producer's output boxes, not a copy; where every device holds it
                            whole, NULL or one array shared by the values of its shape);
                            read-only, read through ap_dist_held */
+  int *read_first;      /* [n_values + 1]: the reads of value v are read[read_first[v] ..
+                           read_first[v + 1]), node by node and slot by slot */
+  int (*read)[2];       /* (node, input slot) */
   double *fwd_bytes;    /* [n_dev]: bytes sent in the forward pass (inference) */
   double *step_bytes;   /* [n_dev]: a training step (ap_distribute_train): exactly what
                            the training program sends, below; ap_distribute alone: -1 */

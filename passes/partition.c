@@ -1279,6 +1279,20 @@ static int state_below(const below *b, int l, int v, int s) {
   return b->tail_by_count ? state_type(t) + 3 : t;
 }
 
+/* Whether the memo may hold the subtree of the level searched with the
+ * vertices vs in states ss: another class of the level may have put it
+ * (keep_top), or the search of a level above, whose subtrees take the
+ * tentative plan's states here (state_below): with one class, only those
+ * states can be found, and the other pairs of an edge's 36 skip the key. */
+static bool remembered_top(const below *b, int l, const int *vs, const int *ss, int n) {
+  if (b->keep_top)
+    return true;
+  for (int i = 0; i < n; i++)
+    if (ss[i] != state_below(b, l, vs[i], ss[i]))
+      return false;
+  return true;
+}
+
 /* The memo key of a subtree: what (a vertex, or -1 - an edge), its states,
  * the level (only with a tentative plan, whose states differ by level),
  * the group's kind and count. Returns the length so far. */
@@ -1306,11 +1320,15 @@ static double below_vertex(below *b, int l, const ap_group *grp, const int64_t *
     double t = group_compute(p, g, v, ve, &p->dev.kinds[grp->kind], 1);
     return p->mem_penalty > 0 ? t + p->mem_penalty * vertex_memory(p, g, ve, v) : t;
   }
-  int n = key_ext(b, key_head(b, v, s, l, grp), ext, v);
-  uint64_t h = key_hash(b->key, n);
-  const double *m = memo_find(b, n, h);
-  if (m)
-    return m[0];
+  int n = 0;
+  uint64_t h = 0;
+  if (!r_top || remembered_top(b, l, &v, &s, 1)) {
+    n = key_ext(b, key_head(b, v, s, l, grp), ext, v);
+    h = key_hash(b->key, n);
+    const double *m = memo_find(b, n, h);
+    if (m)
+      return m[0];
+  }
   ap_class c = {.g = *grp, .mult = 1, .ext = (int64_t *)ext};
   level_ctx x;
   ctx_init(&x, p, g, &c);
@@ -1359,17 +1377,21 @@ static double below_edge(below *b, int l, const ap_group *grp, const int64_t *ex
   /* A Concat's input shares depend on its other inputs' extents too. */
   bool by_box = !top && b->tail && state_rule(su) == 1 && state_rule(sw) == 1 &&
                 g->nodes[p->v[w].node].op != AP_OP_CONCAT;
-  int n = key_head(b, -1 - e, su * AP_SEARCH_STATES + sw, l, grp);
-  if (by_box) {
-    memcpy(b->key + n, port_ext(p, ext, w, ed->port), 2 * sizeof(int64_t));
-    n += 2;
-  } else {
-    n = key_ext(b, key_ext(b, n, ext, u), ext, w);
+  int n = 0, ends[2] = {u, w}, states[2] = {su, sw};
+  uint64_t h = 0;
+  if (!top || remembered_top(b, l, ends, states, 2)) {
+    n = key_head(b, -1 - e, su * AP_SEARCH_STATES + sw, l, grp);
+    if (by_box) {
+      memcpy(b->key + n, port_ext(p, ext, w, ed->port), 2 * sizeof(int64_t));
+      n += 2;
+    } else {
+      n = key_ext(b, key_ext(b, n, ext, u), ext, w);
+    }
+    h = key_hash(b->key, n);
+    const double *m = memo_find(b, n, h);
+    if (m)
+      return m[0];
   }
-  uint64_t h = key_hash(b->key, n);
-  const double *m = memo_find(b, n, h);
-  if (m)
-    return m[0];
   ap_class c = {.g = *grp, .mult = 1, .ext = (int64_t *)ext};
   level_ctx x;
   ctx_init(&x, p, g, &c);
@@ -1389,7 +1411,6 @@ static double below_edge(below *b, int l, const ap_group *grp, const int64_t *ex
   double worst = 0, under = 0;
   int64_t *next = b->ext[l + 1];
   int su1 = state_below(b, l + 1, u, su), sw1 = state_below(b, l + 1, w, sw);
-  int ends[2] = {u, w};
   int8_t *uslot = b->split_slot[2 * l], *wslot = b->split_slot[2 * l + 1];
   int64_t(*ushare)[AP_MAX_CHILDREN] = b->split_share[2 * l];
   int64_t(*wshare)[AP_MAX_CHILDREN] = b->split_share[2 * l + 1];

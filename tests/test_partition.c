@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "passes/distribute.h"
@@ -1073,6 +1074,40 @@ static ap_graph *load_planable(const char *path, int64_t batch) {
     cr_assert_eq(ap_bind_batch(g, batch, &d), AP_OK, "%s", d.message);
   cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
   return g;
+}
+
+/* ap_fed_weights (one index of the readers, for the distribution and the
+ * training roles) says of every value what ap_value_is_fed_weight (a look
+ * at every node) says, on models that feed their weights: tied tables,
+ * transposes, biases and convolutions. */
+Test(plan, fed_weights_from_the_reader_index_equal_each_values_own_look) {
+  const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
+  char dir[] = "/tmp/accpar_fedXXXXXX";
+  cr_assert(mkdtemp(dir));
+  static const char *const models[] = {"gpt2_tiny", "bert_tiny", "vit_tiny", "resnet_small"};
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 2 -o %s gpt2_tiny bert_tiny vit_tiny "
+                            "resnet_small >/dev/null", zoo, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
+    ap_graph *g = load_planable(path, 0);
+    bool *fed = calloc((size_t)g->n_values + 1, sizeof *fed);
+    cr_assert(fed);
+    ap_fed_weights(g, fed);
+    int n_fed = 0;
+    for (int v = 0; v < g->n_values; v++) {
+      cr_expect_eq(fed[v], ap_value_is_fed_weight(g, v), "%s: value %s", models[m],
+                   g->values[v].name);
+      n_fed += fed[v];
+    }
+    cr_expect_gt(n_fed, 3, "%s feeds %d weights", models[m], n_fed);
+    free(fed);
+    ap_graph_free(g);
+    unlink(path);
+  }
+  rmdir(dir);
 }
 
 Test(baselines, accpar_not_slower_on_zoo_models, .timeout = 600) {

@@ -285,9 +285,10 @@ static ap_status emit_compare(void *ctx, FILE *out) {
       fprintf(out,
               ", \"step_time_s\": %.9g, \"speedup_over_dp\": "
               "%s, \"comm_bytes\": %.9g, \"paper_cost\": %.9g, \"max_mem_bytes\": %.9g, "
-              "\"optimality\": \"%s\"}",
-              s->step_time_s, up_s, s->comm_bytes, s->paper_cost, s->max_mem_bytes,
-              s->optimality);
+              "\"optimality\": ",
+              s->step_time_s, up_s, s->comm_bytes, s->paper_cost, s->max_mem_bytes);
+      ap_json_string(out, s->optimality, strlen(s->optimality));
+      fprintf(out, "}");
     }
     fprintf(out, "\n  ]\n}\n");
   } else {

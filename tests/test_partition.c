@@ -1082,15 +1082,15 @@ static ap_graph *load_planable(const char *path, int64_t batch) {
  * transposes, biases and convolutions. */
 Test(plan, fed_weights_from_the_reader_index_equal_each_values_own_look) {
   const char *zoo = ACCPAR_BINARY_DIR "/samples/accpar-zoo";
-  char dir[] = "/tmp/accpar_fedXXXXXX";
-  cr_assert(mkdtemp(dir));
+  const char *dir = ACCPAR_BINARY_DIR "/partition-fed-weights"; /* this test's own */
   static const char *const models[] = {"gpt2_tiny", "bert_tiny", "vit_tiny", "resnet_small"};
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "%s --no-weights --batch 2 -o %s gpt2_tiny bert_tiny vit_tiny "
-                            "resnet_small >/dev/null", zoo, dir);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' --no-weights --batch 2 "
+                            "-o '%s' gpt2_tiny bert_tiny vit_tiny resnet_small >/dev/null",
+           dir, dir, zoo, dir);
   cr_assert_eq(system(cmd), 0, "%s", cmd);
   for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
-    char path[256];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s.onnx", dir, models[m]);
     ap_graph *g = load_planable(path, 0);
     bool *fed = calloc((size_t)g->n_values + 1, sizeof *fed);

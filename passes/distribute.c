@@ -1536,6 +1536,9 @@ static ap_status layer_node(dctx *x, int ni, int vx) {
     if (n->in[i] == V->port[1].value && act < 0)
       act = i;
   boxes_of(x, vx, 0, OUT(x, ni, 0, 0));
+  for (int o = 1; o < n->n_out; o++) /* a layer's further outputs: held by none */
+    if (n->out[o] >= 0)
+      memset(OUT(x, ni, o, 0), 0, (size_t)n_dev * sizeof(ap_dbox));
   for (int i = 0; i < n->n_in; i++)
     if (n->in[i] >= 0 && (i == act || n->in[i] == V->weight))
       boxes_of(x, vx, i == act ? 1 : -1, IN(x, ni, i, 0));
@@ -1848,8 +1851,8 @@ static bool narrow_weight_chains(dctx *x) {
   return true;
 }
 
-/* Points node ni's ports at x->work, cleared: its boxes are computed there
- * and kept by keep_ports. */
+/* Room in x->work for node ni's ports: its boxes are computed there and
+ * kept by keep_ports. */
 static bool reserve_work(dctx *x, const ap_node *n) {
   size_t need = (size_t)(n->n_in + n->n_out) * (size_t)x->n_dev;
   if (need > x->work_cap) {
@@ -1862,12 +1865,15 @@ static bool reserve_work(dctx *x, const ap_node *n) {
   return true;
 }
 
+/* Points node ni's ports at x->work, not cleared: every rule writes each
+ * device's box of each port it keeps (all_whole, boxes_of, layer_node's
+ * further outputs), and boxes are read up to their value's rank only.
+ * Clearing them was 7% of planning ResNet-152 over 1024 devices. */
 static bool work_on(dctx *x, int ni) {
   const ap_node *n = &x->g->nodes[ni];
   ap_dnode *dn = &x->dist->node[ni];
   if (!reserve_work(x, n))
     return false;
-  memset(x->work, 0, (size_t)(n->n_in + n->n_out) * (size_t)x->n_dev * sizeof *x->work);
   for (int i = 0; i < n->n_in; i++)
     dn->in[i] = x->work + (size_t)i * (size_t)x->n_dev;
   for (int o = 0; o < n->n_out; o++)

@@ -2275,8 +2275,20 @@ ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int de
   return b;
 }
 
-void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box) {
-  weight_boxes(g, dist, v, 0, dist->n_dev, box);
+const ap_dbox *ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v,
+                                    ap_dbox *room) {
+  /* Every read of the weight from one kept array (a weight read by its
+   * layer alone): those are its boxes. Copying them cost 4% of planning
+   * ResNet-152 over 1024 devices. */
+  int r0 = dist->read_first[v], r1 = dist->read_first[v + 1];
+  const ap_dbox *one = r1 > r0 ? dist->node[dist->read[r0][0]].in[dist->read[r0][1]] : NULL;
+  for (int r = r0 + 1; r < r1 && one; r++)
+    if (dist->node[dist->read[r][0]].in[dist->read[r][1]] != one)
+      one = NULL;
+  if (one)
+    return one;
+  weight_boxes(g, dist, v, 0, dist->n_dev, room);
+  return room;
 }
 
 /* Whether the devices' boxes of the final output partition its rows: each
@@ -2562,9 +2574,9 @@ static ap_status distribute_train(ap_graph *g, const uint64_t *want, const bool 
   for (int v = 0; v < g->n_values && s == AP_OK; v++) {
     if (!trainable[v])
       continue;
-    ap_dist_weight_boxes(g, dist, v, box);
-    if ((s = memo_weight_sum(&x, v, box, &dist->wgrad[v])) == AP_OK && dist->wgrad[v])
-      ap_dxfer_charge_sum(g, dist->wgrad[v], box, n, bytes);
+    const ap_dbox *wb = ap_dist_weight_boxes(g, dist, v, box);
+    if ((s = memo_weight_sum(&x, v, wb, &dist->wgrad[v])) == AP_OK && dist->wgrad[v])
+      ap_dxfer_charge_sum(g, dist->wgrad[v], wb, n, bytes);
   }
   ap_xfree(x.memo);
   ap_xfree(x.pairs);

@@ -181,9 +181,10 @@ void ap_dist_weight_derived(const ap_graph *g, bool *derived);
  * box its readers on d read of it (a table tied to an LM head may be read
  * by rows and by columns), whole when no node reads it. */
 ap_dbox ap_dist_weight_box(const ap_graph *g, const ap_dist *dist, int v, int dev);
-/* The same for every device at once, into box[n_dev]: one pass over the
- * nodes, where a call per device passes over them once each. */
-void ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v, ap_dbox *box);
+/* The same for every device at once: the array its readers all read, or
+ * room[n_dev] filled. */
+const ap_dbox *ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int v,
+                                    ap_dbox *room);
 
 /* Adds to bytes[d] what device d sends for the forward transfer t: its
  * pieces, or for an all-reduce of partial sums its share of summing box[d]

@@ -2156,8 +2156,7 @@ static void apply_charge(const ap_plan *p, const ap_graph *g, const ap_dist *dis
     ap_dxfer_charge_adjoint(g, dist->loss_xfer, NULL, N, row);
     break;
   case CH_WGRAD:
-    ap_dist_weight_boxes(g, dist, c->a, box);
-    ap_dxfer_charge_sum(g, dist->wgrad[c->a], box, N, row);
+    ap_dxfer_charge_sum(g, dist->wgrad[c->a], ap_dist_weight_boxes(g, dist, c->a, box), N, row);
     break;
   }
 }

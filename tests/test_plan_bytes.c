@@ -575,26 +575,26 @@ Test(plan_bytes, a_gradient_summed_at_its_owners_moves_each_copy_twice, .timeout
       if (!t || t->kind != AP_DX_OWNER_SUM)
         continue;
       const ap_value *val = &g->values[v];
-      ap_dist_weight_boxes(g, dist, v, box);
+      const ap_dbox *wb = ap_dist_weight_boxes(g, dist, v, box);
       for (int k = 0; k < t->n_pieces; k++) {
         const ap_dpiece *pc = &t->pieces[k];
         cr_expect(pc->from != pc->to, "%s: a piece to itself", val->name);
         cr_expect(ap_dbox_volume(val->rank, &pc->box) > 0, "%s: an empty piece", val->name);
         bool in_sender = true, in_receiver = true;
         for (int i = 0; i < val->rank; i++) {
-          in_sender &= box[pc->from].lo[i] <= pc->box.lo[i] && pc->box.hi[i] <= box[pc->from].hi[i];
-          in_receiver &= box[pc->to].lo[i] <= pc->box.lo[i] && pc->box.hi[i] <= box[pc->to].hi[i];
+          in_sender &= wb[pc->from].lo[i] <= pc->box.lo[i] && pc->box.hi[i] <= wb[pc->from].hi[i];
+          in_receiver &= wb[pc->to].lo[i] <= pc->box.lo[i] && pc->box.hi[i] <= wb[pc->to].hi[i];
         }
         cr_expect(in_sender && in_receiver, "%s: piece %d outside its devices' boxes",
                   val->name, k);
       }
       double owners, pairs;
-      count_copies(val, box, n, &owners, &pairs);
+      count_copies(val, wb, n, &owners, &pairs);
       for (int e = 0; e < n; e++)
         bytes[e] = 0;
-      ap_dxfer_charge_sum(g, t, box, n, bytes);
+      ap_dxfer_charge_sum(g, t, wb, n, bytes);
       for (int e = 0; e < n; e++) {
-        double mine = 8.0 * (double)ap_dbox_volume(val->rank, &box[e]);
+        double mine = 8.0 * (double)ap_dbox_volume(val->rank, &wb[e]);
         if (mine > 0 && bytes[e] / mine > worst)
           worst = bytes[e] / mine;
       }

@@ -146,7 +146,8 @@ static chunk *take_spare(ap_arena *a, size_t want) {
   return c;
 }
 
-void *ap_arena_alloc(ap_arena *a, size_t size) {
+/* size bytes from the arena, uncleared. */
+static void *carve(ap_arena *a, size_t size) {
   size = (size + 15) & ~(size_t)15;
   if (size == 0)
     size = 16;
@@ -183,8 +184,17 @@ void *ap_arena_alloc(ap_arena *a, size_t size) {
   }
   void *p = c->data + c->used;
   c->used += size;
-  memset(p, 0, size);
   return p;
+}
+
+void *ap_arena_alloc(ap_arena *a, size_t size) {
+  void *p = carve(a, size);
+  return p ? memset(p, 0, size) : NULL;
+}
+
+void *ap_arena_copy(ap_arena *a, const void *src, size_t size) {
+  void *p = carve(a, size);
+  return p && size ? memcpy(p, src, size) : p;
 }
 
 void *ap_arena_array(ap_arena *a, size_t n, size_t elem) {

@@ -37,6 +37,7 @@ ap_arena_mark ap_arena_mark_now(const ap_arena *a);
 void ap_arena_release(ap_arena *a, ap_arena_mark m);
 void *ap_arena_alloc(ap_arena *a, size_t size);    /* zeroed, 16-byte aligned; NULL on failure */
 void *ap_arena_array(ap_arena *a, size_t n, size_t elem); /* overflow-checked */
+void *ap_arena_copy(ap_arena *a, const void *src, size_t size); /* not cleared first */
 char *ap_arena_strdup(ap_arena *a, const char *s);
 char *ap_arena_strndup(ap_arena *a, const char *s, size_t n);
 char *ap_arena_printf(ap_arena *a, const char *fmt, ...)

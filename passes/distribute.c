@@ -1959,12 +1959,10 @@ static ap_dbox *keep_array(dctx *x, int rank, const ap_dbox *port) {
     if (m->hash == h && m->kind == MEMO_ARRAY && m->rank == rank &&
         same_boxes(rank, m->box, port, x->n_dev))
       return m->box;
-  size_t size = (size_t)x->n_dev * sizeof(ap_dbox);
-  ap_dbox *b = ap_arena_alloc(x->g->arena, size);
+  ap_dbox *b = ap_arena_copy(x->g->arena, port, (size_t)x->n_dev * sizeof(ap_dbox));
   if (!b)
     return NULL;
-  x->memo[j] = (memo_entry){.hash = h, .box = memcpy(b, port, size), .kind = MEMO_ARRAY,
-                            .rank = rank};
+  x->memo[j] = (memo_entry){.hash = h, .box = b, .kind = MEMO_ARRAY, .rank = rank};
   x->n_memo++;
   return b;
 }

@@ -288,6 +288,38 @@ Test(arena, release_to_a_mark_reuses_the_memory) {
   ap_set_allocator(NULL, NULL);
 }
 
+/* A copy holds the source's bytes, aligned as every block is, and the
+ * blocks around it are untouched; a failed allocation gives NULL. */
+Test(arena, a_copy_holds_its_source_and_nothing_else) {
+  allocs = 0;
+  fail_at = -1;
+  ap_set_allocator(failing_realloc, NULL);
+  ap_arena *a = ap_arena_new();
+  cr_assert(a);
+  unsigned char src[3 * 4096 + 5];
+  for (size_t j = 0; j < sizeof src; j++)
+    src[j] = (unsigned char)(j * 131 + 7);
+  size_t sizes[] = {1, 17, 4096, sizeof src, 200 << 10};
+  unsigned char *copy[5], *zero[5];
+  for (int i = 0; i < 5; i++) {
+    size_t n = sizes[i] < sizeof src ? sizes[i] : sizeof src;
+    copy[i] = ap_arena_copy(a, src, n);
+    zero[i] = ap_arena_alloc(a, 64);
+    cr_assert(copy[i] && zero[i]);
+    cr_expect_eq((uintptr_t)copy[i] % 16, 0, "copy %d is not 16-byte aligned", i);
+  }
+  for (int i = 0; i < 5; i++) {
+    size_t n = sizes[i] < sizeof src ? sizes[i] : sizeof src;
+    cr_expect_eq(memcmp(copy[i], src, n), 0, "copy %d differs from its source", i);
+    for (int j = 0; j < 64; j++)
+      cr_expect_eq(zero[i][j], 0, "the block after copy %d is not zeroed", i);
+  }
+  fail_at = allocs; /* the next chunk cannot be had */
+  cr_expect_null(ap_arena_copy(a, src, 64 << 20), "a failed copy must give NULL");
+  ap_arena_free(a);
+  ap_set_allocator(NULL, NULL);
+}
+
 Test(verify, accepts_a_graph_without_nodes) {
   ap_graph *g = ap_graph_new("empty.onnx");
   int64_t d4[1] = {4};

@@ -249,15 +249,27 @@ Test(arena, every_allocation_failure_is_reported) {
   cr_expect_gt(fail_at, 3, "the loop must have exercised several failure points");
 }
 
-/* What is allocated after a mark goes back at the release, and the same
- * allocations made again take no new memory: small blocks on the marked
- * chunk, a large block's own chunk put behind it, chunks taken on top. */
-Test(arena, release_to_a_mark_reuses_the_memory) {
+/* An arena whose chunks failing_realloc counts (allocs), none failing
+ * until fail_at is set; free_counted puts the default allocator back. */
+static ap_arena *counted_arena(void) {
   allocs = 0;
   fail_at = -1;
   ap_set_allocator(failing_realloc, NULL);
   ap_arena *a = ap_arena_new();
   cr_assert(a);
+  return a;
+}
+
+static void free_counted(ap_arena *a) {
+  ap_arena_free(a);
+  ap_set_allocator(NULL, NULL);
+}
+
+/* What is allocated after a mark goes back at the release, and the same
+ * allocations made again take no new memory: small blocks on the marked
+ * chunk, a large block's own chunk put behind it, chunks taken on top. */
+Test(arena, release_to_a_mark_reuses_the_memory) {
+  ap_arena *a = counted_arena();
   char *kept = ap_arena_alloc(a, 100);
   memset(kept, 7, 100);
   ap_arena_mark m = ap_arena_mark_now(a);
@@ -284,18 +296,13 @@ Test(arena, release_to_a_mark_reuses_the_memory) {
   }
   for (int j = 0; j < 100; j++)
     cr_assert_eq(kept[j], 7, "the block before the mark changed");
-  ap_arena_free(a);
-  ap_set_allocator(NULL, NULL);
+  free_counted(a);
 }
 
 /* A copy holds the source's bytes, aligned as every block is, and the
  * blocks around it are untouched; a failed allocation gives NULL. */
 Test(arena, a_copy_holds_its_source_and_nothing_else) {
-  allocs = 0;
-  fail_at = -1;
-  ap_set_allocator(failing_realloc, NULL);
-  ap_arena *a = ap_arena_new();
-  cr_assert(a);
+  ap_arena *a = counted_arena();
   unsigned char src[3 * 4096 + 5];
   for (size_t j = 0; j < sizeof src; j++)
     src[j] = (unsigned char)(j * 131 + 7);
@@ -316,8 +323,7 @@ Test(arena, a_copy_holds_its_source_and_nothing_else) {
   }
   fail_at = allocs; /* the next chunk cannot be had */
   cr_expect_null(ap_arena_copy(a, src, 64 << 20), "a failed copy must give NULL");
-  ap_arena_free(a);
-  ap_set_allocator(NULL, NULL);
+  free_counted(a);
 }
 
 Test(verify, accepts_a_graph_without_nodes) {

@@ -3137,6 +3137,10 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   }
   if (!p->optimality)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  /* Where the rollout compared its complete plans (the base plans and its
+   * own) by closed forms, past EXACT_MAX_WORK, the plan says so, however
+   * the plan chosen is priced below. */
+  bool rollout_closed = tentative && strcmp(p->bytes_priced, "closed forms") == 0;
   /* The plan chosen, priced exactly where the search's were not. */
   if (strcmp(p->bytes_priced, "closed forms") == 0 &&
       exact_affordable(g, p->dev.n_devices, true)) {
@@ -3166,6 +3170,8 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
       *p = best;
     }
   }
+  if (rollout_closed)
+    p->search_priced = "closed forms";
   if (node_state) /* nothing was searched */
     p->search_priced = "read back";
   g->plan = p;

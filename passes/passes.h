@@ -186,8 +186,11 @@ typedef struct ap_plan {
   bool probe;                   /* a plan refine_exact prices: the graph's nodes keep the
                                    chosen plan's types */
   const char *search_priced;    /* how the search priced the states it chose: "levels"
-                                   (each level's conversions and sums among its groups),
-                                   "program" (refined against the program's transfers,
+                                   (each level's conversions and sums among its groups;
+                                   the rollout's complete plans from the program's
+                                   transfers), "closed forms" (the same, the rollout's
+                                   plans by closed forms: past EXACT_MAX_WORK), "program"
+                                   (refined against the program's transfers,
                                    refine_exact) */
   int loss_vertex;              /* the vertex computing graph output 0 (itself or by a chain
                                    op), or -1 */

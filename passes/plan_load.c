@@ -423,7 +423,7 @@ ap_status ap_partition_from_json(ap_graph *g, const char *json, const char *file
     return st;
   /* How the file's states were searched, where it says (a plan file
    * written before the field, or edited by hand, keeps "read back"). */
-  static const char *const searched[] = {"levels", "program", "paper"};
+  static const char *const searched[] = {"levels", "closed forms", "program", "paper"};
   const jval *sp = member(root, "search_priced");
   for (size_t k = 0; sp && sp->kind == J_STR && k < sizeof searched / sizeof *searched; k++)
     if (strcmp(sp->str, searched[k]) == 0)

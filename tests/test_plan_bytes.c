@@ -3,6 +3,7 @@
  * communication time is made of) must be the bytes the partitioned program
  * sends (passes/distribute.c, which code generation emits and the runtime
  * measures). DESIGN.md: one conversion, computed by the same code in both. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -305,6 +306,41 @@ Test(plan_bytes, the_chosen_plan_is_exact_past_the_search_budget, .timeout = 120
     for (int train = 0; train < 2; train++)
       failed += mismatches_of(dir, "resnet101", "cpu:1024", beyond[s], train) > 0;
   cr_assert_eq(failed, 0, "%d plans differ from the program's bytes (see the log)", failed);
+}
+
+/* The plan says how its search compared plans: accpar's rollout, past the
+ * budget, by closed forms (`search priced: closed forms`), while its own
+ * bytes are the program's; dp compares none. A plan read back from its JSON
+ * keeps what the file says. */
+Test(plan_bytes, a_plan_says_its_search_compared_by_closed_forms_past_the_budget,
+     .timeout = 1200) {
+  char dir[600], path[700];
+  zoo_in("beyond_said", "--no-weights --batch 8 resnet101", dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/resnet101.onnx", dir);
+  ap_devices dv;
+  ap_graph *g = planned(path, "cpu:1024", "dp", &dv);
+  cr_expect_str_eq(((const ap_plan *)g->plan)->search_priced, "levels");
+  ap_graph_free(g);
+  g = planned(path, "cpu:1024", "accpar", &dv);
+  const ap_plan *p = g->plan;
+  cr_expect_str_eq(p->search_priced, "closed forms");
+  cr_expect_str_eq(p->bytes_priced, "program");
+  char *json = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&json, &len);
+  cr_assert(mem);
+  cr_assert_eq(ap_plan_print_json(g, mem), AP_OK);
+  fclose(mem);
+  cr_expect(strstr(json, "\"search_priced\": \"closed forms\""), "not in the JSON");
+  ap_graph_free(g);
+  g = NULL;
+  ap_diag d = {0};
+  cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+  cr_assert_eq(ap_partition_from_json(g, json, "p.json", &dv, &d), AP_OK, "%s", d.message);
+  cr_expect_str_eq(((const ap_plan *)g->plan)->search_priced, "closed forms");
+  free(json);
+  ap_graph_free(g);
 }
 
 /* Past 1024 devices (where the chosen plan was priced by closed forms until

@@ -2093,7 +2093,6 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * GB there, grows with it. Only past
  * EXACT_FINAL_MAX_WORK does a plan say "bytes priced: closed forms". */
 enum { EXACT_MAX_WORK = 1 << 18, EXACT_FINAL_MAX_WORK = 1 << 26 };
-#define SURPRISE 1.05 /* see ap_partition_fixed */
 
 static int64_t live_nodes(const ap_graph *g) {
   int64_t live = 0;
@@ -2726,6 +2725,15 @@ static ap_status take_states(ap_plan *p, ap_graph *g, const ap_plan *t, ap_diag 
   return st;
 }
 
+/* Whether plan p's states are those take_states gives it from plan t. */
+static bool same_states(const ap_plan *p, const ap_plan *t) {
+  bool by_count = t->opts.strategy != AP_STRATEGY_ACCPAR;
+  for (size_t i = 0; i < (size_t)p->n_levels * p->n_vertices; i++)
+    if (p->state[i] != (uint8_t)(by_count ? state_type(t->state[i]) + 3 : t->state[i]))
+      return false;
+  return true;
+}
+
 /* The first class of the last level that does not fit, or -1. */
 static int overflowing(const ap_plan *p, double *cap) {
   int L = p->n_levels;
@@ -3043,6 +3051,7 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   static const ap_strategy bases[] = {AP_STRATEGY_DP, AP_STRATEGY_OWT, AP_STRATEGY_HYPAR,
                                       AP_STRATEGY_ACCPAR};
   enum { N_BASES = sizeof bases / sizeof bases[0] };
+  _Static_assert(N_BASES == sizeof p->base / sizeof *p->base, "ap_plan.base: one per base plan");
   const ap_plan *base[N_BASES] = {NULL}; /* the base plans that fit */
   if (!node_state && o->cost == AP_COST_TIME &&
       (o->strategy == AP_STRATEGY_ACCPAR || o->strategy == AP_STRATEGY_EXHAUSTIVE)) {
@@ -3147,20 +3156,23 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
     p->chosen = true;
     if ((st = finish(p, g, p->child_map, d)) != AP_OK)
       return st;
-    /* So priced it may be far slower than the tentative plan the search
-     * compared it with by closed forms (GPT-2 small at batch 8 on 4096
-     * devices: 52.8 s a step against 0.65 s, where dp's plan took 26.4 s,
-     * before a gradient over boxes that meet was summed at its owners;
-     * 0.968 s since). Past
-     * SURPRISE the base plans are priced exactly too and the fastest
-     * taken. Below it the closed forms' own error can explain the gap
-     * (ResNet-152 at batch 512 on 1024 devices: 1.14288 s against 1.1422 s),
-     * and pricing four more plans would more than double the planning. */
-    if (tentative && p->mem_penalty == 0 &&
-        p->step_time_s > SURPRISE * tentative->step_time_s) {
+    /* So priced it may be slower than a base plan the search compared
+     * it with by closed forms (GPT-2 small at batch 8 on 4096 devices:
+     * 52.8 s a step against dp's 26.4 s, before a gradient over boxes that
+     * meet was summed at its owners; BERT-base on 4096: 0.048551 s
+     * against 0.048522 s for accpar's own base plan). The base plans are
+     * priced exactly too and the fastest that fits is taken, so that the
+     * plan is never slower than a base plan as the program runs both.
+     * Not priced: a base plan whose compute alone is no faster than the
+     * best so far (a step is its compute plus its communication, and the
+     * compute is the same however the bytes are priced: GPT-2 small on
+     * 1024 devices, dp computes 26.0 s a step, owt 8.1 s, hypar 31.4 s,
+     * against 0.934 s), or whose states are the best plan's. */
+    if (tentative && p->mem_penalty == 0) {
       ap_plan best = *p; /* plan_levels allocates its arrays afresh */
       for (int i = 0; i < N_BASES; i++) {
-        if (!base[i])
+        if (!base[i] || !(base[i]->compute_time_s < best.step_time_s) ||
+            same_states(&best, base[i]))
           continue;
         if ((st = take_states(p, g, base[i], d)) != AP_OK)
           return st;
@@ -3172,6 +3184,8 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   }
   if (rollout_closed)
     p->search_priced = "closed forms";
+  for (int i = 0; i < N_BASES; i++)
+    p->base[i] = base[i];
   if (node_state) /* nothing was searched */
     p->search_priced = "read back";
   g->plan = p;

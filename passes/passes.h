@@ -205,6 +205,10 @@ typedef struct ap_plan {
   double (**level_ratio)[AP_MAX_CHILDREN]; /* [n_levels][class * n_vertices + v]: the
                                    ratio of v's state in a group of the class, while
                                    finish prices the plan as the program runs; or NULL */
+  const struct ap_plan *base[4]; /* accpar's rollout: its base plans (dp, owt, hypar, and
+                                   accpar with each level priced by itself) as the search
+                                   priced them; NULL where one does not fit, or nothing
+                                   was searched */
   const uint8_t *fixed;         /* [n_levels][n_vertices]: the one state (type + 3 * ratio rule)
                                    a plan read back allows each vertex; or NULL */
 } ap_plan;

@@ -37,6 +37,14 @@ static void zoo_in(const char *test, const char *options, char *dir, size_t cap)
   cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
+/* The path of one model the zoo writes with `options` for test. */
+static void zoo_model(const char *test, const char *options, const char *model, char *path,
+                      size_t cap) {
+  char dir[600];
+  zoo_in(test, options, dir, sizeof dir);
+  snprintf(path, cap, "%s/%s.onnx", dir, model);
+}
+
 /* The zoo's four CNNs and its three tiny transformers (16 tokens) at batch 8. */
 static void zoo(const char *test, char *dir, size_t cap) {
   zoo_in(test,
@@ -318,9 +326,8 @@ Test(plan_bytes, the_chosen_plan_is_exact_past_the_search_budget, .timeout = 120
  * keeps what the file says. */
 Test(plan_bytes, a_plan_says_its_search_compared_by_closed_forms_past_the_budget,
      .timeout = 1200) {
-  char dir[600], path[700];
-  zoo_in("beyond_said", "--no-weights --batch 8 resnet101", dir, sizeof dir);
-  snprintf(path, sizeof path, "%s/resnet101.onnx", dir);
+  char path[700];
+  zoo_model("beyond_said", "--no-weights --batch 8 resnet101", "resnet101", path, sizeof path);
   ap_devices dv;
   ap_graph *g = planned(path, "cpu:1024", "dp", &dv);
   cr_expect_str_eq(((const ap_plan *)g->plan)->search_priced, "levels");
@@ -512,9 +519,8 @@ Test(plan_bytes, accpar_is_never_slower_than_a_base_plan_as_the_program_runs,
  * its own base plan 2.409328e-01 s. */
 Test(plan_bytes, accpar_is_never_slower_than_its_base_plans_past_the_search_budget,
      .timeout = 1200) {
-  char dir[600], path[700];
-  zoo_in("bases", "--no-weights --batch 512 resnet50", dir, sizeof dir);
-  snprintf(path, sizeof path, "%s/resnet50.onnx", dir);
+  char path[700];
+  zoo_model("bases", "--no-weights --batch 512 resnet50", "resnet50", path, sizeof path);
   ap_devices dv;
   ap_graph *g = planned(path, "cpu:2048", "accpar", &dv);
   const ap_plan *p = g->plan;

@@ -55,13 +55,20 @@ static void zoo(const char *test, char *dir, size_t cap) {
 
 /* The model at path, through the pipeline, planned on array with strategy
  * (its devices into dv). */
-static ap_graph *planned(const char *path, const char *array, const char *strategy,
-                         ap_devices *dv) {
+/* The graph of the model at path, through the pipeline. */
+static ap_graph *loaded(const char *path) {
   ap_graph *g = NULL;
   ap_diag d = {0};
-  ap_plan_opts o = {.devices = dv};
   cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
   cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
+  return g;
+}
+
+static ap_graph *planned(const char *path, const char *array, const char *strategy,
+                         ap_devices *dv) {
+  ap_graph *g = loaded(path);
+  ap_diag d = {0};
+  ap_plan_opts o = {.devices = dv};
   cr_assert_eq(ap_devices_parse(array, dv, &d), AP_OK, "%s", d.message);
   cr_assert(ap_strategy_parse(strategy, &o.strategy));
   cr_assert_eq(ap_partition(g, &o, &d), AP_OK, "%s", d.message);
@@ -327,8 +334,8 @@ Test(plan_bytes, the_chosen_plan_is_exact_past_the_search_budget, .timeout = 120
 Test(plan_bytes, a_plan_says_its_search_compared_by_closed_forms_past_the_budget,
      .timeout = 1200) {
   char path[700];
-  zoo_model("beyond_said", "--no-weights --batch 8 resnet101", "resnet101", path, sizeof path);
   ap_devices dv;
+  zoo_model("beyond_said", "--no-weights --batch 8 resnet101", "resnet101", path, sizeof path);
   ap_graph *g = planned(path, "cpu:1024", "dp", &dv);
   cr_expect_str_eq(((const ap_plan *)g->plan)->search_priced, "levels");
   ap_graph_free(g);
@@ -344,10 +351,8 @@ Test(plan_bytes, a_plan_says_its_search_compared_by_closed_forms_past_the_budget
   fclose(mem);
   cr_expect(strstr(json, "\"search_priced\": \"closed forms\""), "not in the JSON");
   ap_graph_free(g);
-  g = NULL;
+  g = loaded(path);
   ap_diag d = {0};
-  cr_assert_eq(ap_load_onnx(path, &g, &d), AP_OK, "%s", d.message);
-  cr_assert_eq(ap_run_pipeline(g, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
   cr_assert_eq(ap_partition_from_json(g, json, "p.json", &dv, &d), AP_OK, "%s", d.message);
   cr_expect_str_eq(((const ap_plan *)g->plan)->search_priced, "closed forms");
   free(json);
@@ -541,11 +546,8 @@ Test(plan_bytes, accpar_is_never_slower_than_its_base_plans_past_the_search_budg
         node_state[(size_t)l * g->n_nodes + p->v[v].node] =
             (uint8_t)(1 + s % 3 + (by_count || s >= 3 ? 4 : 0));
       }
-    ap_graph *h = NULL;
+    ap_graph *h = loaded(path);
     ap_diag d = {0};
-    cr_assert_eq(ap_load_onnx(path, &h, &d), AP_OK, "%s", d.message);
-    cr_assert_eq(ap_bind_batch(h, 512, &d), AP_OK, "%s", d.message);
-    cr_assert_eq(ap_run_pipeline(h, &(ap_pipeline_opts){0}, &d), AP_OK, "%s", d.message);
     ap_plan_opts o = {.devices = &dv, .strategy = AP_STRATEGY_ACCPAR};
     if (ap_partition_fixed(h, &o, node_state, L, "base", &d) == AP_OK) {
       const ap_plan *q = h->plan;

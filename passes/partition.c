@@ -2064,35 +2064,30 @@ static void direct_bytes(const ap_plan *p, const ap_graph *g, int e, bool gather
  * program's, device by device: the distribution (passes/distribute.c) is
  * built for the plan and its transfers are priced, each on the vertex or
  * edge whose cost it is. Building it takes every device's boxes of every
- * node. The search's plans (accpar prices its five rollout plans and
- * refine_exact's probes so) are priced exactly up to EXACT_MAX_WORK
- * node-devices: GPT-2 small (957 nodes) plans in 0.19 s on 64 devices and
- * 0.54 s on 256, ResNet-50 (batch 512) in 0.24 s on 1024 devices, where
- * the closed forms below took 0.04 s; on 1024 devices at batch 8 those
- * charged the tiny transformers' accpar plans 69-78% less than the program
- * sends (docs/plan-time.md, docs/partition.md). Past it the search's plans
- * are priced by the closed forms of finish (the sums every level makes, the
- * loss's rows, edge_direct's edges; the rest stays the levels',
- * docs/partition.md, "Approximations"), and the plan chosen is priced
- * exactly once more, up to EXACT_FINAL_MAX_WORK: GPT-2 small on 1024
- * devices (979,968 node-devices, 0.87 s), ResNet-152 on 1024 (527,360,
- * 0.17 s, as long as by closed forms alone), GPT-2 small on 8192 (3.4 s
- * and 0.26 GB), on 32,768 (12.4 s and 0.88 GB; the closed forms price its
- * step 27% under the program's 0.736 s; docs/plan-time.md, "The planner's
- * memory"), GPT-2 small on 65,536 (62,717,952 node-devices: 54 s and
- * 1.8 GB, where the closed forms took 4.6 s and priced its step 38% under
- * the program's 0.831 s), ResNet-152 on 65,536 (8.2 s and 1.6 GB, against
- * 0.9 s and 4.4% under; docs/plan-time.md, "Sums at the owners, cut depth
- * first"). The transfers whose pieces grow with the square of the device
- * count (a gather to every device, partial sums resolved by sending
- * summands) are summed by classes of equal boxes (ap_distribute_priced),
- * so the device count alone bounds nothing; what grows faster than it is
- * a sum at the owners over boxes meeting in a grid (share_out): GPT-2
- * small's tied table is cut into 4,096 pieces on 32,768 devices, 3.3
- * million over the plans priced on 65,536. Past the bound the memory, 1.8
- * GB there, grows with it. Only past
- * EXACT_FINAL_MAX_WORK does a plan say "bytes priced: closed forms". */
-enum { EXACT_MAX_WORK = 1 << 18, EXACT_FINAL_MAX_WORK = 1 << 26 };
+ * node, so it is bounded by node-devices: EXACT_MAX_WORK. Within it every
+ * plan the search compares whole is priced so (accpar's rollout: its base
+ * plans and its own; refine_exact's probes) but one that cannot win: a base
+ * plan whose compute alone is slower than the step of the tentative plan
+ * priced before it (outpaced), as dp's, owt's and hypar's are where
+ * accpar's own base plan runs on many devices (ResNet-152, batch 512, on
+ * 1024 devices: 2.03, 2.04 and 1.54 s of compute against a 1.14 s step).
+ * The search of each level prices its states by the levels' closed forms
+ * (below_vertex, below_edge), refined against the program where affordable
+ * (refine_exact). Past the bound, every plan is priced by the closed forms
+ * of finish (the sums every level makes, the loss's rows, edge_direct's
+ * edges; the rest stays the levels', docs/partition.md, "Approximations")
+ * and says "bytes priced: closed forms"; those priced GPT-2 small's step on
+ * 65,536 devices 38% under the program's 0.831 s, ResNet-152's 4.4% under.
+ * On 65,536 devices (62,717,952 node-devices) one exact pricing of GPT-2
+ * small took 54 s and 1.8 GB, of ResNet-152 8.2 s and 1.6 GB
+ * (docs/plan-time.md, "Sums at the owners, cut depth first"). The transfers
+ * whose pieces grow with the square of the device count (a gather to every
+ * device, partial sums resolved by sending summands) are summed by classes
+ * of equal boxes (ap_distribute_priced), so the device count alone bounds
+ * nothing; what grows faster than it is a sum at the owners over boxes
+ * meeting in a grid (share_out): GPT-2 small's tied table is cut into 4,096
+ * pieces on 32,768 devices, 3.3 million over the plans priced on 65,536. */
+enum { EXACT_MAX_WORK = 1 << 26 };
 
 static int64_t live_nodes(const ap_graph *g) {
   int64_t live = 0;
@@ -2101,10 +2096,9 @@ static int64_t live_nodes(const ap_graph *g) {
   return live;
 }
 
-static bool exact_affordable(const ap_graph *g, int n_devices, bool chosen) {
+static bool exact_affordable(const ap_graph *g, int n_devices) {
   int64_t live = live_nodes(g);
-  return ap_dist_oversized(g) < 0 &&
-         live * n_devices <= (chosen ? EXACT_FINAL_MAX_WORK : EXACT_MAX_WORK);
+  return ap_dist_oversized(g) < 0 && live * n_devices <= EXACT_MAX_WORK;
 }
 
 /* The vertex or edge item (vertices 0..V-1, edges V..V+E-1, V+E: none)
@@ -2357,7 +2351,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
       for (; gi < level_end[l]; gi++) { /* every device once a level, level by level */
         const child_group *cg = &grp[gi];
         double charge = lsent[cg->at + (size_t)it * cg->k] / cg->count;
-        for (int dv = cg->first; dv < cg->first + cg->count; dv++)
+        for (int dv = cg->first; dv < cg->first + cg->count && charge != 0; dv++)
           row[dv] -= charge;
       }
     double *mx = it < V + E ? item_max + (size_t)it * nl : NULL;
@@ -2374,11 +2368,37 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
   return AP_OK;
 }
 
+/* Vertex v's compute on a device of each leaf class (compute[ci]); the
+ * slowest is returned. */
+static double leaf_compute(const ap_plan *p, const ap_graph *g, int v, double *compute) {
+  int L = p->n_levels;
+  double worst = 0;
+  for (int ci = 0; ci < p->n_cls[L]; ci++) {
+    const ap_class *c = &p->cls[L][ci];
+    compute[ci] = group_compute(p, g, v, port_ext(p, c->ext, v, 0), &p->dev.kinds[c->g.kind],
+                                c->g.count);
+    worst = fmax(worst, compute[ci]);
+  }
+  return worst;
+}
+
+/* Whether plan p cannot be faster than its rival (a plan priced already):
+ * its compute alone takes longer than the rival's step, and a step is its
+ * compute plus communication that is never negative, however priced. */
+static bool slower_than_rival(const ap_plan *p, const ap_graph *g, double *compute) {
+  if (!p->rival)
+    return false;
+  double t = 0;
+  for (int v = 0; v < p->n_vertices; v++)
+    t += leaf_compute(p, g, v, compute);
+  return t > p->rival->step_time_s;
+}
+
 static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
   int N = p->dev.n_devices;
   ap_arena *a = g->arena;
-  p->comm_bytes = p->levels_comm_bytes; /* finish may price a plan twice (p->chosen) */
+  p->comm_bytes = p->levels_comm_bytes;
   p->row_time_s = ap_arena_array(a, (size_t)V + 1, sizeof(double));
   p->edge_time_s = ap_arena_array(a, (size_t)E + 1, sizeof(double));
   p->class_mem = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
@@ -2424,9 +2444,10 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
    * program's transfers makes that so for every model. Where the program
    * does not train some layer's weight (layers_train), it runs no backward
    * there while the levels charge one. */
+  p->outpaced = compute && slower_than_rival(p, g, compute);
   bool exact =
-      L > 0 && N > 1 && exact_affordable(g, N, p->chosen) && !published_model(p) &&
-      p->layers_train;
+      L > 0 && N > 1 && exact_affordable(g, N) && !published_model(p) &&
+      p->layers_train && !p->outpaced;
   p->bytes_priced = published_model(p) ? "paper"
                     : !p->layers_train  ? "levels"
                     : exact || N == 1   ? "program"
@@ -2562,14 +2583,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   p->step_time_s = p->compute_time_s = 0;
   sum_memo memo = {0};
   for (int v = 0; v < V; v++) {
-    double worst = 0, worst_compute = 0;
-    for (int ci = 0; ci < nl; ci++) {
-      const ap_class *c = &p->cls[L][ci];
-      compute[ci] = group_compute(p, g, v, port_ext(p, c->ext, v, 0),
-                                  &p->dev.kinds[c->g.kind], c->g.count);
-      worst = fmax(worst, compute[ci] + c->acc_v[v]);
-      worst_compute = fmax(worst_compute, compute[ci]);
-    }
+    double worst = 0, worst_compute = leaf_compute(p, g, v, compute);
+    for (int ci = 0; ci < nl; ci++)
+      worst = fmax(worst, compute[ci] + p->cls[L][ci].acc_v[v]);
     int q0 = first_sum[v], q1 = first_sum[v + 1];
     bool loss = loss_whole && v == p->loss_vertex, per_device = q1 > q0 || loss;
     if (per_device || exact) /* the levels' charges give way to the program's bytes */
@@ -2723,15 +2739,6 @@ static ap_status take_states(ap_plan *p, ap_graph *g, const ap_plan *t, ap_diag 
   ap_status st = plan_levels(p, g, NULL, d);
   p->fixed = NULL;
   return st;
-}
-
-/* Whether plan p's states are those take_states gives it from plan t. */
-static bool same_states(const ap_plan *p, const ap_plan *t) {
-  bool by_count = t->opts.strategy != AP_STRATEGY_ACCPAR;
-  for (size_t i = 0; i < (size_t)p->n_levels * p->n_vertices; i++)
-    if (p->state[i] != (uint8_t)(by_count ? state_type(t->state[i]) + 3 : t->state[i]))
-      return false;
-  return true;
 }
 
 /* The first class of the last level that does not fit, or -1. */
@@ -3055,7 +3062,14 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   const ap_plan *base[N_BASES] = {NULL}; /* the base plans that fit */
   if (!node_state && o->cost == AP_COST_TIME &&
       (o->strategy == AP_STRATEGY_ACCPAR || o->strategy == AP_STRATEGY_EXHAUSTIVE)) {
-    for (size_t i = 0; i < N_BASES; i++) {
+    /* accpar's own first: past a few devices it is by far the fastest, and
+     * a base plan whose compute alone is slower than the tentative plan's
+     * step is not priced from the program (outpaced). On a tie the earlier
+     * of bases[] is taken. */
+    static const int order[N_BASES] = {3, 0, 1, 2};
+    int t_i = N_BASES;
+    for (size_t k = 0; k < N_BASES; k++) {
+      int i = order[k];
       ap_plan *q = ap_arena_alloc(a, sizeof *q);
       if (!q)
         return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
@@ -3063,13 +3077,18 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
       q->opts.devices = &q->dev;
       q->opts.strategy = bases[i];
       q->level_only = true;
+      q->rival = tentative;
       if ((st = plan_levels(q, g, NULL, d)) != AP_OK)
         return st;
       double cap;
       if (overflowing(q, &cap) < 0)
         base[i] = q;
-      if (base[i] && (!tentative || q->step_time_s < tentative->step_time_s))
+      if (base[i] && !q->outpaced &&
+          (!tentative || q->step_time_s < tentative->step_time_s ||
+           (q->step_time_s == tentative->step_time_s && i < t_i))) {
         tentative = q;
+        t_i = i;
+      }
     }
   }
   if ((st = plan_levels(p, g, tentative, d)) != AP_OK)
@@ -3116,7 +3135,12 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
     double penalty = p->mem_penalty;
     const ap_plan *taken = NULL;
     for (int i = 0; i < N_BASES; i++) {
-      if (!base[i] || (fits && !(base[i]->step_time_s < searched.step_time_s)))
+      /* An outpaced base plan was priced by closed forms: its compute is
+       * what bounds its step from below. */
+      double floor = base[i] && base[i]->outpaced ? base[i]->compute_time_s
+                     : base[i]                    ? base[i]->step_time_s
+                                                  : 0;
+      if (!base[i] || (fits && !(floor < searched.step_time_s)))
         continue;
       p->mem_penalty = 0;
       if ((st = take_states(p, g, base[i], d)) != AP_OK)
@@ -3147,42 +3171,8 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
   if (!p->optimality)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   /* Where the rollout compared its complete plans (the base plans and its
-   * own) by closed forms, past EXACT_MAX_WORK, the plan says so, however
-   * the plan chosen is priced below. */
-  bool rollout_closed = tentative && strcmp(p->bytes_priced, "closed forms") == 0;
-  /* The plan chosen, priced exactly where the search's were not. */
-  if (strcmp(p->bytes_priced, "closed forms") == 0 &&
-      exact_affordable(g, p->dev.n_devices, true)) {
-    p->chosen = true;
-    if ((st = finish(p, g, p->child_map, d)) != AP_OK)
-      return st;
-    /* So priced it may be slower than a base plan the search compared
-     * it with by closed forms (GPT-2 small at batch 8 on 4096 devices:
-     * 52.8 s a step against dp's 26.4 s, before a gradient over boxes that
-     * meet was summed at its owners; BERT-base on 4096: 0.048551 s
-     * against 0.048522 s for accpar's own base plan). The base plans are
-     * priced exactly too and the fastest that fits is taken, so that the
-     * plan is never slower than a base plan as the program runs both.
-     * Not priced: a base plan whose compute alone is no faster than the
-     * best so far (a step is its compute plus its communication, and the
-     * compute is the same however the bytes are priced: GPT-2 small on
-     * 1024 devices, dp computes 26.0 s a step, owt 8.1 s, hypar 31.4 s,
-     * against 0.934 s), or whose states are the best plan's. */
-    if (tentative && p->mem_penalty == 0) {
-      ap_plan best = *p; /* plan_levels allocates its arrays afresh */
-      for (int i = 0; i < N_BASES; i++) {
-        if (!base[i] || !(base[i]->compute_time_s < best.step_time_s) ||
-            same_states(&best, base[i]))
-          continue;
-        if ((st = take_states(p, g, base[i], d)) != AP_OK)
-          return st;
-        if (p->step_time_s < best.step_time_s && overflowing(p, &cap) < 0)
-          best = *p;
-      }
-      *p = best;
-    }
-  }
-  if (rollout_closed)
+   * own) by closed forms, past EXACT_MAX_WORK, the plan says so. */
+  if (tentative && strcmp(p->bytes_priced, "closed forms") == 0)
     p->search_priced = "closed forms";
   for (int i = 0; i < N_BASES; i++)
     p->base[i] = base[i];

@@ -175,14 +175,16 @@ typedef struct ap_plan {
   const char *optimality;
   const char *bytes_priced;     /* how comm_bytes and the devices' bytes were priced:
                                    "program" (its transfers, device by device), "closed
-                                   forms" (past EXACT_FINAL_MAX_WORK), "levels" (a weight
+                                   forms" (past EXACT_MAX_WORK, or outpaced), "levels" (a weight
                                    without data: the program trains no layer there),
                                    "paper" (the published metric) */
   double mem_penalty;           /* s per byte a device keeps, added while fitting memory */
   bool level_only;              /* price each level by itself (a base plan of accpar's rollout) */
-  bool chosen;                  /* the plan ap_partition returns, priced exactly wherever
-                                   its distribution can be built (EXACT_FINAL_MAX_WORK), where
-                                   the search's candidates are within EXACT_MAX_WORK */
+  const struct ap_plan *rival;  /* a plan priced already, or NULL: where this one's compute
+                                   alone is slower than the rival's step, it cannot be faster
+                                   and is priced by closed forms (outpaced, a base plan of
+                                   accpar's rollout) */
+  bool outpaced;
   bool probe;                   /* a plan refine_exact prices: the graph's nodes keep the
                                    chosen plan's types */
   const char *search_priced;    /* how the search priced the states it chose: "levels"
@@ -207,8 +209,8 @@ typedef struct ap_plan {
                                    finish prices the plan as the program runs; or NULL */
   const struct ap_plan *base[4]; /* accpar's rollout: its base plans (dp, owt, hypar, and
                                    accpar with each level priced by itself) as the search
-                                   priced them; NULL where one does not fit, or nothing
-                                   was searched */
+                                   priced them (by closed forms where outpaced); NULL where
+                                   one does not fit, or nothing was searched */
   const uint8_t *fixed;         /* [n_levels][n_vertices]: the one state (type + 3 * ratio rule)
                                    a plan read back allows each vertex; or NULL */
 } ap_plan;

@@ -2290,18 +2290,27 @@ const ap_dbox *ap_dist_weight_boxes(const ap_graph *g, const ap_dist *dist, int 
 }
 
 /* Whether the devices' boxes of the final output partition its rows: each
- * holds whole rows, no row twice, every row somewhere. */
-static bool rows_partitioned(const ap_value *y, const ap_dbox *held, int n) {
+ * holds whole rows, no row twice, every row somewhere. The rows held are
+ * sorted (in rows, room for n), so that no pair of devices is compared:
+ * that was three quarters of planning a 3-layer MLP over 65,536 devices. */
+static bool rows_partitioned(const ap_value *y, const ap_dbox *held, int n,
+                             struct keyed *rows) {
   int64_t covered = 0;
+  int n_rows = 0;
   for (int d = 0; d < n; d++) {
     for (int i = 1; i < y->rank; i++)
       if (held[d].lo[i] != 0 || held[d].hi[i] != y->dims[i])
         return false;
-    for (int e = 0; e < d; e++)
-      if (held[d].lo[0] < held[e].hi[0] && held[e].lo[0] < held[d].hi[0] &&
-          held[d].hi[0] > held[d].lo[0] && held[e].hi[0] > held[e].lo[0])
-        return false;
+    if (held[d].hi[0] > held[d].lo[0])
+      rows[n_rows++] = (struct keyed){held[d].lo[0], d};
     covered += held[d].hi[0] - held[d].lo[0];
+  }
+  qsort(rows, (size_t)n_rows, sizeof *rows, cmp_keyed);
+  int64_t reach = INT64_MIN; /* the furthest row end before rows[k] */
+  for (int k = 0; k < n_rows; k++) {
+    if (rows[k].lo < reach)
+      return false;
+    reach = held[rows[k].id].hi[0] > reach ? held[rows[k].id].hi[0] : reach;
   }
   return covered == y->dims[0];
 }
@@ -2315,9 +2324,10 @@ static ap_status loss_boxes(dctx *x, int v) {
   if (!dist->loss_box)
     return oom(x);
   const ap_dbox *held = held_array(x, v);
-  if (!held)
+  struct keyed *rows = ap_arena_array(x->g->arena, (size_t)n, sizeof *rows);
+  if (!held || !rows)
     return oom(x);
-  if (y->rank == 0 || rows_partitioned(y, held, n)) {
+  if (y->rank == 0 || rows_partitioned(y, held, n, rows)) {
     memcpy(dist->loss_box, held, (size_t)n * sizeof *held);
     return AP_OK;
   }

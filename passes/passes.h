@@ -211,6 +211,12 @@ typedef struct ap_plan {
                                    accpar with each level priced by itself) as the search
                                    priced them (by closed forms where outpaced); NULL where
                                    one does not fit, or nothing was searched */
+  const struct ap_plan *rollout[4]; /* accpar's rollout from each base plan (base[]) it
+                                   started from, the complete plan it reached as priced
+                                   (by closed forms where outpaced: the fastest so far was
+                                   its rival); NULL where it did not start from that one */
+  int start;                    /* the base plan whose rollout the search took (before any
+                                   fitting to memory), or -1: nothing was rolled out */
   const uint8_t *fixed;         /* [n_levels][n_vertices]: the one state (type + 3 * ratio rule)
                                    a plan read back allows each vertex; or NULL */
 } ap_plan;

@@ -636,9 +636,14 @@ ap_status ap_codegen(ap_graph *g, const ap_codegen_opts *o, const cg_backend *be
 
 /* ---- build.c ------------------------------------------------------------ */
 
+/* The bound under which a program's sources compile as one unit:
+ * ACCPAR_BUILD_UNITY_BYTES, else 256 KiB; AP_ERR_USAGE if the variable is
+ * not a number of bytes. */
+ap_status cg_build_unity_bound(long long *out, ap_diag *d);
 /* Compiles OUTDIR's sources into OUTDIR/model (through OUTDIR/model.tmp and
- * a rename): every source compiled on its own, in parallel, then linked; the
- * commands are written to OUTDIR/build.sh. On failure the
+ * a rename): sources within cg_build_unity_bound as one unit, larger ones
+ * each on its own, in parallel, then linked; the commands are written to
+ * OUTDIR/build.sh. On failure the
  * compiler's messages are left in OUTDIR/build.log, which the diagnostic
  * names. */
 ap_status ap_codegen_build(const ap_build_opts *b, ap_diag *d);

@@ -55,21 +55,46 @@ Test(cli, transport_threads_links_the_threads_runtime, .timeout = 300) {
   const char *dir = WORK_DIR "/threads";
   setup(dir);
   char cmd[4096];
-  fmt(cmd, sizeof cmd, "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices cpu:2 --transport threads -o '%s/prog' 2>'%s/err'",
-      ACCPARC, dir, dir, dir);
-  cr_assert_eq(sh(cmd), 0, "compile failed");
-  fmt(cmd, sizeof cmd, "%s/prog/build.sh", dir);
+  /* LeNet-5's sources are small: one unit, unless the bound says 0, then
+   * every source on its own and one link. Both programs compute the same. */
+  fmt(cmd, sizeof cmd, "CFLAGS=-O1 ACCPAR_BUILD_UNITY_BYTES=0 '%s' compile '%s/lenet5.onnx' "
+      "--devices cpu:2 --transport threads -o '%s/parts' 2>/dev/null", ACCPARC, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "compile source by source failed");
+  fmt(cmd, sizeof cmd, "%s/parts/build.sh", dir);
   char *script = slurp(cmd);
-  cr_assert(strstr(script, "/libaccpar_rt.a'"), "%s", script);
-  cr_assert(!strstr(script, "libaccpar_rt_mpi") && !strstr(script, "libmpi"), "%s", script);
-  /* Every source on its own, then one link. */
   cr_assert(strstr(script, "-c \"$1.c\" -o \"$1.o\"") &&
                 strstr(script, "for unit in kernels dev0 dev1 main;") &&
                 strstr(script, "-o model.tmp kernels.o dev0.o dev1.o main.o "),
             "%s", script);
   free(script);
+  fmt(cmd, sizeof cmd, "CFLAGS=-O1 ACCPAR_BUILD_UNITY_BYTES=x '%s' compile '%s/lenet5.onnx' "
+      "--devices cpu:2 -o '%s/bad' 2>'%s/err'", ACCPARC, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 2, "a bound that is not a number is refused as a usage error");
   fmt(cmd, sizeof cmd, "%s/err", dir);
   char *err = slurp(cmd);
+  cr_assert_str_eq(err, "accparc: error: ACCPAR_BUILD_UNITY_BYTES: must be a number of bytes, "
+                        "not 'x'\n");
+  free(err);
+  fmt(cmd, sizeof cmd, "%s/bad", dir);
+  cr_assert(!exists(cmd), "nothing is written before the refusal");
+  fmt(cmd, sizeof cmd, "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices cpu:2 --transport threads -o '%s/prog' 2>'%s/err'",
+      ACCPARC, dir, dir, dir);
+  cr_assert_eq(sh(cmd), 0, "compile failed");
+  fmt(cmd, sizeof cmd, "%s/prog/build.sh", dir);
+  script = slurp(cmd);
+  cr_assert(strstr(script, "/libaccpar_rt.a'"), "%s", script);
+  cr_assert(!strstr(script, "libaccpar_rt_mpi") && !strstr(script, "libmpi"), "%s", script);
+  cr_assert(strstr(script, "as one unit") && strstr(script, "#include \"dev1.c\"") &&
+                strstr(script, "-o model.tmp unit.c ") && !strstr(script, "-c \"$1.c\""),
+            "%s", script);
+  free(script);
+  fmt(cmd, sizeof cmd, "'%s/parts/model' --inputs '%s/lenet5_data' --outputs '%s/parts_out' "
+      ">/dev/null && '%s/prog/model' --inputs '%s/lenet5_data' --outputs '%s/prog_out' >/dev/null "
+      "&& cmp '%s/parts_out/output_0.pb' '%s/prog_out/output_0.pb'", dir, dir, dir, dir, dir, dir,
+      dir, dir);
+  cr_assert_eq(sh(cmd), 0, "the two builds compute different outputs");
+  fmt(cmd, sizeof cmd, "%s/err", dir);
+  err = slurp(cmd);
   cr_assert_str_eq(err, "", "stderr is not a terminal: no phases");
   free(err);
   /* --outputs names a folder that does not exist yet. */

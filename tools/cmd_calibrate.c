@@ -85,7 +85,8 @@ static bool write_text(const char *dir, const char *name, const char *text) {
 /* Removes the build folder and what the build left in it. */
 static void remove_tree(const char *dir) {
   static const char *const names[] = {"kernels.c", "dev0.c", "main.c", "model", "build.sh",
-                                      "build.log", "kernels.o", "dev0.o", "main.o", "model.tmp"};
+                                      "build.log", "kernels.o", "dev0.o", "main.o", "model.tmp",
+                                      "unit.c"};
   char path[CLI_PATH_MAX + 32];
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);

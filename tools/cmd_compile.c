@@ -54,8 +54,10 @@ static const char usage_text[] =
     "                   inputs and refuse (removing OUTDIR/model) when an output differs\n"
     "  -o OUTDIR        where the sources and OUTDIR/model go\n"
     "On a terminal the phases (parse, plan, generate, build) are reported on stderr.\n"
-    "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_BUILD_JOBS (sources\n"
-    "compiled at once; default: the processors); ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
+    "Environment: CC, CFLAGS (default -O3 -march=native); ACCPAR_BUILD_UNITY_BYTES\n"
+    "(sources up to this many bytes compile as one unit; default 262144, 0: never);\n"
+    "ACCPAR_BUILD_JOBS (sources compiled at once otherwise; default: the processors);\n"
+    "ACCPAR_RT_LIB, ACCPAR_RT_INCLUDE,\n"
     "ACCPAR_KERNELS_DIR override where the runtime and the kernels are found.\n";
 
 
@@ -159,7 +161,9 @@ int cmd_compile(int argc, char **argv) {
                            transport);
   cli_runtime_paths rt;
   ap_diag rd = {0};
-  if (build && cli_runtime_paths_find(&rt, &rd) != AP_OK)
+  long long unity_bytes;
+  if (build && (cg_build_unity_bound(&unity_bytes, &rd) != AP_OK ||
+                cli_runtime_paths_find(&rt, &rd) != AP_OK))
     return cli_fail(&rd);
   bool with_mpi = false;
   if (build) {

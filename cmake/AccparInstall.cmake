@@ -12,6 +12,8 @@
 #   LIBDIR/pkgconfig/accpar.pc, accpar-runtime.pc; LIBDIR/cmake/accpar/
 #   INCLUDEDIR/accpar/{accpar.h,plan.h}; INCLUDEDIR/accpar/runtime/accpar_rt.h
 #   DATADIR/accpar/kernels/ (the GEMM and convolution sources)
+#   LIBDIR/accpar/accpar-llvm.so (the LLVM backend, loaded on first use:
+#     codegen/llvm_module.c), when LLVM was found
 # An installed accparc finds the runtime from its own location through the
 # relative paths below (tools/runtime_paths.c).
 include(GNUInstallDirs)
@@ -78,6 +80,9 @@ install(TARGETS ${_ap_export_targets} EXPORT accparTargets
   RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 install(TARGETS accpar accpar_kernels ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS accparc accpar-zoo RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+if(TARGET accpar_llvm)
+  install(TARGETS accpar_llvm LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}/accpar")
+endif()
 install(FILES "${CMAKE_SOURCE_DIR}/include/accpar/accpar.h" "${CMAKE_SOURCE_DIR}/include/accpar/plan.h"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/accpar")
 install(FILES "${CMAKE_SOURCE_DIR}/runtime/accpar_rt.h"

@@ -4,12 +4,30 @@
 
 #include "codegen/codegen.h"
 
-static const cg_backend backends[] = {
-    {"c", NULL, cg_print_c, ap_codegen_build},
 #ifdef ACCPAR_HAVE_LLVM
-    {"llvm", NULL, cg_print_llvm, cg_llvm_build},
+/* The LLVM backend's functions, in its module (llvm_module.c). */
+static ap_status llvm_load(const char *file, ap_diag *d) {
+  return cg_llvm_module_load(file, d) ? AP_OK : d->status;
+}
+
+static ap_status llvm_print(const cg_program *p, const char *outdir, const cg_emit_opts *o,
+                            ap_diag *d) {
+  const cg_llvm_module *m = cg_llvm_module_load(p->g->path, d);
+  return m ? m->print(p, outdir, o, d) : d->status;
+}
+
+static ap_status llvm_build(const ap_build_opts *b, ap_diag *d) {
+  const cg_llvm_module *m = cg_llvm_module_load(b->outdir, d);
+  return m ? m->build(b, d) : d->status;
+}
+#endif
+
+static const cg_backend backends[] = {
+    {"c", NULL, NULL, cg_print_c, ap_codegen_build},
+#ifdef ACCPAR_HAVE_LLVM
+    {"llvm", NULL, llvm_load, llvm_print, llvm_build},
 #else
-    {"llvm", "llvm-15-dev", NULL, NULL},
+    {"llvm", "llvm-15-dev", NULL, NULL, NULL},
 #endif
 };
 

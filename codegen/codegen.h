@@ -561,6 +561,10 @@ typedef struct ap_build_opts {
 
 /* ---- print_llvm.c: the LLVM backend (when built with LLVM) ---------------- */
 
+/* print_llvm.c is linked, with libLLVM, into its own shared object
+ * (accpar-llvm.so), which llvm_module.c loads on first use; these three
+ * functions are defined there and called through cg_llvm_module. */
+
 /* Writes OUTDIR/weights.bin, OUTDIR/model.o, the program of p as one LLVM
  * module (kernels, device programs, the aprt_program description; the
  * kernel library's functions declared) optimised with default<O3> for the
@@ -615,11 +619,39 @@ typedef int (*cg_main_fn)(int argc, char **argv, const void *program);
 ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
                       cg_main_fn main_fn, int argc, char **argv, int *status, ap_diag *d);
 
+/* ---- llvm_module.c: loading the LLVM backend ---------------------------------- */
+
+/* What accpar-llvm.so exports, as the symbol accpar_llvm_module. */
+typedef struct cg_llvm_module {
+  const char *version;     /* ACCPAR_VERSION_STRING of the build that made it */
+  unsigned long abi;       /* CG_LLVM_MODULE_ABI of that build */
+  ap_status (*print)(const cg_program *p, const char *outdir, const cg_emit_opts *o,
+                     ap_diag *d);                           /* cg_print_llvm */
+  ap_status (*build)(const ap_build_opts *b, ap_diag *d);   /* cg_llvm_build */
+  ap_status (*run)(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
+                   cg_main_fn main_fn, int argc, char **argv, int *status,
+                   ap_diag *d);                             /* cg_llvm_run */
+} cg_llvm_module;
+/* The sizes of the structures the module reads from the caller's build:
+ * a module of a build where one differs is refused, as one of another
+ * version is. */
+#define CG_LLVM_MODULE_ABI                                                          \
+  ((unsigned long)sizeof(cg_program) << 40 ^ (unsigned long)sizeof(cg_kernel) << 28 ^ \
+   (unsigned long)sizeof(cg_emit_opts) << 20 ^ (unsigned long)sizeof(ap_build_opts) << 10 ^ \
+   (unsigned long)sizeof(cg_llvm_module))
+
+/* The LLVM backend, loaded on the first call (llvm_module.c says from
+ * where); NULL, with an AP_ERR_IO diagnostic naming file and the module,
+ * if it cannot be loaded. */
+const cg_llvm_module *cg_llvm_module_load(const char *file, ap_diag *d);
+
 /* ---- backend.c: the backends the driver picks from -------------------------- */
 
 typedef struct cg_backend {
   const char *name;        /* "c", "llvm" (--backend) */
   const char *missing;     /* NULL, or the package this accparc was built without */
+  ap_status (*load)(const char *file, ap_diag *d); /* NULL, or loads what the backend needs
+                                                    * (file: the model, for its diagnostic) */
   ap_status (*emit)(const cg_program *p, const char *outdir, const cg_emit_opts *o,
                     ap_diag *d);
   ap_status (*build)(const ap_build_opts *b, ap_diag *d);

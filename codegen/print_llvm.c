@@ -1831,3 +1831,8 @@ ap_status cg_llvm_run(const cg_program *p, const cg_rt_symbol *syms, int n_syms,
   free(blob);
   return s;
 }
+
+/* The module's one exported symbol, which llvm_module.c looks up. */
+__attribute__((visibility("default"))) extern const cg_llvm_module accpar_llvm_module;
+const cg_llvm_module accpar_llvm_module = {ACCPAR_VERSION_STRING, CG_LLVM_MODULE_ABI,
+                                           cg_print_llvm, cg_llvm_build, cg_llvm_run};

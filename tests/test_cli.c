@@ -170,6 +170,47 @@ Test(cli, run_refuses_unbound_dims) {
             "%s", line);
 }
 
+/* The LLVM backend is a module loaded by the commands that use it alone
+ * (codegen/llvm_module.c): accparc does not load libLLVM at start, and a
+ * module that cannot be loaded, or is not accpar's, is one line naming it,
+ * with nothing written. */
+Test(cli, the_llvm_backend_is_loaded_by_the_commands_that_use_it) {
+  if (!LLVM_BUILT)
+    cr_skip_test("accparc was built without LLVM");
+  const char *dir = WORK_DIR "/llvm_module";
+  setup(dir);
+  char cmd[4096];
+  fmt(cmd, sizeof cmd, "LD_DEBUG=files '%s' plan '%s/lenet5.onnx' --devices cpu:2 2>&1 >/dev/null "
+      "| grep -q libLLVM", ACCPARC, dir);
+  cr_assert_neq(sh(cmd), 0, "accparc plan loaded libLLVM");
+  fmt(cmd, sizeof cmd, "LD_DEBUG=files '%s' compile '%s/lenet5.onnx' --devices cpu:2 --backend llvm "
+      "--no-build -o '%s/loaded' 2>&1 >/dev/null | grep -q 'file=.*/accpar-llvm.so '", ACCPARC, dir,
+      dir);
+  cr_assert_eq(sh(cmd), 0, "compile --backend llvm did not load accpar-llvm.so");
+  const char *modules[] = {"/no/such/accpar-llvm.so", ACCPARC, "libm.so.6"};
+  const char *says[] = {"cannot be loaded: /no/such/accpar-llvm.so: cannot open shared object file",
+                        "cannot be loaded:", "libm.so.6 is not accpar's LLVM backend"};
+  for (int i = 0; i < 3; i++) {
+    for (int run = 0; run < 2; run++) {
+      fmt(cmd, sizeof cmd, "ACCPAR_LLVM_MODULE='%s' '%s' %s '%s/lenet5.onnx' --devices cpu:2 %s "
+          "2>'%s/err'", modules[i], ACCPARC, run ? "run" : "compile", dir,
+          run ? "" : "--backend llvm -o x/y", dir);
+      cr_assert_eq(sh(cmd), 1, "%s", cmd);
+      fmt(cmd, sizeof cmd, "%s/err", dir);
+      char *err = slurp(cmd);
+      char want[1024];
+      fmt(want, sizeof want, "accparc: error: %s/lenet5.onnx: the LLVM backend (%s) ", dir,
+          modules[i]);
+      cr_assert(strncmp(err, "accparc: error: ", 16) == 0 && strstr(err, says[i]) &&
+                    strchr(err, '\n') == err + strlen(err) - 1 &&
+                    (i == 2 || strncmp(err, want, strlen(want)) == 0),
+                "%s", err);
+      free(err);
+    }
+  }
+  cr_assert(!exists("x/y"), "nothing is written before the refusal");
+}
+
 Test(cli, compile_reports_its_phases_on_a_terminal, .timeout = 300) {
   if (system("command -v script >/dev/null 2>&1") != 0)
     cr_skip_test("no script(1) to give accparc a terminal");

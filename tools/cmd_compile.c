@@ -155,6 +155,9 @@ int cmd_compile(int argc, char **argv) {
                            "and rebuild)", backend, be->missing);
   if (emit_llvm && strcmp(backend, "llvm") != 0)
     return cli_usage_error("compile", "--emit-llvm needs --backend llvm");
+  ap_diag ld = {0};
+  if (be->load && be->load(model, &ld) != AP_OK)
+    return cli_fail(&ld);
   if (transport && strcmp(transport, "threads") != 0 && strcmp(transport, "mpi") != 0 &&
       strcmp(transport, "both") != 0)
     return cli_usage_error("compile", "--transport must be threads, mpi or both, got '%s'",

@@ -126,6 +126,7 @@ int cmd_run(int argc, char **argv) {
   ap_devices devs;
   ap_strategy strat;
   ap_diag d = {0};
+  const cg_llvm_module *llvm = NULL;
   if (!rc && ap_devices_parse(devices, &devs, &d) != AP_OK)
     rc = cli_fail(&d);
   if (!rc && !ap_strategy_parse(strategy, &strat))
@@ -133,6 +134,8 @@ int cmd_run(int argc, char **argv) {
                          strategy);
   if (!rc && strcmp(mode, "infer") != 0 && strcmp(mode, "train") != 0)
     rc = cli_usage_error("run", "--mode must be infer or train, got '%s'", mode);
+  if (!rc && !(llvm = cg_llvm_module_load(model, &d)))
+    rc = cli_fail(&d);
   if (rc) {
     free(pargv);
     return rc;
@@ -163,8 +166,8 @@ int cmd_run(int argc, char **argv) {
     rc = cli_fail(&d);
   } else {
     pargv[0] = (char *)opts.model_name;
-    if (cg_llvm_run(p, rt_symbols, (int)(sizeof rt_symbols / sizeof *rt_symbols), run_main,
-                    pargc + 1, pargv, &status, &d) != AP_OK)
+    if (llvm->run(p, rt_symbols, (int)(sizeof rt_symbols / sizeof *rt_symbols), run_main,
+                  pargc + 1, pargv, &status, &d) != AP_OK)
       rc = cli_fail(&d);
     else
       rc = status;

@@ -103,6 +103,35 @@ grep -q "$work/moved/bin/../$libdir/libaccpar_rt" "$work/prog/build.sh" ||
 "$work/prog/model" --inputs "$work/data/lenet5_data" --outputs "$work/prog-out" >/dev/null
 [ -s "$work/prog-out/output_0.pb" ] || fail "the compiled program wrote no output"
 
+# The LLVM backend, when built, is a module the installed accparc loads from
+# the moved prefix; accparc itself does not load libLLVM.
+if [ -e "$prefix/$libdir/accpar/accpar-llvm.so" ]; then
+  ! readelf -d "$prefix/bin/accparc" | grep -q "NEEDED.*libLLVM" ||
+    fail "accparc loads libLLVM at start: $(readelf -d "$prefix/bin/accparc" | grep NEEDED | tr '\n' ' ')"
+  (
+    unset ACCPAR_RT_LIB ACCPAR_RT_INCLUDE ACCPAR_KERNELS_DIR ACCPAR_LLVM_MODULE
+    # The build tree's module must not be the one found (glibc's loader
+    # names every object it loads).
+    LD_DEBUG=files LD_DEBUG_OUTPUT="$work/llvm-compile.ld" \
+      "$work/moved/bin/accparc" compile "$work/models/lenet5.onnx" --devices cpu:2 --backend llvm \
+      -o "$work/prog-llvm" >"$work/compile-llvm.log" 2>&1 ||
+      { cat "$work/compile-llvm.log"; fail "installed accparc compile --backend llvm failed"; }
+    grep -q "file=$work/moved/bin/\.\./$libdir/accpar/accpar-llvm.so " "$work/llvm-compile.ld".* ||
+      fail "the installed accparc did not load the moved prefix's accpar-llvm.so"
+  )
+  "$work/prog-llvm/model" --inputs "$work/data/lenet5_data" --outputs "$work/prog-llvm-out" >/dev/null
+  cmp -s "$work/prog-out/output_0.pb" "$work/prog-llvm-out/output_0.pb" ||
+    /usr/bin/python3 - "$work/prog-out/output_0.pb" "$work/prog-llvm-out/output_0.pb" <<'PY' ||
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+a, b = (numpy_helper.to_array(onnx.load_tensor(p)) for p in sys.argv[1:3])
+sys.exit(0 if a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5) else 1)
+PY
+    fail "the installed LLVM backend's program disagrees with the C backend's"
+fi
+
 # A generated program built by CMake against accpar::runtime.
 mkdir -p "$work/prog-cmake"
 cat >"$work/prog-cmake/CMakeLists.txt" <<CMAKE

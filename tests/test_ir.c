@@ -99,7 +99,7 @@ Test(verify, lists_every_unsupported_type_and_node_once) {
   int x = value(g, "x", AP_VAL_INPUT, 1, d4);
   int o[4];
   for (int i = 0; i < 4; i++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "o%d", i);
     o[i] = value(g, name, AP_VAL_NODE, -1, d4);
   }

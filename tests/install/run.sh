@@ -14,6 +14,17 @@ prefix="$work/prefix"
 rm -rf "$work"
 mkdir -p "$work"
 fail() { echo "install test: $*" >&2; exit 1; }
+# Whether two tensor files hold the same shape and values (to 1e-4).
+same_tensor() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+a, b = (numpy_helper.to_array(onnx.load_tensor(p)) for p in sys.argv[1:3])
+sys.exit(0 if a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5) else 1)
+PY
+}
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" ||
   { cat "$work/install.log"; fail "cmake --install failed"; }
@@ -120,15 +131,7 @@ if [ -e "$prefix/$libdir/accpar/accpar-llvm.so" ]; then
       fail "the installed accparc did not load the moved prefix's accpar-llvm.so"
   )
   "$work/prog-llvm/model" --inputs "$work/data/lenet5_data" --outputs "$work/prog-llvm-out" >/dev/null
-  cmp -s "$work/prog-out/output_0.pb" "$work/prog-llvm-out/output_0.pb" ||
-    /usr/bin/python3 - "$work/prog-out/output_0.pb" "$work/prog-llvm-out/output_0.pb" <<'PY' ||
-import sys
-import numpy as np
-import onnx
-from onnx import numpy_helper
-a, b = (numpy_helper.to_array(onnx.load_tensor(p)) for p in sys.argv[1:3])
-sys.exit(0 if a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5) else 1)
-PY
+  same_tensor "$work/prog-out/output_0.pb" "$work/prog-llvm-out/output_0.pb" ||
     fail "the installed LLVM backend's program disagrees with the C backend's"
 fi
 
@@ -146,13 +149,6 @@ cmake -S "$work/prog-cmake" -B "$work/prog-cmake/build" -DCMAKE_PREFIX_PATH="$pr
   >"$work/prog-cmake.log" 2>&1 && cmake --build "$work/prog-cmake/build" >>"$work/prog-cmake.log" 2>&1 ||
   { cat "$work/prog-cmake.log"; fail "building a generated program against accpar::runtime failed"; }
 "$work/prog-cmake/build/model" --inputs "$work/data/lenet5_data" --outputs "$work/prog-cmake-out" >/dev/null
-/usr/bin/python3 - "$work/prog-out/output_0.pb" "$work/prog-cmake-out/output_0.pb" <<'PY' ||
-import sys
-import numpy as np
-import onnx
-from onnx import numpy_helper
-a, b = (numpy_helper.to_array(onnx.load_tensor(p)) for p in sys.argv[1:3])
-sys.exit(0 if a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5) else 1)
-PY
+same_tensor "$work/prog-out/output_0.pb" "$work/prog-cmake-out/output_0.pb" ||
   fail "the program built by accparc and the one built against accpar::runtime disagree"
 echo "install test: prefix, pkg-config (shared, static), find_package, installed accparc: ok"

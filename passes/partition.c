@@ -1773,8 +1773,15 @@ static double class_memory(const ap_plan *p, const ap_graph *g, const ap_class *
 /* Where each device sits in the tree: at level l, its group, of class c,
  * splits into k children, it is in child i, which holds m devices. */
 typedef struct dev_paths {
-  int *k, *i, *m, *c; /* [n_devices * n_levels] */
+  int *k, *i, *m, *c; /* [n_levels * n_devices], at path_at */
 } dev_paths;
+
+/* Where device dv's entry of level l is: level by level, as finish writes
+ * them and program_bytes reads them (on 262,144 devices, a device's levels
+ * side by side made every write of finish's walk a cache line of its own). */
+static size_t path_at(const ap_plan *p, int dv, int l) {
+  return (size_t)l * (size_t)p->dev.n_devices + (size_t)dv;
+}
 
 /* A partial sum every level resolves: the program sums it in one
  * all-reduce over all the devices, device d holding summand d
@@ -1888,7 +1895,8 @@ static void whole_sum_bytes(const ap_plan *p, const dev_paths *dp, const whole_s
   for (int d = 0; d < N; d++) {
     exact[d] = delta[d] = scale * (double)aprt_allreduce_bytes(N, s->count, NULL, d);
     for (int l = 0; l < L; l++) {
-      int k = dp->k[d * L + l], i = dp->i[d * L + l], m = dp->m[d * L + l];
+      size_t at = path_at(p, d, l);
+      int k = dp->k[at], i = dp->i[at], m = dp->m[at];
       if (k > 1)
         delta[d] -= scale * (double)aprt_allreduce_bytes(k, s->count, NULL, i) / m;
     }
@@ -2172,16 +2180,17 @@ typedef struct child_group {
  * row per item at once was (V + E) * N doubles: half a gigabyte for GPT-2
  * small over 32,768 devices. The program's bytes per device go into fwd[d]
  * and step[d]. The distribution is built in the graph's scratch arena,
- * reset before returning. */
+ * above finish's own scratch, and released before returning. */
 static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, double *item_max,
                                double *fwd, double *step, ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, N = p->dev.n_devices;
   int nl = p->n_cls[L], n_items = V + E + 1;
-  /* The graph's scratch arena, reset after each plan: the rollout prices
-   * five, and a new arena faulted in fresh pages for each. */
+  /* The graph's scratch arena, released after each plan: the rollout
+   * prices five, and a new arena faulted in fresh pages for each. */
   if (!g->scratch && !(g->scratch = ap_arena_new()))
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   ap_arena *keep = g->arena, *a = g->scratch;
+  ap_arena_mark mark = ap_arena_mark_now(a); /* finish's own scratch lies below */
   ap_plan *planned = g->plan;
   const uint64_t *want = p->train_want;
   /* Every group's ratios, once: the distribution walks the levels for
@@ -2219,7 +2228,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
       base[l][ci] = n_sent;
       n_sent += (size_t)(V + E) * (size_t)x.k;
     }
-    for (int dv = 0; dv < N; dv += dp->m[dv * L + l])
+    for (int dv = 0; dv < N; dv += dp->m[path_at(p, dv, l)])
       n_groups++;
   }
   int *item_of = ap_arena_array(a, (size_t)g->n_nodes + 1, sizeof *item_of);
@@ -2237,7 +2246,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     st = ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   if (st != AP_OK) {
     p->level_ratio = NULL;
-    ap_arena_reset(a);
+    ap_arena_release(a, mark);
     return st;
   }
   for (int dv = 0; dv < N; dv++) {
@@ -2276,7 +2285,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
   item_charge *list = ap_arena_array(a, bound, sizeof *list);
   if (!made || !list) {
     p->level_ratio = NULL;
-    ap_arena_reset(a);
+    ap_arena_release(a, mark);
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
   }
   int n_made = 0;
@@ -2334,8 +2343,8 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
         for (int j = 0; j < x.k; j++)
           out[(size_t)it * x.k + j] = it < V ? vc[it].sent[j] : ec[it - V].sent[j];
     }
-    for (int dv = 0; dv < N; dv += dp->m[dv * L + l]) {
-      int at = dv * L + l;
+    for (int dv = 0; dv < N; dv += dp->m[path_at(p, dv, l)]) {
+      size_t at = path_at(p, dv, l);
       grp[ng++] = (child_group){dv, dp->m[at], dp->k[at], base[l][dp->c[at]] + dp->i[at]};
     }
     level_end[l] = ng;
@@ -2364,7 +2373,7 @@ static ap_status program_bytes(ap_plan *p, ap_graph *g, const dev_paths *dp, dou
     }
   }
   p->level_ratio = NULL;
-  ap_arena_reset(a);
+  ap_arena_release(a, mark);
   return AP_OK;
 }
 
@@ -2411,15 +2420,18 @@ static ap_status annotate_types(const ap_plan *p, ap_graph *g, ap_diag *d) {
   return AP_OK;
 }
 
-static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
+/* The plan's figures (finish), its per-device arrays in the graph's arena
+ * and what only pricing it needs in scratch a. */
+static ap_status price_plan(ap_plan *p, ap_graph *g, int **child_map, ap_arena *a,
+                            ap_diag *d) {
   int L = p->n_levels, V = p->n_vertices, E = p->n_edges, nl = p->n_cls[L];
   int N = p->dev.n_devices;
-  ap_arena *a = g->arena;
+  ap_arena *keep = g->arena;
   p->comm_bytes = p->levels_comm_bytes;
-  p->row_time_s = ap_arena_array(a, (size_t)V + 1, sizeof(double));
-  p->edge_time_s = ap_arena_array(a, (size_t)E + 1, sizeof(double));
-  p->class_mem = ap_arena_array(a, (size_t)nl + 1, sizeof(double));
-  p->dev_class = ap_arena_array(a, (size_t)N + 1, sizeof(int));
+  p->row_time_s = ap_arena_array(keep, (size_t)V + 1, sizeof(double));
+  p->edge_time_s = ap_arena_array(keep, (size_t)E + 1, sizeof(double));
+  p->class_mem = ap_arena_array(keep, (size_t)nl + 1, sizeof(double));
+  p->dev_class = ap_arena_array(keep, (size_t)N + 1, sizeof(int));
   /* Each device's class and path: follow the tree down, group by group. */
   ap_group *cur = ap_arena_array(a, (size_t)N + 1, sizeof *cur);
   ap_group *nxt = ap_arena_array(a, (size_t)N + 1, sizeof *nxt);
@@ -2452,10 +2464,10 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   double **gather[4]; /* per level: an edge_direct's charges forward, back; their sums */
   for (int q = 0; q < 4; q++)
     gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
-  p->dev_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
-  p->dev_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
-  p->level_fwd_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
-  p->level_step_bytes = ap_arena_array(a, (size_t)N + 1, sizeof(double));
+  p->dev_fwd_bytes = ap_arena_array(keep, (size_t)N + 1, sizeof(double));
+  p->dev_step_bytes = ap_arena_array(keep, (size_t)N + 1, sizeof(double));
+  p->level_fwd_bytes = ap_arena_array(keep, (size_t)N + 1, sizeof(double));
+  p->level_step_bytes = ap_arena_array(keep, (size_t)N + 1, sizeof(double));
   /* Every level count, one included: on one level the levels' charges equal
    * the program's on every plan test_plan_bytes checks, and pricing from the
    * program's transfers makes that so for every model. Where the program
@@ -2546,10 +2558,11 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
           p->dev_fwd_bytes[dv] += f / ch[j].count;
           p->dev_step_bytes[dv] += (t - lb) / ch[j].count;
           loss_levels[dv] += lb / ch[j].count;
-          dp.k[dv * L + l] = k;
-          dp.i[dv * L + l] = j;
-          dp.m[dv * L + l] = ch[j].count;
-          dp.c[dv * L + l] = ccur[i];
+          size_t pa = path_at(p, dv, l);
+          dp.k[pa] = k;
+          dp.i[pa] = j;
+          dp.m[pa] = ch[j].count;
+          dp.c[pa] = ccur[i];
         }
         nxt[m] = ch[j];
         cnxt[m++] = child_map[l][at];
@@ -2585,8 +2598,9 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
     for (int dv = 0; dv < N; dv++) {
       double levels = 0, f, b;
       for (int l = 0; l < L; l++) {
-        int at = dp.c[dv * L + l] * AP_MAX_CHILDREN + dp.i[dv * L + l];
-        levels += (gather[0][l][at] + gather[1][l][at]) / dp.m[dv * L + l];
+        size_t pa = path_at(p, dv, l);
+        int at = dp.c[pa] * AP_MAX_CHILDREN + dp.i[pa];
+        levels += (gather[0][l][at] + gather[1][l][at]) / dp.m[pa];
       }
       direct_bytes(p, g, e, whole_read[e], dv, &f, &b);
       const ap_class *c = &p->cls[L][p->dev_class[dv]];
@@ -2656,6 +2670,21 @@ static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
   /* Not for a plan refine_exact or a further rollout only prices: the graph
    * keeps the chosen plan's types. */
   return p->probe ? AP_OK : annotate_types(p, g, d);
+}
+
+/* Prices plan p once its levels are planned: its step time, its rows and
+ * edges, each device's bytes. The arrays of N devices that only pricing
+ * needs (every device's path, the loss's and the sums' bytes: 75 MB for
+ * the MLP on 262,144 devices) live in the graph's scratch arena, released
+ * here: the rollout prices a plan after another, and kept in the graph's
+ * arena they added up over them all. */
+static ap_status finish(ap_plan *p, ap_graph *g, int **child_map, ap_diag *d) {
+  if (!g->scratch && !(g->scratch = ap_arena_new()))
+    return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
+  ap_arena_mark mark = ap_arena_mark_now(g->scratch);
+  ap_status st = price_plan(p, g, child_map, g->scratch, d);
+  ap_arena_release(g->scratch, mark);
+  return st;
 }
 
 /* One search of every level with the plan's memory penalty. With a

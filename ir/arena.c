@@ -203,6 +203,12 @@ void *ap_arena_array(ap_arena *a, size_t n, size_t elem) {
   return ap_arena_alloc(a, n * elem);
 }
 
+void *ap_arena_array_uncleared(ap_arena *a, size_t n, size_t elem) {
+  if (elem && n > SIZE_MAX / elem)
+    return NULL;
+  return carve(a, n * elem);
+}
+
 char *ap_arena_strndup(ap_arena *a, const char *s, size_t n) {
   char *p = ap_arena_alloc(a, n + 1);
   if (p && n)

@@ -37,6 +37,10 @@ ap_arena_mark ap_arena_mark_now(const ap_arena *a);
 void ap_arena_release(ap_arena *a, ap_arena_mark m);
 void *ap_arena_alloc(ap_arena *a, size_t size);    /* zeroed, 16-byte aligned; NULL on failure */
 void *ap_arena_array(ap_arena *a, size_t n, size_t elem); /* overflow-checked */
+/* As ap_arena_array, not cleared: for storage whose used part is written
+ * before it is read (a copy that may grow), so that its unused pages are
+ * never touched. */
+void *ap_arena_array_uncleared(ap_arena *a, size_t n, size_t elem);
 void *ap_arena_copy(ap_arena *a, const void *src, size_t size); /* not cleared first */
 char *ap_arena_strdup(ap_arena *a, const char *s);
 char *ap_arena_strndup(ap_arena *a, const char *s, size_t n);

@@ -1892,15 +1892,15 @@ static void whole_sum_bytes(const ap_plan *p, const dev_paths *dp, const whole_s
                             double *exact, double *delta) {
   int L = p->n_levels, N = p->dev.n_devices;
   double scale = s->elem / 4;
-  for (int d = 0; d < N; d++) {
+  for (int d = 0; d < N; d++)
     exact[d] = delta[d] = scale * (double)aprt_allreduce_bytes(N, s->count, NULL, d);
-    for (int l = 0; l < L; l++) {
+  for (int l = 0; l < L; l++) /* level by level, as the paths lie (path_at) */
+    for (int d = 0; d < N; d++) {
       size_t at = path_at(p, d, l);
       int k = dp->k[at], i = dp->i[at], m = dp->m[at];
       if (k > 1)
         delta[d] -= scale * (double)aprt_allreduce_bytes(k, s->count, NULL, i) / m;
     }
-  }
 }
 
 /* A sum's bytes, computed once per size: layers of one shape repeat. */
@@ -2461,6 +2461,7 @@ static ap_status price_plan(ap_plan *p, ap_graph *g, int **child_map, ap_arena *
   bool *direct = ap_arena_array(a, (size_t)E + 1, sizeof *direct);
   bool *whole_read = ap_arena_array(a, (size_t)E + 1, sizeof *whole_read);
   double *edge_worst = ap_arena_array(a, (size_t)E + 1, sizeof *edge_worst);
+  double *edge_levels = ap_arena_array(a, (size_t)N + 1, sizeof *edge_levels);
   double **gather[4]; /* per level: an edge_direct's charges forward, back; their sums */
   for (int q = 0; q < 4; q++)
     gather[q] = ap_arena_array(a, (size_t)L + 1, sizeof **gather);
@@ -2487,7 +2488,8 @@ static ap_status price_plan(ap_plan *p, ap_graph *g, int **child_map, ap_arena *
   if ((exact && !item_max) || !p->row_time_s || !p->edge_time_s || !p->class_mem ||
       !p->dev_class || !cur || !nxt || !ccur || !cnxt || !compute || !sums || !bytes || !first_sum || !level_fwd || !level_step ||
       !joint_count || !ratio || !loss_level || !loss_exact || !loss_levels || !dp.k ||
-      !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !gather[0] ||
+      !dp.i || !dp.m || !dp.c || !direct || !whole_read || !edge_worst || !edge_levels ||
+      !gather[0] ||
       !gather[1] || !gather[2] || !gather[3] || !p->dev_fwd_bytes || !p->dev_step_bytes ||
       !p->level_fwd_bytes || !p->level_step_bytes)
     return ap_error(d, AP_ERR_NOMEM, g->path, NULL, NULL, "out of memory");
@@ -2595,13 +2597,16 @@ static ap_status price_plan(ap_plan *p, ap_graph *g, int **child_map, ap_arena *
       continue;
     edge_direct(p, g, e, ratio, gather[0], gather[1], &whole_read[e]);
     edge_worst[e] = 0;
-    for (int dv = 0; dv < N; dv++) {
-      double levels = 0, f, b;
-      for (int l = 0; l < L; l++) {
+    for (int dv = 0; dv < N; dv++)
+      edge_levels[dv] = 0;
+    for (int l = 0; l < L; l++) /* level by level, as the paths lie (path_at) */
+      for (int dv = 0; dv < N; dv++) {
         size_t pa = path_at(p, dv, l);
         int at = dp.c[pa] * AP_MAX_CHILDREN + dp.i[pa];
-        levels += (gather[0][l][at] + gather[1][l][at]) / dp.m[pa];
+        edge_levels[dv] += (gather[0][l][at] + gather[1][l][at]) / dp.m[pa];
       }
+    for (int dv = 0; dv < N; dv++) {
+      double levels = edge_levels[dv], f, b;
       direct_bytes(p, g, e, whole_read[e], dv, &f, &b);
       const ap_class *c = &p->cls[L][p->dev_class[dv]];
       p->dev_fwd_bytes[dv] += f;

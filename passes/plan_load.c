@@ -12,19 +12,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "passes/distribute.h"
 #include "passes/passes.h"
 
 /* ---- a small JSON reader, into the graph's arena ---- */
 
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jkind;
 
+/* A plan on thousands of devices holds millions of numbers (every device's
+ * box of every node): a value is kept small, and an array's items without
+ * keys. */
 typedef struct jval {
   jkind kind;
-  double num;
-  const char *str;
-  int n;              /* array items or object members */
+  int n; /* array items or object members */
+  union {
+    double num;      /* J_NUM, J_BOOL */
+    const char *str; /* J_STR */
+  };
   struct jval **item; /* [n] */
-  const char **key;   /* [n], objects */
+  const char **key;   /* [n], objects; NULL for an array */
 } jval;
 
 typedef struct jreader {
@@ -131,20 +137,23 @@ static jval *jparse(jreader *r, int depth) {
       jval *item = jparse(r, depth + 1);
       if (!item)
         return NULL;
-      if (v->n == cap) {
-        cap = cap ? 2 * cap : 8;
-        jval **items = ap_arena_array(r->a, (size_t)cap, sizeof *items);
-        const char **keys = ap_arena_array(r->a, (size_t)cap, sizeof *keys);
-        if (!items || !keys)
+      if (v->n == cap) { /* from 2: a box's [lo, hi] fits exactly */
+        cap = cap ? 2 * cap : 2;
+        jval **items = ap_arena_array_uncleared(r->a, (size_t)cap, sizeof *items);
+        const char **keys = obj ? ap_arena_array_uncleared(r->a, (size_t)cap, sizeof *keys)
+                                : NULL;
+        if (!items || (obj && !keys))
           return jfail(r, "out of memory");
         if (v->n) {
           memcpy(items, v->item, sizeof *items * (size_t)v->n);
-          memcpy(keys, v->key, sizeof *keys * (size_t)v->n);
+          if (obj)
+            memcpy(keys, v->key, sizeof *keys * (size_t)v->n);
         }
         v->item = items;
         v->key = keys;
       }
-      v->key[v->n] = key;
+      if (obj)
+        v->key[v->n] = key;
       v->item[v->n++] = item;
       skip_space(r);
       if (*r->at == ',') {
@@ -333,9 +342,13 @@ static ap_status check_boxes(const loader *x, int ni, const jval *boxes, int vx)
   }
   /* The layer's boxes are the ones its types give (a carried layout is
    * scaled to each node's shape: only its coverage is checked). */
+  ap_dbox *want = chain ? NULL : ap_arena_array(g->arena, (size_t)n_dev + 1, sizeof *want);
+  if (!chain && !want)
+    return ap_error(x->d, AP_ERR_NOMEM, x->file, NULL, NULL, "out of memory");
+  if (!chain) /* walked once for all devices, not level by level per device */
+    ap_plan_device_boxes(p, g, vx, 0, want);
   for (int dev = 0; dev < n_dev && !chain; dev++) {
-    int64_t lo[AP_MAX_RANK], hi[AP_MAX_RANK];
-    ap_plan_device_box(p, g, vx, 0, dev, lo, hi);
+    const ap_dcoord *lo = want[dev].lo, *hi = want[dev].hi;
     for (int dim = 0; dim < val->rank; dim++) {
       const int64_t *r = range[(size_t)dim * n_dev + dev];
       if (r[0] != lo[dim] || r[1] != hi[dim])

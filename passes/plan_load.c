@@ -17,11 +17,13 @@
 
 /* ---- a small JSON reader, into the graph's arena ---- */
 
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jkind;
+/* J_NUMS: an array of numbers alone, kept as the numbers (nums); a reader
+ * wanting an array of values refuses it as not J_ARR. */
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_NUMS, J_OBJ } jkind;
 
 /* A plan on thousands of devices holds millions of numbers (every device's
- * box of every node): a value is kept small, and an array's items without
- * keys. */
+ * box of every node): a value is kept small, an array's items without keys,
+ * and an array of numbers alone as the numbers (J_NUMS, read through jnum). */
 typedef struct jval {
   jkind kind;
   int n; /* array items or object members */
@@ -29,8 +31,11 @@ typedef struct jval {
     double num;      /* J_NUM, J_BOOL */
     const char *str; /* J_STR */
   };
-  struct jval **item; /* [n] */
-  const char **key;   /* [n], objects; NULL for an array */
+  union {
+    struct jval **item; /* [n] */
+    double *nums;       /* [n], J_NUMS */
+  };
+  const char **key; /* [n], objects; NULL for an array */
 } jval;
 
 typedef struct jreader {
@@ -107,6 +112,36 @@ static const char *jstring(jreader *r) {
   return out;
 }
 
+static bool jnumber(jreader *r, double *out) {
+  char *end;
+  errno = 0;
+  *out = strtod(r->at, &end);
+  if (end == r->at || errno) {
+    jfail(r, "a value that is not JSON");
+    return false;
+  }
+  r->at = end;
+  return true;
+}
+
+/* Array v's numbers so far as values of their own: an item that is not a
+ * number came. */
+static bool jnums_to_items(jreader *r, jval *v, int cap) {
+  jval **items = ap_arena_array_uncleared(r->a, (size_t)cap, sizeof *items);
+  if (!items) {
+    jfail(r, "out of memory");
+    return false;
+  }
+  for (int i = 0; i < v->n; i++) {
+    if (!(items[i] = jnew(r, J_NUM)))
+      return false;
+    items[i]->num = v->nums[i];
+  }
+  v->kind = J_ARR;
+  v->item = items;
+  return true;
+}
+
 static jval *jparse(jreader *r, int depth) {
   skip_space(r);
   if (depth > 64)
@@ -122,6 +157,8 @@ static jval *jparse(jreader *r, int depth) {
       r->at++;
       return v;
     }
+    if (v && !obj)
+      v->kind = J_NUMS; /* until an item that is not a number */
     while (v) {
       skip_space(r);
       const char *key = NULL;
@@ -134,27 +171,39 @@ static jval *jparse(jreader *r, int depth) {
         if (*r->at++ != ':')
           return jfail(r, "a missing ':'");
       }
-      jval *item = jparse(r, depth + 1);
-      if (!item)
+      bool number = v->kind == J_NUMS && (*r->at == '-' || (*r->at >= '0' && *r->at <= '9'));
+      double num = 0;
+      jval *item = NULL;
+      if (number ? !jnumber(r, &num) : !(item = jparse(r, depth + 1)))
         return NULL;
       if (v->n == cap) { /* from 2: a box's [lo, hi] fits exactly */
         cap = cap ? 2 * cap : 2;
-        jval **items = ap_arena_array_uncleared(r->a, (size_t)cap, sizeof *items);
+        void *items = ap_arena_array_uncleared(
+            r->a, (size_t)cap, v->kind == J_NUMS ? sizeof *v->nums : sizeof *v->item);
         const char **keys = obj ? ap_arena_array_uncleared(r->a, (size_t)cap, sizeof *keys)
                                 : NULL;
         if (!items || (obj && !keys))
           return jfail(r, "out of memory");
         if (v->n) {
-          memcpy(items, v->item, sizeof *items * (size_t)v->n);
+          memcpy(items, v->kind == J_NUMS ? (void *)v->nums : (void *)v->item,
+                 (v->kind == J_NUMS ? sizeof *v->nums : sizeof *v->item) * (size_t)v->n);
           if (obj)
             memcpy(keys, v->key, sizeof *keys * (size_t)v->n);
         }
-        v->item = items;
+        if (v->kind == J_NUMS)
+          v->nums = items;
+        else
+          v->item = items;
         v->key = keys;
       }
+      if (!number && v->kind == J_NUMS && !jnums_to_items(r, v, cap))
+        return NULL;
       if (obj)
         v->key[v->n] = key;
-      v->item[v->n++] = item;
+      if (number)
+        v->nums[v->n++] = num;
+      else
+        v->item[v->n++] = item;
       skip_space(r);
       if (*r->at == ',') {
         r->at++;
@@ -182,16 +231,24 @@ static jval *jparse(jreader *r, int depth) {
         v->num = words[i].num;
       return v;
     }
-  char *end;
-  errno = 0;
-  double num = strtod(r->at, &end);
-  if (end == r->at || errno)
-    return jfail(r, "a value that is not JSON");
-  r->at = end;
+  double num;
+  if (!jnumber(r, &num))
+    return NULL;
   jval *v = jnew(r, J_NUM);
   if (v)
     v->num = num;
   return v;
+}
+
+/* Item i of array a as a number, into *out; false if it is not one. */
+static bool jnum(const jval *a, int i, double *out) {
+  if (a->kind == J_NUMS)
+    *out = a->nums[i];
+  else if (a->kind == J_ARR && a->item[i]->kind == J_NUM)
+    *out = a->item[i]->num;
+  else
+    return false;
+  return true;
 }
 
 static const jval *member(const jval *obj, const char *key) {
@@ -286,7 +343,7 @@ static int by_lo(const void *a, const void *b) {
 /* The file's boxes of node ni's output (boxes: one [[lo, hi]...] per
  * device): in bounds, covering every dimension between the devices, and
  * equal to the plan's. */
-static ap_status check_boxes(const loader *x, int ni, const jval *boxes, int vx) {
+static ap_status boxes_checked(const loader *x, int ni, const jval *boxes, int vx) {
   ap_graph *g = x->g;
   const ap_plan *p = g->plan;
   const ap_node *n = &g->nodes[ni];
@@ -313,16 +370,15 @@ static ap_status check_boxes(const loader *x, int ni, const jval *boxes, int vx)
                       val->name, val->rank);
     for (int dim = 0; dim < val->rank; dim++) {
       const jval *r = box->item[dim];
-      if (r->kind != J_ARR || r->n != 2 || r->item[0]->kind != J_NUM ||
-          r->item[1]->kind != J_NUM || !(r->item[0]->num >= 0) ||
-          !(r->item[0]->num <= r->item[1]->num) ||
-          !(r->item[1]->num <= (double)val->dims[dim]))
+      double lo = 0, hi = 0;
+      if (r->n != 2 || !jnum(r, 0, &lo) || !jnum(r, 1, &hi) ||
+          !(lo >= 0) || !(lo <= hi) || !(hi <= (double)val->dims[dim]))
         return ap_error(x->d, AP_ERR_INVALID, x->file, n->name, n->op_type,
                         "device %d: dimension %d of its box is not [lo, hi] with "
                         "0 <= lo <= hi <= %lld",
                         dev, dim, (long long)val->dims[dim]);
-      range[(size_t)dim * n_dev + dev][0] = (int64_t)r->item[0]->num;
-      range[(size_t)dim * n_dev + dev][1] = (int64_t)r->item[1]->num;
+      range[(size_t)dim * n_dev + dev][0] = (int64_t)lo;
+      range[(size_t)dim * n_dev + dev][1] = (int64_t)hi;
     }
   }
   /* Between them the devices hold every index of every dimension (the
@@ -360,6 +416,15 @@ static ap_status check_boxes(const loader *x, int ni, const jval *boxes, int vx)
     }
   }
   return AP_OK;
+}
+
+/* boxes_checked, its scratch released (over thousands of devices a node's
+ * ranges take megabytes). */
+static ap_status check_boxes(const loader *x, int ni, const jval *boxes, int vx) {
+  ap_arena_mark m = ap_arena_mark_now(x->g->arena);
+  ap_status st = boxes_checked(x, ni, boxes, vx);
+  ap_arena_release(x->g->arena, m);
+  return st;
 }
 
 ap_status ap_partition_from_json(ap_graph *g, const char *json, const char *file,

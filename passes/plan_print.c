@@ -279,7 +279,7 @@ ap_status ap_plan_print_table(const ap_graph *g, FILE *out) {
 
 static void json_string(FILE *out, const char *s) { ap_json_string(out, s, strlen(s)); }
 
-ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
+static ap_status print_json(const ap_graph *g, FILE *out, bool with_boxes) {
   const ap_plan *p = g->plan;
   if (!p)
     return AP_ERR_USAGE;
@@ -391,6 +391,10 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
     const ap_value *ov = &g->values[value], *pv = &g->values[p->v[v].port[0].value];
     fprintf(out, ",\n     \"output\": ");
     json_string(out, ov->name);
+    if (!with_boxes) {
+      fputc('}', out);
+      continue;
+    }
     fprintf(out, ", \"boxes\": [");
     ap_plan_device_boxes(p, g, v, 0, boxes);
     for (int dv = 0; dv < p->dev.n_devices; dv++) {
@@ -425,4 +429,10 @@ ap_status ap_plan_print_json(const ap_graph *g, FILE *out) {
   free(chain_of);
   fprintf(out, "\n  ]\n}\n");
   return ferror(out) ? AP_ERR_IO : AP_OK;
+}
+
+ap_status ap_plan_print_json(const ap_graph *g, FILE *out) { return print_json(g, out, true); }
+
+ap_status ap_plan_print_json_without_boxes(const ap_graph *g, FILE *out) {
+  return print_json(g, out, false);
 }

@@ -334,6 +334,54 @@ Test(cli, plans_read_back_exactly, .timeout = 300) {
   cr_expect_eq(sh(cmd), 0, "the plan of an exported model is not read back as written");
 }
 
+/* --no-boxes leaves each node's boxes out of the JSON (plan and export);
+ * the file reads back as the plan with them: `plan --plan` of it prints
+ * the full JSON byte for byte. Without --format json it is refused. */
+Test(cli, a_plan_without_boxes_reads_back_as_the_plan, .timeout = 300) {
+  const char *dir = WORK_DIR "/no-boxes";
+  char cmd[8192];
+  fmt(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' -o '%s' lenet5 resnet_small >/dev/null",
+      dir, dir, ZOO, dir);
+  cr_assert_eq(system(cmd), 0);
+  const struct {
+    const char *model, *batch, *search;
+  } cases[] = {{"lenet5", "--batch 1", "--devices tpuv3:1,tpuv2:2 --strategy hypar"},
+               {"resnet_small", "--batch 8", "--devices tpuv3:2,tpuv2:6"}};
+  for (size_t i = 0; i < 2; i++) {
+    const char *m = cases[i].model, *b = cases[i].batch, *sr = cases[i].search;
+    fmt(cmd, sizeof cmd,
+        "cd '%s' && '%s' plan %s.onnx %s %s --format json >a.json && "
+        "'%s' plan %s.onnx %s %s --format json --no-boxes >nb.json && "
+        "'%s' plan %s.onnx %s --plan nb.json --format json >b.json && cmp a.json b.json && "
+        "'%s' export %s.onnx %s %s --no-boxes -o nb.onnx && "
+        "'%s' plan %s.onnx %s --plan nb.onnx --format json >c.json && cmp a.json c.json",
+        dir, ACCPARC, m, b, sr, ACCPARC, m, b, sr, ACCPARC, m, b, ACCPARC, m, b, sr, ACCPARC,
+        m, b);
+    cr_expect_eq(sh(cmd), 0, "%s: the plan without boxes does not read back as the plan", m);
+    fmt(cmd, sizeof cmd, "%s/nb.json", dir);
+    char *without = slurp(cmd);
+    fmt(cmd, sizeof cmd, "%s/a.json", dir);
+    char *with = slurp(cmd);
+    cr_expect(strstr(with, "\"boxes\": [[[") != NULL, "%s: no boxes in\n%s", m, with);
+    cr_expect(strstr(without, "\"boxes\"") == NULL, "%s: boxes in\n%s", m, without);
+    cr_expect(strstr(without, "\"types\": [") != NULL, "%s: no types in\n%s", m, without);
+    free(without);
+    free(with);
+  }
+  fmt(cmd, sizeof cmd,
+      "cd '%s' && '%s' plan lenet5.onnx --devices cpu:2 --no-boxes >out.txt 2>err.txt", dir,
+      ACCPARC);
+  cr_expect_eq(sh(cmd), 2, "--no-boxes with the table is not a usage error");
+  fmt(cmd, sizeof cmd, "%s/err.txt", dir);
+  char *err = slurp(cmd);
+  cr_expect(strstr(err, "--no-boxes goes with --format json") != NULL, "%s", err);
+  free(err);
+  fmt(cmd, sizeof cmd, "%s/out.txt", dir);
+  char *out = slurp(cmd);
+  cr_expect_str_eq(out, "", "something was printed before the refusal");
+  free(out);
+}
+
 /* compile --plan builds the program of the plan in the file: its measured
  * bytes are the file's predicted bytes, device by device. */
 Test(cli, compile_builds_the_plan_of_a_file, .timeout = 300) {

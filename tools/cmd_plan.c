@@ -1,10 +1,10 @@
 /* accparc plan    MODEL.onnx --devices SPEC [--strategy S] [--batch N]
  *                            [--dim NAME=V]... [--inputs DIR]
  *                            [--cost time|paper] [--mem-limit BYTES]
- *                            [--format table|json|dot|html]
+ *                            [--format table|json|dot|html] [--no-boxes]
  * accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]...
  *                            [--inputs DIR] [--mem-limit BYTES] [--format table|json]
- * accparc export  MODEL.onnx --devices SPEC [plan options] -o ANNOTATED.onnx
+ * accparc export  MODEL.onnx --devices SPEC [plan options] [--no-boxes] -o ANNOTATED.onnx
  * Load, bind, run the pipeline, partition, print (or write). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -22,7 +22,7 @@
 static const char plan_usage[] =
     "usage: accparc plan MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--batch N]\n"
     "                               [--dim NAME=V] [--inputs DIR] [--cost time|paper] [--mem-limit BYTES]\n"
-    "                               [--format table|json|dot|html]\n"
+    "                               [--format table|json|dot|html] [--no-boxes]\n"
     "  --devices SPEC   kind:count[,kind:count...]; kinds: tpuv2 tpuv3 eyeriss cpu or a device file\n"
     "  --plan FILE      the plan of FILE.json (what --format json prints), or of a model\n"
     "                   'accparc export' wrote, instead of a search: its devices, strategy\n"
@@ -37,7 +37,9 @@ static const char plan_usage[] =
     "  --mem-limit B    bytes per device (default: each device's capacity)\n"
     "  --format F       table (default), json, dot (a Graphviz graph: each layer's type\n"
     "                   per level, each edge's bytes) or html (one self-contained page:\n"
-    "                   the table, each device's boxes, bytes and memory as bar charts)\n";
+    "                   the table, each device's boxes, bytes and memory as bar charts)\n"
+    "  --no-boxes       json without each node's per-device boxes: the same plan for\n"
+    "                   --plan (the boxes follow from the types), a small file on many devices\n";
 
 static const char compare_usage[] =
     "usage: accparc compare MODEL.onnx --devices SPEC [--batch N] [--dim NAME=V]\n"
@@ -53,13 +55,15 @@ static const char compare_usage[] =
 
 static const char export_usage[] =
     "usage: accparc export MODEL.onnx --devices SPEC|--plan FILE.json [--strategy S] [--batch N]\n"
-    "                                 [--cost time|paper] [--mem-limit BYTES] -o ANNOTATED.onnx\n"
+    "                                 [--cost time|paper] [--mem-limit BYTES] [--no-boxes]\n"
+    "                                 -o ANNOTATED.onnx\n"
     "  writes the model as planned (bound and folded) with the plan's JSON, as\n"
     "  'accparc plan --format json' prints it, in metadata_props under 'accpar.plan',\n"
     "  and in ONNX's own form (IR version 11: ModelProto.configuration and every\n"
     "  node's device_configurations) wherever its shares are even\n"
     "  --devices, --plan, --strategy, --batch, --dim, --inputs, --cost, --mem-limit\n"
     "                   as for 'accparc plan'\n"
+    "  --no-boxes       the plan's JSON without each node's per-device boxes (as plan)\n"
     "  -o FILE          the ONNX file to write (nothing is written on failure)\n";
 
 typedef struct plan_args {
@@ -68,13 +72,14 @@ typedef struct plan_args {
   const char *search_opt; /* the first of --strategy, --cost, --mem-limit given */
   const char *output; /* export's -o */
   const char *inputs; /* --inputs: the folder of input_N.pb binding the inputs */
+  bool no_boxes;      /* --no-boxes: the JSON without each node's boxes */
   ap_plan_opts opts;
   int64_t batch;
   cli_dims dims;
 } plan_args;
 
 /* The options beyond the model's binding and --format a command takes. */
-enum { WITH_SEARCH = 1, WITH_MEM_LIMIT = 2, WITH_OUTPUT = 4 };
+enum { WITH_SEARCH = 1, WITH_MEM_LIMIT = 2, WITH_OUTPUT = 4, WITH_NO_BOXES = 8 };
 
 static int parse(const char *cmd, const char *usage, unsigned with, int argc, char **argv,
                  plan_args *a) {
@@ -128,6 +133,8 @@ static int parse(const char *cmd, const char *usage, unsigned with, int argc, ch
         return cli_usage_error(cmd, "--mem-limit expects a positive number of bytes, got '%s'",
                                argv[i]);
       a->opts.mem_limit_bytes = b;
+    } else if ((with & WITH_NO_BOXES) && strcmp(s, "--no-boxes") == 0) {
+      a->no_boxes = true;
     } else if (wants_output && strcmp(s, "-o") == 0 && has_value) {
       a->output = argv[++i];
     } else if (s[0] == '-' && s[1]) {
@@ -151,6 +158,8 @@ static int parse(const char *cmd, const char *usage, unsigned with, int argc, ch
       !(pictures && (strcmp(a->format, "dot") == 0 || strcmp(a->format, "html") == 0)))
     return cli_usage_error(cmd, "--format must be table%s or json, got '%s'",
                            pictures ? ", dot, html" : "", a->format);
+  if (a->no_boxes && !wants_output && strcmp(a->format, "json") != 0)
+    return cli_usage_error(cmd, "--no-boxes goes with --format json");
   return 0;
 }
 
@@ -180,12 +189,14 @@ static ap_status load(const plan_args *a, ap_graph **out, ap_diag *d) {
 typedef struct plan_job {
   ap_graph *g;
   const char *format; /* table, json, dot or html */
+  bool no_boxes;      /* json without each node's boxes */
 } plan_job;
 
 static ap_status emit_plan(void *ctx, FILE *out) {
   plan_job *job = ctx;
   if (strcmp(job->format, "json") == 0)
-    return ap_plan_print_json(job->g, out);
+    return job->no_boxes ? ap_plan_print_json_without_boxes(job->g, out)
+                         : ap_plan_print_json(job->g, out);
   if (strcmp(job->format, "dot") == 0)
     return ap_plan_print_dot(job->g, out);
   if (strcmp(job->format, "html") == 0)
@@ -197,7 +208,8 @@ static ap_status emit_plan(void *ctx, FILE *out) {
  * partition. Returns the exit status to use now, or -1 with *g planned. */
 static int plan_model(const char *cmd, const char *usage, bool wants_output, int argc,
                       char **argv, plan_args *a, ap_devices *dv, ap_graph **g, ap_diag *d) {
-  int rc = parse(cmd, usage, WITH_SEARCH | WITH_MEM_LIMIT | (wants_output ? WITH_OUTPUT : 0),
+  int rc = parse(cmd, usage,
+                 WITH_SEARCH | WITH_MEM_LIMIT | WITH_NO_BOXES | (wants_output ? WITH_OUTPUT : 0),
                  argc, argv, a);
   if (rc)
     return rc < 0 ? 0 : rc;
@@ -223,7 +235,7 @@ int cmd_plan(int argc, char **argv) {
   int rc = plan_model("plan", plan_usage, false, argc, argv, &a, &dv, &g, &d);
   if (rc >= 0)
     return rc;
-  rc = cli_emit(stdout, emit_plan, &(plan_job){g, a.format}, &d);
+  rc = cli_emit(stdout, emit_plan, &(plan_job){g, a.format, a.no_boxes}, &d);
   ap_graph_free(g);
   return rc;
 }
@@ -387,7 +399,9 @@ int cmd_export(int argc, char **argv) {
   char *json = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&json, &len);
-  ap_status st = mem ? ap_plan_print_json(g, mem) : AP_ERR_NOMEM;
+  ap_status st = !mem       ? AP_ERR_NOMEM
+                 : a.no_boxes ? ap_plan_print_json_without_boxes(g, mem)
+                              : ap_plan_print_json(g, mem);
   if (mem)
     fclose(mem);
   if (st == AP_OK)

@@ -17,6 +17,10 @@ for spec in lenet5:tpuv3:1,tpuv2:2 resnet_small:tpuv3:2,tpuv2:6 inception_block:
     plans="$plans $work/$model.$strategy.json"
   done
 done
+# A plan without its boxes (--no-boxes) is a plan too.
+"$accparc" plan "$work/resnet_small.onnx" --devices tpuv3:2,tpuv2:6 --format json --no-boxes \
+  >"$work/resnet_small.no_boxes.json"
+plans="$plans $work/resnet_small.no_boxes.json"
 # shellcheck disable=SC2086 # the list is split into paths on purpose
 /usr/bin/python3 "$source/tests/plan_schema/check.py" "$source/docs/plan.schema.json" \
   "$work/lenet5.accpar.json" "$work/resnet_small.accpar.json" $plans

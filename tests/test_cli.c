@@ -18,14 +18,17 @@
 #define WORK_DIR ACCPAR_BINARY_DIR "/cli"
 #define RT_MPI_LIB ACCPAR_BINARY_DIR "/runtime/libaccpar_rt_mpi.a"
 
-/* LeNet-5 and its inputs in dir (each test its own: they run in parallel). */
-static void setup(const char *dir) {
+/* dir afresh with the zoo's models as `accpar-zoo ARGS -o dir` writes them
+ * (each test its own dir: they run in parallel). */
+static void zoo_in(const char *dir, const char *args) {
   char cmd[4096];
-  fmt(cmd, sizeof cmd,
-      "rm -rf '%s' && mkdir -p '%s' && '%s' --inputs -o '%s' lenet5 >/dev/null", dir, dir, ZOO,
-      dir);
-  cr_assert_eq(system(cmd), 0, "accpar-zoo failed");
+  fmt(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' %s -o '%s' >/dev/null", dir, dir,
+      ZOO, args, dir);
+  cr_assert_eq(system(cmd), 0, "accpar-zoo %s failed", args);
 }
+
+/* LeNet-5 and its inputs in dir. */
+static void setup(const char *dir) { zoo_in(dir, "--inputs lenet5"); }
 
 /* The whole of a file, NUL-terminated (freed by the caller). */
 static char *slurp(const char *path) {
@@ -299,9 +302,7 @@ Test(cli, compile_help_describes_every_option) {
 Test(cli, plans_read_back_exactly, .timeout = 300) {
   const char *dir = WORK_DIR "/readback";
   char cmd[8192];
-  fmt(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' -o '%s' lenet5 resnet_small >/dev/null",
-      dir, dir, ZOO, dir);
-  cr_assert_eq(system(cmd), 0);
+  zoo_in(dir, "lenet5 resnet_small");
   const char *models[] = {"lenet5 --batch 1", "resnet_small --batch 8"};
   const char *arrays[] = {"cpu:4", "tpuv3:1,tpuv2:2", "tpuv3:2,tpuv2:6"};
   const char *strategies[] = {"dp", "owt", "hypar", "accpar"};
@@ -340,9 +341,7 @@ Test(cli, plans_read_back_exactly, .timeout = 300) {
 Test(cli, a_plan_without_boxes_reads_back_as_the_plan, .timeout = 300) {
   const char *dir = WORK_DIR "/no-boxes";
   char cmd[8192];
-  fmt(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && '%s' -o '%s' lenet5 resnet_small >/dev/null",
-      dir, dir, ZOO, dir);
-  cr_assert_eq(system(cmd), 0);
+  zoo_in(dir, "lenet5 resnet_small");
   const struct {
     const char *model, *batch, *search;
   } cases[] = {{"lenet5", "--batch 1", "--devices tpuv3:1,tpuv2:2 --strategy hypar"},
@@ -563,10 +562,7 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
 Test(cli, a_json_plan_over_thousands_of_devices_fits_in_memory, .timeout = 300) {
   const char *dir = WORK_DIR "/many";
   char cmd[4096];
-  fmt(cmd, sizeof cmd,
-      "rm -rf '%s' && mkdir -p '%s' && '%s' --no-weights --batch 0 -o '%s' resnet18 >/dev/null",
-      dir, dir, ZOO, dir);
-  cr_assert_eq(system(cmd), 0);
+  zoo_in(dir, "--no-weights --batch 0 resnet18");
   fmt(cmd, sizeof cmd,
       "'%s' plan '%s/resnet18.onnx' --devices cpu:2048 --batch 2048 --format json >'%s/p.json'",
       ACCPARC, dir, dir);

@@ -31,13 +31,15 @@
  *                    operand: a layer's weight, held in the caches
  *   mem_bytes        physical memory over the processors online (devices
  *                    that are threads of one host share it)
- * The compute, memory and transcendental figures are each the fastest of
- * several samples timed by the thread's CPU time (other processes on the
- * cores only ever slow a sample down, through the caches and memory they
- * share), the GEMM rate the median over its shapes of each shape's fastest;
- * the transport's figures are medians of wall times. The spread of the
- * samples is written beside each figure as a comment. The file is written to a temporary
- * name and renamed into place, so a failed run leaves nothing. */
+ * Every figure is the fastest of several samples (other processes on the
+ * cores only ever slow a sample down), the GEMM rate the median over its
+ * shapes of each shape's fastest. The compute, memory and transcendental
+ * samples are timed by the thread's CPU time, the transport's by wall time.
+ * The samples are taken in rounds, one of every figure per round, so that
+ * a busy spell of another process slows one sample of many figures, not
+ * every sample of one. The spread of the samples is written beside each
+ * figure as a comment. The file is written to a temporary name and renamed
+ * into place, so a failed run leaves nothing. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -49,7 +51,7 @@
 
 #include "accpar_rt.h"
 
-enum { SAMPLES = 7, MAX_SAMPLES = 16 };
+enum { SAMPLES = 7 };
 
 static double now_s(void) {
   struct timespec t;
@@ -93,216 +95,268 @@ static figure fastest(double *v, int n, int rate) {
 
 /* ---- compute and memory ---- */
 
-/* Rate of C = A B for one shape, FLOP/s per sample. */
-static int gemm_rate(const aprt_calibrate_kernels *k, int m, int n, int kk, double quantum_s,
-                     double *rate) {
-  float *a = malloc((size_t)m * kk * sizeof *a), *b = malloc((size_t)kk * n * sizeof *b);
-  float *c = malloc((size_t)m * n * sizeof *c);
-  float *work = malloc(k->sgemm_work_floats(m, n, kk) * sizeof *work + 64);
-  int ok = a && b && c && work;
-  if (ok) {
+/* Every operand the compute, memory and lowering figures run on, allocated
+ * and warmed up once. The figures are sampled in rounds, one sample of each
+ * per round (sample_round), so that a busy second of another process slows
+ * one sample of many figures rather than every sample of one: calibrated
+ * back to back on a shared host, figures sampled seven times in a row moved
+ * by up to 1.6x between runs (docs/partition.md, "Calibrated in rounds"). */
+enum { N_SHAPES = 3, N_LOWERINGS = 3, TRANSCENDENTAL_N = 4096 };
+
+typedef struct rig {
+  const aprt_calibrate_kernels *k;
+  double quantum_s;
+  struct { int m, n, kk; float *a, *b, *c, *work; } gemm[N_SHAPES];
+  unsigned char *src, *dst; /* memcpy's: COPY_BYTES each */
+  struct { int channels, size, stride; size_t rows; float *x, *col; } lower[N_LOWERINGS];
+  float *cx, *cw, *cy, *cdw, *cwork; /* the direct convolution's */
+  float *pb, *pdst;                  /* the packing's */
+  float tx[TRANSCENDENTAL_N], ty[TRANSCENDENTAL_N], ex[TRANSCENDENTAL_N];
+} rig;
+
+/* Layer shapes: a square product, a convolution's (output channels x
+ * output pixels x C kh kw), a fully connected layer's at batch 64. */
+static const int gemm_shapes[N_SHAPES][3] = {{512, 512, 512}, {128, 3136, 576}, {64, 1024, 1024}};
+/* The lowering: rows of 8 floats (short) and of 64 (long) at stride 1, and
+ * of 16 gathered at stride 2, each of one image under a 3x3 kernel at pad 1
+ * (channels, size, stride). */
+static const int lowerings[N_LOWERINGS][3] = {{16, 8, 1}, {4, 64, 1}, {16, 32, 2}};
+#define COPY_BYTES ((size_t)64 << 20) /* larger than the caches */
+/* The direct convolution: 8 MNIST-sized images, 5x5, 8 output channels. */
+enum { DIRECT_BATCH = 8, DIRECT_SIZE = 28, DIRECT_K = 5, DIRECT_M = 8,
+       DIRECT_OUT = DIRECT_SIZE - DIRECT_K + 1 };
+/* The packing: a 576 x 240 operand (a 3x3 convolution's 64 channels by 240
+ * outputs, whole register panels on every ISA) of 540 KiB, which stays in
+ * the caches as a layer's weight does between its uses. Its row stride of
+ * 576 floats spreads a transposed pack's read streams over the cache sets;
+ * strides of a multiple of 256 floats make them collide (docs/partition.md,
+ * "Approximations, on purpose"). */
+enum { PACK_K = 576, PACK_N = 240 };
+
+static void rig_free(rig *r) {
+  for (int s = 0; s < N_SHAPES; s++) {
+    free(r->gemm[s].a);
+    free(r->gemm[s].b);
+    free(r->gemm[s].c);
+    free(r->gemm[s].work);
+  }
+  free(r->src);
+  free(r->dst);
+  for (int i = 0; i < N_LOWERINGS; i++) {
+    free(r->lower[i].x);
+    free(r->lower[i].col);
+  }
+  free(r->cx);
+  free(r->cw);
+  free(r->cy);
+  free(r->cdw);
+  free(r->cwork);
+  free(r->pb);
+  free(r->pdst);
+}
+
+/* Allocates and fills every operand and runs each kernel once; 0 when out
+ * of memory (r freed). */
+static int rig_init(rig *r, const aprt_calibrate_kernels *k, double quantum_s) {
+  memset(r, 0, sizeof *r);
+  r->k = k;
+  r->quantum_s = quantum_s;
+  int ok = 1;
+  for (int s = 0; s < N_SHAPES && ok; s++) {
+    int m = gemm_shapes[s][0], n = gemm_shapes[s][1], kk = gemm_shapes[s][2];
+    r->gemm[s].m = m;
+    r->gemm[s].n = n;
+    r->gemm[s].kk = kk;
+    float *a = r->gemm[s].a = malloc((size_t)m * kk * sizeof *a);
+    float *b = r->gemm[s].b = malloc((size_t)kk * n * sizeof *b);
+    float *c = r->gemm[s].c = malloc((size_t)m * n * sizeof *c);
+    float *w = r->gemm[s].work = malloc(k->sgemm_work_floats(m, n, kk) * sizeof *w + 64);
+    if (!(ok = a && b && c && w))
+      break;
     for (size_t i = 0; i < (size_t)m * kk; i++)
       a[i] = (float)(i % 13) * 0.01f;
     for (size_t i = 0; i < (size_t)kk * n; i++)
       b[i] = (float)(i % 7) * 0.02f;
-    k->sgemm(0, 0, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n, work); /* warm-up */
-    double flop = 2.0 * m * n * kk;
-    for (int s = 0; s < SAMPLES; s++) {
-      int reps = 0;
-      double t0 = cpu_s(), t;
-      do {
-        k->sgemm(0, 0, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n, work);
-        reps++;
-      } while ((t = cpu_s() - t0) < quantum_s);
-      rate[s] = flop * reps / t;
-    }
+    k->sgemm(0, 0, m, n, kk, 1.0f, a, kk, b, n, 0.0f, c, n, w);
   }
-  free(a);
-  free(b);
-  free(c);
-  free(work);
-  return ok;
-}
-
-/* Copy bandwidth (read + write) of a 64 MiB buffer, bytes/s per sample. */
-static int copy_rate(double quantum_s, double *rate) {
-  size_t bytes = (size_t)64 << 20;
-  unsigned char *src = malloc(bytes), *dst = malloc(bytes);
-  int ok = src && dst;
+  if (ok && (ok = (r->src = malloc(COPY_BYTES)) && (r->dst = malloc(COPY_BYTES)))) {
+    memset(r->src, 1, COPY_BYTES);
+    memset(r->dst, 2, COPY_BYTES);
+  }
+  for (int i = 0; i < N_LOWERINGS && ok; i++) {
+    int ch = lowerings[i][0], size = lowerings[i][1], stride = lowerings[i][2];
+    int out = (size + 2 - 3) / stride + 1;
+    r->lower[i].channels = ch;
+    r->lower[i].size = size;
+    r->lower[i].stride = stride;
+    r->lower[i].rows = (size_t)ch * 9 * (size_t)out;
+    r->lower[i].x = calloc((size_t)ch * size * size, sizeof(float));
+    r->lower[i].col = malloc(r->lower[i].rows * (size_t)out * sizeof(float));
+    if ((ok = r->lower[i].x && r->lower[i].col))
+      k->im2col(ch, size, 3, stride, 1, r->lower[i].x, r->lower[i].col);
+  }
   if (ok) {
-    memset(src, 1, bytes);
-    memset(dst, 2, bytes);
-    for (int s = 0; s < SAMPLES; s++) {
-      int reps = 0;
-      double t0 = cpu_s(), t;
-      do {
-        memcpy(dst, src, bytes);
-        __asm__ volatile("" : : "r"(dst) : "memory");
-        reps++;
-      } while ((t = cpu_s() - t0) < quantum_s);
-      rate[s] = 2.0 * (double)bytes * reps / t;
-    }
+    r->cx = malloc((size_t)DIRECT_BATCH * DIRECT_SIZE * DIRECT_SIZE * sizeof(float));
+    r->cw = malloc((size_t)DIRECT_M * DIRECT_K * DIRECT_K * sizeof(float));
+    r->cy = malloc((size_t)DIRECT_BATCH * DIRECT_M * DIRECT_OUT * DIRECT_OUT * sizeof(float));
+    r->cdw = malloc((size_t)DIRECT_M * DIRECT_K * DIRECT_K * sizeof(float));
+    r->cwork = malloc(k->conv1_work_floats(DIRECT_BATCH, DIRECT_SIZE, DIRECT_K, DIRECT_M) *
+                          sizeof(float) + 64);
+    ok = r->cx && r->cw && r->cy && r->cdw && r->cwork;
   }
-  free(src);
-  free(dst);
+  if (ok) {
+    for (int i = 0; i < DIRECT_BATCH * DIRECT_SIZE * DIRECT_SIZE; i++)
+      r->cx[i] = (float)(i % 11) * 0.01f;
+    for (int i = 0; i < DIRECT_M * DIRECT_K * DIRECT_K; i++)
+      r->cw[i] = (float)(i % 5) * 0.02f;
+    k->conv1(DIRECT_BATCH, DIRECT_SIZE, DIRECT_K, DIRECT_M, r->cx, r->cw, r->cy, r->cdw,
+             r->cwork);
+    r->pb = malloc((size_t)PACK_K * PACK_N * sizeof(float));
+    r->pdst = malloc(k->packed_b_floats(PACK_K, PACK_N) * sizeof(float));
+    ok = r->pb && r->pdst;
+  }
+  if (ok) {
+    for (size_t i = 0; i < (size_t)PACK_K * PACK_N; i++)
+      r->pb[i] = (float)(i % 17) * 0.01f;
+    k->pack_b(0, PACK_K, PACK_N, r->pb, PACK_N, r->pdst);
+    k->pack_b(1, PACK_K, PACK_N, r->pb, PACK_K, r->pdst);
+    for (int i = 0; i < TRANSCENDENTAL_N; i++) {
+      r->ex[i] = -8.0f * (float)i / TRANSCENDENTAL_N;
+      r->tx[i] = 8.0f * (float)i / TRANSCENDENTAL_N - 4.0f;
+    }
+  } else {
+    rig_free(r);
+  }
   return ok;
 }
 
-/* ---- transcendental functions ---- */
+/* Runs `body` (a statement) until quantum_s of CPU time has passed; reps
+ * and t are then the runs and the seconds they took. */
+#define TIMED(r, reps, t, body)                                                                   \
+  do {                                                                                            \
+    double t0_ = cpu_s();                                                                         \
+    (reps) = 0;                                                                                   \
+    do {                                                                                          \
+      body;                                                                                       \
+      (reps)++;                                                                                   \
+    } while (((t) = cpu_s() - t0_) < (r)->quantum_s);                                            \
+  } while (0)
 
-enum { TRANSCENDENTAL_N = 4096 }; /* floats: in L1, so only the function counts */
+/* The rate of C = A B for gemm shape s, FLOP/s. */
+static double gemm_sample(const rig *r, int s) {
+  int m = r->gemm[s].m, n = r->gemm[s].n, kk = r->gemm[s].kk;
+  long reps;
+  double t;
+  TIMED(r, reps, t,
+        r->k->sgemm(0, 0, m, n, kk, 1.0f, r->gemm[s].a, kk, r->gemm[s].b, n, 0.0f,
+                    r->gemm[s].c, n, r->gemm[s].work));
+  return 2.0 * m * n * kk * (double)reps / t;
+}
+
+/* Copy bandwidth (read + write), bytes/s. */
+static double copy_sample(const rig *r) {
+  long reps;
+  double t;
+  TIMED(r, reps, t, {
+    memcpy(r->dst, r->src, COPY_BYTES);
+    __asm__ volatile("" : : "r"(r->dst) : "memory");
+  });
+  return 2.0 * (double)COPY_BYTES * (double)reps / t;
+}
 
 /* Seconds per element of libm's exp in double over logits minus their
- * maximum, as the generated loss computes it, per sample. */
-static void exp_time(double quantum_s, double *per) {
-  static float x[TRANSCENDENTAL_N];
-  for (int i = 0; i < TRANSCENDENTAL_N; i++)
-    x[i] = -8.0f * (float)i / TRANSCENDENTAL_N;
-  for (int s = 0; s < SAMPLES; s++) {
-    long reps = 0;
-    double sum = 0, t0 = cpu_s(), t;
-    do {
-      for (int i = 0; i < TRANSCENDENTAL_N; i++)
-        sum += exp((double)x[i]);
-      __asm__ volatile("" : : "r"(&sum) : "memory");
-      reps++;
-    } while ((t = cpu_s() - t0) < quantum_s);
-    per[s] = t / ((double)reps * TRANSCENDENTAL_N);
-  }
+ * maximum, as the generated loss computes it (4096 floats: in L1, so only
+ * the function counts). */
+static double exp_sample(const rig *r) {
+  long reps;
+  double t, sum = 0;
+  TIMED(r, reps, t, {
+    for (int i = 0; i < TRANSCENDENTAL_N; i++)
+      sum += exp((double)r->ex[i]);
+    __asm__ volatile("" : : "r"(&sum) : "memory");
+  });
+  return t / ((double)reps * TRANSCENDENTAL_N);
 }
 
 /* The same for the kernels' tanh loop. */
-static void tanh_time(const aprt_calibrate_kernels *k, double quantum_s, double *per) {
-  static float x[TRANSCENDENTAL_N], y[TRANSCENDENTAL_N];
-  for (int i = 0; i < TRANSCENDENTAL_N; i++)
-    x[i] = 8.0f * (float)i / TRANSCENDENTAL_N - 4.0f;
-  for (int s = 0; s < SAMPLES; s++) {
-    long reps = 0;
-    double t0 = cpu_s(), t;
-    do {
-      k->tanh_n(y, x, TRANSCENDENTAL_N);
-      __asm__ volatile("" : : "r"(y) : "memory");
-      reps++;
-    } while ((t = cpu_s() - t0) < quantum_s);
-    per[s] = t / ((double)reps * TRANSCENDENTAL_N);
-  }
+static double tanh_sample(rig *r) {
+  long reps;
+  double t;
+  TIMED(r, reps, t, {
+    r->k->tanh_n(r->ty, r->tx, TRANSCENDENTAL_N);
+    __asm__ volatile("" : : "r"(r->ty) : "memory");
+  });
+  return t / ((double)reps * TRANSCENDENTAL_N);
 }
 
-/* ---- the convolutions' lowering ---- */
-
-/* Seconds per row of apk_im2col's column matrix of one image, channels x
- * size x size under a 3x3 kernel at stride and pad 1, per sample. */
-static int lowering_time(const aprt_calibrate_kernels *k, int channels, int size, int stride,
-                         double quantum_s, double *per) {
-  int out = (size + 2 - 3) / stride + 1;
-  size_t rows = (size_t)channels * 9 * (size_t)out;
-  float *x = calloc((size_t)channels * size * size, sizeof *x);
-  float *col = malloc(rows * (size_t)out * sizeof *col);
-  int ok = x && col;
-  if (ok) {
-    k->im2col(channels, size, 3, stride, 1, x, col); /* warm-up */
-    for (int s = 0; s < SAMPLES; s++) {
-      long reps = 0;
-      double t0 = cpu_s(), t;
-      do {
-        k->im2col(channels, size, 3, stride, 1, x, col);
-        __asm__ volatile("" : : "r"(col) : "memory");
-        reps++;
-      } while ((t = cpu_s() - t0) < quantum_s);
-      per[s] = t / ((double)reps * (double)rows);
-    }
-  }
-  free(x);
-  free(col);
-  return ok;
+/* Seconds per row of apk_im2col's column matrix for lowering i. */
+static double lowering_sample(const rig *r, int i) {
+  long reps;
+  double t;
+  TIMED(r, reps, t, {
+    r->k->im2col(r->lower[i].channels, r->lower[i].size, 3, r->lower[i].stride, 1,
+                 r->lower[i].x, r->lower[i].col);
+    __asm__ volatile("" : : "r"(r->lower[i].col) : "memory");
+  });
+  return t / ((double)reps * (double)r->lower[i].rows);
 }
 
 /* FLOP/s of the one-input-channel convolution's forward and backward
- * weights (2 x 2 m OH OW k k per image), per sample: 8 MNIST-sized images,
- * 5x5, 8 output channels. */
-static int direct_rate(const aprt_calibrate_kernels *k, double quantum_s, double *rate) {
-  enum { BATCH = 8, SIZE = 28, KERNEL = 5, M = 8, OUT = SIZE - KERNEL + 1 };
-  float *x = malloc((size_t)BATCH * SIZE * SIZE * sizeof *x);
-  float *w = malloc((size_t)M * KERNEL * KERNEL * sizeof *w);
-  float *y = malloc((size_t)BATCH * M * OUT * OUT * sizeof *y);
-  float *dw = malloc((size_t)M * KERNEL * KERNEL * sizeof *dw);
-  float *work = malloc(k->conv1_work_floats(BATCH, SIZE, KERNEL, M) * sizeof *work + 64);
-  int ok = x && w && y && dw && work;
-  if (ok) {
-    for (int i = 0; i < BATCH * SIZE * SIZE; i++)
-      x[i] = (float)(i % 11) * 0.01f;
-    for (int i = 0; i < M * KERNEL * KERNEL; i++)
-      w[i] = (float)(i % 5) * 0.02f;
-    k->conv1(BATCH, SIZE, KERNEL, M, x, w, y, dw, work); /* warm-up */
-    double flop = 2.0 * 2.0 * BATCH * M * OUT * OUT * KERNEL * KERNEL;
-    for (int s = 0; s < SAMPLES; s++) {
-      long reps = 0;
-      double t0 = cpu_s(), t;
-      do {
-        k->conv1(BATCH, SIZE, KERNEL, M, x, w, y, dw, work);
-        reps++;
-      } while ((t = cpu_s() - t0) < quantum_s);
-      rate[s] = flop * (double)reps / t;
-    }
-  }
-  free(x);
-  free(w);
-  free(y);
-  free(dw);
-  free(work);
-  return ok;
+ * weights (2 x 2 m OH OW k k per image). */
+static double direct_sample(const rig *r) {
+  long reps;
+  double t;
+  TIMED(r, reps, t,
+        r->k->conv1(DIRECT_BATCH, DIRECT_SIZE, DIRECT_K, DIRECT_M, r->cx, r->cw, r->cy,
+                    r->cdw, r->cwork));
+  return 2.0 * 2.0 * DIRECT_BATCH * DIRECT_M * DIRECT_OUT * DIRECT_OUT * DIRECT_K * DIRECT_K *
+         (double)reps / t;
 }
 
-/* ---- a GEMM's packing ---- */
+/* Seconds per float of packing op(B), from contiguous rows or transposed. */
+static double pack_sample(const rig *r, int trans_b) {
+  long reps;
+  double t;
+  TIMED(r, reps, t, {
+    r->k->pack_b(trans_b, PACK_K, PACK_N, r->pb, trans_b ? PACK_K : PACK_N, r->pdst);
+    __asm__ volatile("" : : "r"(r->pdst) : "memory");
+  });
+  return t / ((double)reps * PACK_K * PACK_N);
+}
 
-/* Seconds per float of packing op(B), k x n, per sample: a 576 x 240
- * operand (a 3x3 convolution's 64 channels by 240 outputs, whole register
- * panels on every ISA) of 540 KiB, which stays in the caches as a layer's
- * weight does between its uses. Its row stride of 576 floats spreads a
- * transposed pack's read streams over the cache sets; strides of a multiple
- * of 256 floats make them collide (docs/partition.md, "Approximations, on
- * purpose"). */
-static int pack_time(const aprt_calibrate_kernels *k, int trans_b, double quantum_s,
-                     double *per) {
-  enum { K = 576, N = 240 };
-  float *b = malloc((size_t)K * N * sizeof *b);
-  float *dst = malloc(k->packed_b_floats(K, N) * sizeof *dst);
-  int ok = b && dst;
-  if (ok) {
-    for (size_t i = 0; i < (size_t)K * N; i++)
-      b[i] = (float)(i % 17) * 0.01f;
-    int ldb = trans_b ? K : N;
-    k->pack_b(trans_b, K, N, b, ldb, dst); /* warm-up */
-    for (int s = 0; s < SAMPLES; s++) {
-      long reps = 0;
-      double t0 = cpu_s(), t;
-      do {
-        k->pack_b(trans_b, K, N, b, ldb, dst);
-        __asm__ volatile("" : : "r"(dst) : "memory");
-        reps++;
-      } while ((t = cpu_s() - t0) < quantum_s);
-      per[s] = t / ((double)reps * K * N);
-    }
-  }
-  free(b);
-  free(dst);
-  return ok;
+/* Samples of one round, at index s of each figure's array. */
+typedef struct samples {
+  double gemm[N_SHAPES][SAMPLES], copy[SAMPLES], exp[SAMPLES], tanh[SAMPLES];
+  double lower[N_LOWERINGS][SAMPLES], direct[SAMPLES], pack[2][SAMPLES];
+} samples;
+
+static void sample_round(rig *r, int s, samples *out) {
+  for (int i = 0; i < N_SHAPES; i++)
+    out->gemm[i][s] = gemm_sample(r, i);
+  out->copy[s] = copy_sample(r);
+  out->exp[s] = exp_sample(r);
+  out->tanh[s] = tanh_sample(r);
+  for (int i = 0; i < N_LOWERINGS; i++)
+    out->lower[i][s] = lowering_sample(r, i);
+  out->direct[s] = direct_sample(r);
+  for (int i = 0; i < 2; i++)
+    out->pack[i][s] = pack_sample(r, i);
 }
 
 /* ---- the threads transport ---- */
 
 typedef struct pingpong {
   size_t bytes;
-  int trips;
+  int trips, n;
   unsigned char *buf[2];
-  double one_way_s[MAX_SAMPLES]; /* rank 0's, per sample */
+  double *one_way_s; /* rank 0's, per sample */
 } pingpong;
 
 static int pingpong_rank(aprt_comm *c, void *arg) {
   pingpong *pp = arg;
   int me = aprt_rank(c), peer = 1 - me;
   aprt_status s = APRT_OK;
-  for (int smp = -1; smp < SAMPLES && !s; smp++) { /* sample -1 warms up */
+  for (int smp = -1; smp < pp->n && !s; smp++) { /* sample -1 warms up */
     s = aprt_barrier(c);
     double t0 = now_s();
     for (int r = 0; r < pp->trips && !s; r++) {
@@ -322,9 +376,10 @@ static int pingpong_rank(aprt_comm *c, void *arg) {
   return s;
 }
 
-/* One-way time of a message of `bytes`, per sample. */
-static int one_way(size_t bytes, int trips, double *t, char *err, size_t err_len) {
-  pingpong pp = {.bytes = bytes, .trips = trips};
+/* One-way time of a message of `bytes`, n samples into t (after one that
+ * warms up). */
+static int one_way(size_t bytes, int trips, int n, double *t, char *err, size_t err_len) {
+  pingpong pp = {.bytes = bytes, .trips = trips, .n = n, .one_way_s = t};
   pp.buf[0] = calloc(bytes, 1);
   pp.buf[1] = calloc(bytes, 1);
   int ok = pp.buf[0] && pp.buf[1];
@@ -338,8 +393,6 @@ static int one_way(size_t bytes, int trips, double *t, char *err, size_t err_len
       ok = 0;
     }
   }
-  if (ok)
-    memcpy(t, pp.one_way_s, SAMPLES * sizeof *t);
   free(pp.buf[0]);
   free(pp.buf[1]);
   return ok;
@@ -366,8 +419,8 @@ static int write_file(const char *path, const char *name, figure flops, figure b
   }
   fprintf(f,
           "# This machine, measured by accparc calibrate (the fastest of %d samples\n"
-          "# timed by CPU time; the transport's, their median; spread = (largest -\n"
-          "# smallest) / figure). One device is one thread.\n"
+          "# taken in rounds, timed by CPU time, the transport's by wall time;\n"
+          "# spread = (largest - smallest) / figure). One device is one thread.\n"
           "name = %s\n"
           "# apk_sgemm, 2 m n k FLOP per product; spread %.0f%%\n"
           "peak_flops = %.4g\n"
@@ -433,70 +486,56 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
     return 2;
   }
   char err[512] = "";
-  /* Layer shapes: a square product, a convolution's (output channels x
-   * output pixels x C kh kw), a fully connected layer's at batch 64. */
-  static const int shapes[][3] = {{512, 512, 512}, {128, 3136, 576}, {64, 1024, 1024}};
-  enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
-  double rates[N_SHAPES * SAMPLES], samples[SAMPLES];
-  for (int s = 0; s < N_SHAPES; s++)
-    if (!gemm_rate(k, shapes[s][0], shapes[s][1], shapes[s][2], quantum_s,
-                   rates + s * SAMPLES)) {
-      fprintf(stderr, "calibrate: out of memory\n");
+  static rig r;
+  static samples sm;
+  if (!rig_init(&r, k, quantum_s)) {
+    fprintf(stderr, "calibrate: out of memory\n");
+    return 1;
+  }
+  /* Each round also times the threads transport, a pair of threads started
+   * anew: an 8-byte message's round trips, then a 16 MiB message's. Both
+   * are wall times, what a waiting device spends, and the fastest sample is
+   * taken as for the rest: a busy second elsewhere on the cores deschedules
+   * one of the pair (the median of seven samples in a row measured up to 40
+   * times the latency beside a process copying memory). */
+  double small[SAMPLES], large[SAMPLES], link[SAMPLES];
+  for (int s = 0; s < SAMPLES; s++) {
+    sample_round(&r, s, &sm);
+    if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, 1, &small[s], err, sizeof err) ||
+        !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, 1, &large[s], err, sizeof err)) {
+      rig_free(&r);
+      fprintf(stderr, "calibrate: %s\n", err);
       return 1;
     }
+  }
+  rig_free(&r);
   /* The median over the shapes of each one's fastest: no one shape decides. */
   double best[N_SHAPES];
   for (int s = 0; s < N_SHAPES; s++)
-    best[s] = fastest(rates + s * SAMPLES, SAMPLES, 1).value;
-  figure flops = summarise(rates, N_SHAPES * SAMPLES);
+    best[s] = fastest(sm.gemm[s], SAMPLES, 1).value;
+  figure flops = summarise(&sm.gemm[0][0], N_SHAPES * SAMPLES);
   flops.spread *= flops.value;
   flops.value = summarise(best, N_SHAPES).value;
   flops.spread /= flops.value;
-  if (!copy_rate(quantum_s, samples)) {
-    fprintf(stderr, "calibrate: out of memory\n");
-    return 1;
-  }
-  figure bw = fastest(samples, SAMPLES, 1);
-  exp_time(quantum_s, samples);
-  figure exp_t = fastest(samples, SAMPLES, 0);
-  tanh_time(k, quantum_s, samples);
-  figure tanh_t = fastest(samples, SAMPLES, 0);
-  /* The lowering: per row of 8 floats (short) and of 64 (long) at stride 1,
-   * and of 16 gathered at stride 2; a row's cost and a float's follow from
-   * the first two, a gathered float's from the third less a row's cost. */
-  double short_rows[SAMPLES], long_rows[SAMPLES], gather_rows[SAMPLES];
-  if (!lowering_time(k, 16, 8, 1, quantum_s, short_rows) ||
-      !lowering_time(k, 4, 64, 1, quantum_s, long_rows) ||
-      !lowering_time(k, 16, 32, 2, quantum_s, gather_rows) || !direct_rate(k, quantum_s, samples)) {
-    fprintf(stderr, "calibrate: out of memory\n");
-    return 1;
-  }
-  figure direct = fastest(samples, SAMPLES, 1);
-  figure t8 = fastest(short_rows, SAMPLES, 0), t64 = fastest(long_rows, SAMPLES, 0);
-  figure t16 = fastest(gather_rows, SAMPLES, 0);
+  figure bw = fastest(sm.copy, SAMPLES, 1);
+  figure exp_t = fastest(sm.exp, SAMPLES, 0);
+  figure tanh_t = fastest(sm.tanh, SAMPLES, 0);
+  figure direct = fastest(sm.direct, SAMPLES, 1);
+  /* A lowered row's cost and a float's follow from the rows of 8 and of 64,
+   * a gathered float's from the rows at stride 2 less a row's cost. */
+  figure t8 = fastest(sm.lower[0], SAMPLES, 0), t64 = fastest(sm.lower[1], SAMPLES, 0);
+  figure t16 = fastest(sm.lower[2], SAMPLES, 0);
   /* Noise could make a figure 0 or less, which a device file reads as absent. */
   figure flt = {fmax((t64.value - t8.value) / (64 - 8), 1e-13), t64.spread};
   figure row = {fmax(t8.value - 8 * flt.value, 1e-12), t8.spread};
   figure gather = {fmax((t16.value - row.value) / 16, flt.value), t16.spread};
-  double packs[SAMPLES], packs_t[SAMPLES];
-  if (!pack_time(k, 0, quantum_s, packs) || !pack_time(k, 1, quantum_s, packs_t)) {
-    fprintf(stderr, "calibrate: out of memory\n");
-    return 1;
-  }
-  figure pack = fastest(packs, SAMPLES, 0), pack_t = fastest(packs_t, SAMPLES, 0);
-  double small[SAMPLES], large[SAMPLES];
-  if (!one_way(8, quantum_s >= 0.1 ? 2000 : 200, small, err, sizeof err) ||
-      !one_way((size_t)16 << 20, quantum_s >= 0.1 ? 8 : 2, large, err, sizeof err)) {
-    fprintf(stderr, "calibrate: %s\n", err);
-    return 1;
-  }
-  figure latency = summarise(small, SAMPLES);
-  double link[SAMPLES];
+  figure pack = fastest(sm.pack[0], SAMPLES, 0), pack_t = fastest(sm.pack[1], SAMPLES, 0);
+  figure latency = fastest(small, SAMPLES, 0);
   for (int s = 0; s < SAMPLES; s++) {
     double t = large[s] - latency.value;
     link[s] = (double)((size_t)16 << 20) / (t > 0 ? t : large[s]);
   }
-  figure link_bw = summarise(link, SAMPLES);
+  figure link_bw = fastest(link, SAMPLES, 1);
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   long procs = sysconf(_SC_NPROCESSORS_ONLN);
   double mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 4294967296.0;

@@ -404,6 +404,15 @@ int cmd_export(int argc, char **argv) {
                               : ap_plan_print_json(g, mem);
   if (mem)
     fclose(mem);
+  /* protobuf refuses a model of 2 GiB or more, and the plan's JSON goes
+   * into it: refused here, before it is copied (every device's boxes of
+   * ResNet-152 on 131,072 devices are 2.7 GB of JSON, whose copies into
+   * the model ran out of 24 GB). */
+  if (st == AP_OK && len >= (size_t)INT32_MAX)
+    st = ap_error(&d, AP_ERR_UNSUPPORTED, a.output, NULL, NULL,
+                  "the plan's JSON takes %zu bytes, beyond protobuf's 2 GiB limit for the "
+                  "model%s",
+                  len, a.no_boxes ? "" : "; --no-boxes leaves out its per-device boxes");
   if (st == AP_OK)
     st = ap_graph_set_metadata(g, "accpar.plan", json);
   if (st == AP_OK)
@@ -428,8 +437,17 @@ int cmd_export(int argc, char **argv) {
   }
   /* The writer goes through a temporary file and a rename, so a failure
    * leaves no half-written model behind. */
-  if (st == AP_OK)
+  if (st == AP_OK) {
     st = ap_write_onnx(g, a.output, &d);
+    /* A plan's JSON under 2 GiB can still make the model too large. */
+    if (st == AP_ERR_UNSUPPORTED && !a.no_boxes && len >= (size_t)1 << 30) {
+      size_t at = strlen(d.message);
+      snprintf(d.message + at, sizeof d.message - at,
+               "; the plan's JSON takes %zu bytes of it, and --no-boxes leaves out its "
+               "per-device boxes",
+               len);
+    }
+  }
   if (st != AP_OK) {
     if (d.status == AP_OK)
       d.status = st;

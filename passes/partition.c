@@ -457,8 +457,9 @@ static double transcendental_s(const ap_node *n, const ap_device_kind *dk) {
  * group of `count` devices of kind dk holding extents ext (its own ports at
  * ext + 0). Used at every level and for the devices themselves. The
  * vertex computing graph output 0 also runs the loss on its share of the
- * rows: two exp in double per logit (its softmax and that softmax's
- * gradient), the logits read and their error written. */
+ * rows: one exp in double per logit (its softmax, which the gradient's
+ * pass reads back from the error's row), the logits read twice and their
+ * error written and read again. */
 static double group_compute(const ap_plan *p, const ap_graph *g, int v, const int64_t *ext,
                             const ap_device_kind *dk, int count) {
   const ap_vertex *vx = &p->v[v];
@@ -527,7 +528,7 @@ static double group_compute(const ap_plan *p, const ap_graph *g, int v, const in
     for (int c = 0; c < 2; c++)
       if (p->loss_map[c] >= 0)
         share *= f0[c];
-    t += share * (2 * dk->exp_s + 2 * elem_bytes(g, g->outputs[0]) / dk->mem_bw_bytes_s) / count;
+    t += share * (dk->exp_s + 2 * elem_bytes(g, g->outputs[0]) / dk->mem_bw_bytes_s) / count;
   }
   return t;
 }

@@ -15,7 +15,7 @@
  *                    per-message cost taken out
  *   link_latency_s   half the round trip of an 8-byte message
  *   exp_s            one libm exp in double, as the loss's softmax calls it
- *                    per logit (twice) and Softmax's float loop per element
+ *                    per logit and Softmax's float loop per element
  *   tanh_s           one element of the element-wise loops' vectorised tanh
  *                    (apk_tanhf, which GELU's tanh form and Tanh call)
  *   lower_row_s      the convolutions' lowering (apk_im2col, one image's

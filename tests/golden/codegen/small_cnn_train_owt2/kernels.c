@@ -106,12 +106,15 @@ void cgk_4(const float *restrict x0, const int64_t *restrict labels, float *rest
           top = ((double)z[c1]);
         }
       }
+      const float picked = z[label];
       for (int64_t c2 = 0; c2 < 10; c2++) {
-        sum = (sum + exp((((double)z[c2]) - top)));
+        const double e = exp((((double)z[c2]) - top));
+        dz[c2] = ((float)e);
+        sum = (sum + e);
       }
-      total = (total + ((top + log(sum)) - ((double)z[label])));
+      total = (total + ((top + log(sum)) - ((double)picked)));
       for (int64_t c3 = 0; c3 < 10; c3++) {
-        dz[c3] = ((float)(((exp((((double)z[c3]) - top)) / sum) - ((double)(c3 == label))) * scale));
+        dz[c3] = ((float)(((((double)dz[c3]) / sum) - ((double)(c3 == label))) * scale));
       }
     }
   }

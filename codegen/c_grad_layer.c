@@ -293,6 +293,14 @@ static ap_status grad_matmul(cg_grad_kernel *gk) {
   int64_t kk = a->dims[a->rank - 1];
   int64_t n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
   int ra = a->rank >= 2 ? a->rank - 2 : 0, rb = b->rank >= 2 ? b->rank - 2 : 0;
+  /* One B for every matrix of A (a layer's weight): the batch folds into
+   * A's rows, as in the forward (cg_emit_MATMUL), and B's gradient is one
+   * product over all of them. The operands here are dense. */
+  if (rb == 0 && ra > 0) {
+    for (int i = 0; i < ra; i++)
+      m *= a->dims[i];
+    ra = 0;
+  }
   int rbatch = ra > rb ? ra : rb;
   int64_t bdims[AP_MAX_RANK], sa[AP_MAX_RANK], sb[AP_MAX_RANK], sy[AP_MAX_RANK];
   int64_t batches = 1, batches_a = 1, batches_b = 1;

@@ -333,6 +333,19 @@ ap_status cg_emit_MATMUL(cg_kernel *k) {
   int64_t lda = ta ? as[a->rank - 1] : a->rank == 1 ? kk : as[a->rank - 2];
   int64_t ldb = tb ? bs[b->rank - 1] : b->rank == 1 ? n : bs[b->rank - 2];
   int ra = a->rank >= 2 ? a->rank - 2 : 0, rb = b->rank >= 2 ? b->rank - 2 : 0;
+  /* One B for every matrix of a dense A (a layer's weight): the batch folds
+   * into A's rows, one GEMM where there was one per matrix, each packing B
+   * again (GPT-2 tiny's LM head packed its weight 32 times in a training
+   * step's backward; gemm_packing_s, partition.c, prices the fold). */
+  if (rb == 0 && ra > 0 && !ta && lda == kk) {
+    bool dense = true;
+    for (int i = ra - 1; i >= 0 && dense; i--)
+      dense = as[i] == (i == ra - 1 ? m * kk : ad[i + 1] * as[i + 1]);
+    for (int i = 0; i < ra && dense; i++)
+      m *= ad[i];
+    if (dense)
+      ra = 0;
+  }
   int rbatch = ra > rb ? ra : rb;
   int64_t bdims[AP_MAX_RANK], sa[AP_MAX_RANK], sb[AP_MAX_RANK], sy[AP_MAX_RANK];
   for (int i = 0; i < rbatch; i++) {

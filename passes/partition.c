@@ -322,8 +322,11 @@ static void child_ext(const level_ctx *x, const int64_t *ext, int v, int s, cons
  *   way round;
  * - the weight's gradient, the input (Gemm with transB: dW = dY^T X) or the
  *   output's error (otherwise: dW = X^T dY), rows x k or rows x n floats.
- * A MatMul on a batch of matrices (rank 3 or more) runs one GEMM per matrix,
- * each packing the weight again. A GEMM of at most APK_NARROW_M rows packs
+ * A MatMul of a batch of matrices (rank 3 or more) by one matrix (a layer's
+ * weight) runs one GEMM over all their rows, the batch folded into A's rows
+ * (codegen/c_layer.c, c_grad_layer.c: where A is dense, as an activation
+ * is unless a Transpose before it is read in place); by a batch of
+ * matrices, one GEMM per matrix, each packing its own. A GEMM of at most APK_NARROW_M rows packs
  * nothing (apk_sgemm reads B in place); float64 runs loops without packing.
  * Each float costs pack_float_s copied from contiguous rows of op(B), or
  * pack_transposed_s gathered from a transposed one (apk_pack_b's two paths,
@@ -345,7 +348,7 @@ static double gemm_packing_s(const ap_graph *g, const ap_vertex *vx, double rows
   bool ta = gemm && ap_attr_int(node, "transA", 0) != 0;
   bool tb = gemm && ap_attr_int(node, "transB", 0) != 0;
   double m = rows, calls = 1; /* rows of one GEMM, GEMMs per kernel */
-  if (!gemm && x->rank >= 3) {
+  if (!gemm && x->rank >= 3 && g->values[node->in[1]].rank >= 3) {
     m = (double)x->dims[x->rank - 2];
     calls = rows / m;
   }

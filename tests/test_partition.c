@@ -257,7 +257,8 @@ Test(cost, convolution_lowering_and_direct_loops_are_priced_apart) {
  * (transB = 0) packs its weight forward and, unless it reads the graph
  * input, transposed for backward data; its weight's gradient packs its
  * output's error. A GEMM of at most APK_NARROW_M rows packs nothing; a
- * MatMul on a batch of matrices packs its weight once per matrix. */
+ * MatMul of a batch of matrices by a weight folds the batch into its rows
+ * (codegen/c_layer.c) and packs the weight once. */
 static double packing_s(double contiguous_s, double transposed_s) {
   ap_device_kind k = round_kind("k", 1e9);
   k.pack_float_s = contiguous_s;
@@ -289,8 +290,8 @@ Test(cost, a_gemms_packing_is_priced_per_float_packed) {
   int in[2] = {input(3, d3), weight(2, wd)};
   finish_graph(mknode("MatMul", 2, in, 3, od, 0));
   base = packing_s(1e-9, 1e-9);
-  cr_expect_float_eq(packing_s(2e-9, 1e-9) - base, (4 * 32 * 24 + 64 * 24) * 1e-9, 1e-9 * base,
-                     "the weight packed for each of the 4 matrices");
+  cr_expect_float_eq(packing_s(2e-9, 1e-9) - base, (32 * 24 + 64 * 24) * 1e-9, 1e-9 * base,
+                     "the weight packed once for the 4 matrices' 64 rows");
   drop_graph();
 }
 

@@ -180,21 +180,23 @@ static ap_status softmax(cg_kernel *k, bool log_out) {
   cg_set(k, top, cg_ld(k, cg_v(k, xr), AT(i)));
   cg_end(k);
   cg_end(k);
+  /* exp(x - top) into the output, in a loop of its own: without a sum
+   * beside it the loop vectorises (apk_math.h's exp); the sum of the
+   * stored values follows in the row's order. */
+  i = cg_for_n(k, "i", n);
+  cg_st(k, cg_v(k, yr), AT(i), cg_fn1(k, CG_FN_EXP, cg_sub(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top))));
+  cg_end(k);
   int sum = cg_mut(k, "sum", CG_T_F64, cg_int(k, 0));
+  i = cg_for_n(k, "i", n);
+  cg_set_op(k, sum, CG_X_ADD, cg_ld(k, cg_v(k, yr), AT(i)));
+  cg_end(k);
   if (log_out) {
-    i = cg_for_n(k, "i", n);
-    cg_set_op(k, sum, CG_X_ADD, cg_fn1(k, CG_FN_EXP, cg_sub(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top))));
-    cg_end(k);
     int lse = cg_let(k, "lse", cg_fnd(k, CG_FN_LOG, cg_v(k, sum)));
     i = cg_for_n(k, "i", n);
     cg_st(k, cg_v(k, yr), AT(i),
           cg_cast(k, ct, cg_sub(k, cg_sub(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top)), cg_v(k, lse))));
     cg_end(k);
   } else {
-    i = cg_for_n(k, "i", n);
-    cg_st(k, cg_v(k, yr), AT(i), cg_fn1(k, CG_FN_EXP, cg_sub(k, cg_ld(k, cg_v(k, xr), AT(i)), cg_v(k, top))));
-    cg_set_op(k, sum, CG_X_ADD, cg_ld(k, cg_v(k, yr), AT(i)));
-    cg_end(k);
     i = cg_for_n(k, "i", n);
     cg_st(k, cg_v(k, yr), AT(i), cg_cast(k, ct, cg_div(k, cg_ld(k, cg_v(k, yr), AT(i)), cg_v(k, sum))));
     cg_end(k);

@@ -1464,12 +1464,16 @@ static ap_status lower_loss(lgen *G) {
     cg_end(k);
     /* exp(z - top), in double, once per logit: kept in the error's row
      * (in the logits' type) for the gradient's pass, where computing it
-     * again took a third of GPT-2 tiny's loss. */
+     * again took a third of GPT-2 tiny's loss. A loop of its own, which
+     * vectorises (apk_math.h's exp); the sum, in double, adds the kept
+     * values in the row's order. */
     int picked = cg_let(k, "picked", cg_ld(k, cg_v(k, z), cg_v(k, label)));
     c = cg_for_n(k, "c", classes);
-    int e = cg_let(k, "e", cg_fnd(k, CG_FN_EXP, cg_sub(k, cg_cast(k, CG_T_F64, cg_ld(k, cg_v(k, z), cg_v(k, c))), cg_v(k, top))));
-    cg_st(k, cg_v(k, dz), cg_v(k, c), cg_cast(k, ct, cg_v(k, e)));
-    cg_set_op(k, sum, CG_X_ADD, cg_v(k, e));
+    cg_st(k, cg_v(k, dz), cg_v(k, c),
+          cg_cast(k, ct, cg_fnd(k, CG_FN_EXP, cg_sub(k, cg_cast(k, CG_T_F64, cg_ld(k, cg_v(k, z), cg_v(k, c))), cg_v(k, top)))));
+    cg_end(k);
+    c = cg_for_n(k, "c", classes);
+    cg_set_op(k, sum, CG_X_ADD, cg_cast(k, CG_T_F64, cg_ld(k, cg_v(k, dz), cg_v(k, c))));
     cg_end(k);
     cg_set_op(k, total, CG_X_ADD,
               cg_sub(k, cg_add(k, cg_v(k, top), cg_fnd(k, CG_FN_LOG, cg_v(k, sum))),

@@ -627,8 +627,11 @@ static void put_x(const kprinter *P, const cg_x *x) {
     fputc(')', f);
     break;
   case CG_X_CALL:
+    /* apk_math.h's: vectorisable, the LLVM backend's too (print_llvm.c's math_of) */
     if (x->fn == CG_FN_TANH && x->ty == CG_T_F32)
-      fputs("apk_tanhf(", f); /* apk_math.h: vectorisable, as the LLVM backend's */
+      fputs("apk_tanhf(", f);
+    else if (x->fn == CG_FN_EXP)
+      fputs(x->ty == CG_T_F32 ? "apk_expf(" : "apk_exp(", f);
     else
       fprintf(f, "%s%s(", cg_fn_name((cg_fn)x->fn), x->ty == CG_T_F32 ? "f" : "");
     put_x(P, x->a[0]);

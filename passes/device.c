@@ -23,8 +23,9 @@ typedef struct preset {
  * 10 / (1024 x 940 MHz) = 1.0e-11 s for v3 (rounded, so that a plan's JSON
  * reads back exactly). Eyeriss has no such unit; 10 of its operations per
  * element are assumed (10 / 84e9 = 1.2e-10 s). The cpu preset's figures are
- * this host's, measured by `accparc calibrate` (2026-11-27): libm's exp in
- * double 5.1 ns, the kernels' vectorised tanh 0.62 ns per element.
+ * this host's, measured by `accparc calibrate`: the loss's softmax 2.7 ns
+ * per logit (2026-12-03: its maximum, the vectorised exp in double, its
+ * sum), the kernels' vectorised tanh 0.62 ns per element (2026-11-27).
  *
  * The convolutions' lowering (lower_row_s, lower_float_s, lower_gather_s)
  * and the one-input-channel direct convolution (direct_flops) are what this
@@ -58,7 +59,7 @@ static const preset presets[] = {
      * 2026-11-21): one core's float32 matrix multiply (31 GFLOP/s) and copy
      * bandwidth (11.3 GB/s read+write); a link between threads is a copy,
      * half that; 4 GiB per device and 5 us per hand-off are assumptions. */
-    {"cpu", 3.1e10, 1.13e10, 4.0 * 1073741824.0, 5.66e9, 5e-6, 5.1e-9, 6.2e-10,
+    {"cpu", 3.1e10, 1.13e10, 4.0 * 1073741824.0, 5.66e9, 5e-6, 2.7e-9, 6.2e-10,
      5.8e-9, 4.0e-11, 3.5e-10, 4.6e10, 1e-10, 2e-10},
 };
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };

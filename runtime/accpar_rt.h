@@ -336,6 +336,9 @@ typedef struct aprt_calibrate_kernels {
   size_t (*sgemm_work_floats)(int m, int n, int k);
   void (*tanh_n)(float *y, const float *x, size_t n); /* y = tanh(x), the element-wise
                                                           loops' form */
+  /* y = exp(x - max x) in double, kept as float, and their sum in double:
+   * the loss's softmax over one row of logits. */
+  double (*exp_n)(float *y, const float *x, size_t n);
   /* The convolutions' lowering (apk_im2col): one image's column matrix of
    * channels x size x size under a k x k kernel at stride and pad. */
   void (*im2col)(int channels, int size, int k, int stride, int pad, const float *x,

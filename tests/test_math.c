@@ -4,6 +4,7 @@
  * and the sweep of 2^32 floats takes seconds, not minutes. */
 #include <criterion/criterion.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,4 +108,89 @@ Test(tanh, special_values) {
     cr_assert(signbit(got) == signbit(v[i]), "tanh(%a) = %a: sign", v[i], got);
   }
   cr_assert(isnan(apk_tanhf(NAN)) && isnan(apk_tanhf(-NAN)));
+}
+
+/* ---- exp ---- */
+
+/* The bound apk_math.h states for both. */
+#define EXP_MAX_ULP 1.0
+
+/* Every float: apk_expf against libm's double exp, in float ulps of the
+ * exact value (subnormal results in the smallest subnormal's); 0 below
+ * -104 and +inf above 89, bit for bit; NaN stays NaN. */
+static void exp_sweep(uint32_t sign) {
+  enum { BLOCK = 1 << 16 };
+  static float x[BLOCK], y[BLOCK];
+  double worst = 0;
+  float worst_x = 0;
+  uint64_t wrong = 0;
+  uint32_t first_wrong = 0;
+  for (uint32_t hi = 0; hi < (1u << 15); hi++) {
+    for (uint32_t lo = 0; lo < BLOCK; lo++)
+      x[lo] = f32_of_bits(sign | hi << 16 | lo);
+    for (int i = 0; i < BLOCK; i++)
+      y[i] = apk_expf(x[i]);
+    for (int i = 0; i < BLOCK; i++) {
+      if (x[i] >= -104.0f && x[i] <= 89.0f) {
+        double ref = exp((double)x[i]);
+        double err = isinf(y[i]) && ref > 0x1.fffffep127 ? 0
+                                                        : fabs((double)y[i] - ref) / ulp_at(ref);
+        if (err > worst) {
+          worst = err;
+          worst_x = x[i];
+        }
+        continue;
+      }
+      bool bad = isnan(x[i]) ? !isnan(y[i]) : y[i] != (x[i] < 0 ? 0.0f : INFINITY);
+      if (bad && !wrong++)
+        first_wrong = bits_of_f32(x[i]);
+    }
+  }
+  cr_assert(wrong == 0, "%llu floats wrong beyond the range, the first exp(%a) = %a",
+            (unsigned long long)wrong, f32_of_bits(first_wrong),
+            apk_expf(f32_of_bits(first_wrong)));
+  cr_log_info("expf, sign %u: at most %.4f ulp (at %a)", sign >> 31, worst, worst_x);
+  cr_assert(worst <= EXP_MAX_ULP, "expf(%a): %.4f ulp", worst_x, worst);
+}
+
+Test(exp, every_positive_float) { exp_sweep(0); }
+
+Test(exp, every_negative_float) { exp_sweep(1u << 31); }
+
+/* apk_exp against expl (64-bit significand: 11 bits beyond double's) at 2^24
+ * doubles spread over [-746, 710] by a fixed generator, and at the ends of
+ * the range; in ulps of the exact value, subnormals in the smallest
+ * subnormal's. */
+Test(exp, doubles_against_long_double) {
+  uint64_t s = 0x9e3779b97f4a7c15u;
+  double worst = 0, worst_x = 0;
+  for (int i = 0; i < (1 << 24); i++) {
+    s = s * 6364136223846793005u + 1442695040888963407u;
+    double x = -746.0 + 1456.0 * (double)(s >> 11) * 0x1p-53;
+    if (i < 4096) /* near 0, where r is x itself */
+      x = ldexp(x, -(i % 60));
+    long double ref = expl((long double)x);
+    double y = apk_exp(x);
+    if (ref > (long double)DBL_MAX) {
+      cr_assert(isinf(y) && y > 0, "exp(%a) = %a, beyond DBL_MAX", x, y);
+      continue;
+    }
+    int e = ilogbl(ref);
+    long double ulp = ldexpl(1.0L, (e < -1022 ? -1022 : e) - 52);
+    double err = (double)(fabsl((long double)y - ref) / ulp);
+    if (err > worst) {
+      worst = err;
+      worst_x = x;
+    }
+  }
+  cr_log_info("exp: at most %.4f ulp (at %a)", worst, worst_x);
+  cr_assert(worst <= EXP_MAX_ULP, "exp(%a): %.4f ulp", worst_x, worst);
+  const double v[] = {0.0, -0.0, 1.0, -1.0, 709.78, -745.0, -745.2, 710.5, -746.5};
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+    double got = apk_exp(v[i]), want = exp(v[i]);
+    cr_assert(got == want || fabs(got - want) <= ldexp(1.0, ilogb(want) - 52),
+              "exp(%a) = %a, libm %a", v[i], got, want);
+  }
+  cr_assert(apk_exp(INFINITY) == INFINITY && apk_exp(-INFINITY) == 0 && isnan(apk_exp(NAN)));
+  cr_assert(apk_expf(INFINITY) == INFINITY && apk_expf(-INFINITY) == 0 && isnan(apk_expf(NAN)));
 }

@@ -65,4 +65,76 @@ APK_MATH_API float apk_tanhf(float x) {
   return copysignf(a < 0.625f ? small : large, x);
 }
 
+/* e^x in float, at most 1 ulp from the exact value (tests/test_math.c
+ * sweeps every float; docs/kernels.md). e^x = 2^n e^r with n = rint(x / ln 2)
+ * by the 1.5 * 2^23 trick (kf's low bits hold n), r = x - n ln 2 in two fmaf
+ * (|r| <= ln 2 / 2) and e^r by its Taylor polynomial to r^7 (the first term
+ * left out, r^8 / 8!, is under 0.1 ulp there). 2^n is built from its bits as
+ * two factors 2^(n/2), so that the subnormal results (x down to -104, below
+ * which e^x rounds to 0) and the overflow to infinity (x above 88.7) come out
+ * of the same two multiplications; x is clamped to [-104, 89] first, by
+ * selects that NaN passes: NaN stays NaN, -inf gives 0, +inf gives +inf. */
+APK_MATH_API float apk_expf(float x) {
+  float a = x < -104.0f ? -104.0f : x;
+  a = a > 89.0f ? 89.0f : a;
+  const float magic = 0x1.8p23f;
+  float kf = fmaf(a, 0x1.715476p+0f, magic);
+  float n = kf - magic;
+  float r = fmaf(-n, 0x1.62e430p-1f, a);
+  r = fmaf(-n, -0x1.05c610p-29f, r);
+  float p = fmaf(r, 0x1.a01a02p-13f, 0x1.6c16c2p-10f); /* 1/7!, 1/6! */
+  p = fmaf(r, p, 0x1.111112p-7f);
+  p = fmaf(r, p, 0x1.555556p-5f);
+  p = fmaf(r, p, 0x1.555556p-3f);
+  p = fmaf(r, p, 0x1.0p-1f);
+  p = fmaf(r, fmaf(r, p, 1.0f), 1.0f);
+  uint32_t bits; /* memcpy, not a helper: the LLVM backend inlines this function alone */
+  memcpy(&bits, &kf, sizeof bits);
+  int32_t ni = (int32_t)(bits - 0x4b400000u), n1 = ni >> 1, n2 = ni - n1;
+  uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, sizeof s1);
+  memcpy(&s2, &b2, sizeof s2);
+  return p * s1 * s2;
+}
+
+/* e^x in double, at most 1 ulp from the exact value (tests/test_math.c
+ * samples it against expl): apk_expf's method with the Taylor polynomial to
+ * r^13 (r^14 / 14! is under 0.05 ulp), ln 2 in two parts, n from the
+ * 1.5 * 2^52 trick and x clamped to just beyond [-746, 710]. Every double
+ * exp of the kernels calls it. The bounds are not floats on purpose: with
+ * -746 and 710, GCC narrowed the clamp's comparisons of exp((double) z),
+ * z a float, to float ones, moved the conversion into a branch, and did
+ * not vectorise the loop (a conversion that may trap is not if-converted). */
+APK_MATH_API double apk_exp(double x) {
+  const double lo = -0x1.7500000000001p+9, hi = 0x1.6300000000001p+9; /* -746, 710 +- 2^-43 */
+  double a = x < lo ? lo : x;
+  a = a > hi ? hi : a;
+  const double magic = 0x1.8p52;
+  double kf = fma(a, 0x1.71547652b82fep+0, magic);
+  double n = kf - magic;
+  double r = fma(-n, 0x1.62e42fefa39efp-1, a);
+  r = fma(-n, 0x1.abc9e3b39803fp-56, r);
+  double p = fma(r, 1.0 / 6227020800.0, 1.0 / 479001600.0); /* 1/13!, 1/12! */
+  p = fma(r, p, 1.0 / 39916800.0);
+  p = fma(r, p, 1.0 / 3628800.0);
+  p = fma(r, p, 1.0 / 362880.0);
+  p = fma(r, p, 1.0 / 40320.0);
+  p = fma(r, p, 1.0 / 5040.0);
+  p = fma(r, p, 1.0 / 720.0);
+  p = fma(r, p, 1.0 / 120.0);
+  p = fma(r, p, 1.0 / 24.0);
+  p = fma(r, p, 1.0 / 6.0);
+  p = fma(r, p, 0.5);
+  p = fma(r, fma(r, p, 1.0), 1.0);
+  uint64_t bits;
+  memcpy(&bits, &kf, sizeof bits);
+  int64_t ni = (int64_t)(bits - 0x4338000000000000u), n1 = ni >> 1, n2 = ni - n1;
+  uint64_t b1 = (uint64_t)(n1 + 1023) << 52, b2 = (uint64_t)(n2 + 1023) << 52;
+  double s1, s2;
+  memcpy(&s1, &b1, sizeof s1);
+  memcpy(&s2, &b2, sizeof s2);
+  return p * s1 * s2;
+}
+
 #endif

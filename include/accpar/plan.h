@@ -30,8 +30,10 @@ typedef struct ap_device_kind {
   double mem_bytes;              /* memory capacity, bytes */
   double link_bw_bytes_s;        /* link bandwidth to the other devices, bytes/s */
   double link_latency_s;         /* per message, seconds */
-  double exp_s;                  /* one exp in double (the loss, Softmax), seconds; 0: free */
-  double tanh_s;                 /* one element of a vectorised tanh (GELU, Tanh), seconds */
+  double exp_s;                  /* one element of a softmax (the loss, Softmax), seconds;
+                                    0: free */
+  double tanh_s;                 /* one element of a vectorised tanh (GELU, Tanh; Sigmoid,
+                                    Exp), seconds */
   /* The convolutions' lowering (docs/partition.md, "Cost model"); 0: absent */
   double lower_row_s;            /* per row of the column matrix (a tap's output row), seconds */
   double lower_float_s;          /* per float of a contiguous row, beyond the row's cost */

@@ -108,13 +108,14 @@ void cgk_4(const float *restrict x0, const int64_t *restrict labels, float *rest
       }
       const float picked = z[label];
       for (int64_t c2 = 0; c2 < 10; c2++) {
-        const double e = exp((((double)z[c2]) - top));
-        dz[c2] = ((float)e);
-        sum = (sum + e);
+        dz[c2] = ((float)apk_exp((((double)z[c2]) - top)));
+      }
+      for (int64_t c3 = 0; c3 < 10; c3++) {
+        sum = (sum + ((double)dz[c3]));
       }
       total = (total + ((top + log(sum)) - ((double)picked)));
-      for (int64_t c3 = 0; c3 < 10; c3++) {
-        dz[c3] = ((float)(((((double)dz[c3]) / sum) - ((double)(c3 == label))) * scale));
+      for (int64_t c4 = 0; c4 < 10; c4++) {
+        dz[c4] = ((float)(((((double)dz[c4]) / sum) - ((double)(c4 == label))) * scale));
       }
     }
   }

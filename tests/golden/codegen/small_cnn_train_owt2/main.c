@@ -58,7 +58,7 @@ static const aprt_program program = {
   .run = run,
   .constants = ap_blob,
   .constants_bytes = 2880,
-  .predicted_step_time_s = 6.4799413e-05,
+  .predicted_step_time_s = 6.4703413e-05,
 };
 
 int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }

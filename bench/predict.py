@@ -3,7 +3,10 @@
 
 Measures the host first (`accparc calibrate`), then for each zoo model
 compiles a training program for one and for two devices of it (every
-strategy on two), runs each R times for S steps, and prints the cost model's
+strategy on two), runs each R times for S steps (in R rounds, one run of
+every program of the model per round, so that a slow spell of the host
+slows one run of each rather than every run of one), and prints the cost
+model's
 step time (the program's --report, predicted_step_time_s) beside the median
 measured one (the report's step_time_s: from one step's loss to the next, as
 the slowest device ran it), their ratio, and whether the strategies rank the
@@ -34,26 +37,31 @@ def run(cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
-def measure(exe, work, steps, runs):
-    """Median measured step time over runs, the median CPU time of a step of
+class Program:
+    """One compiled program's runs: its step times, the CPU time of a step of
     the busiest device (a run of `steps` steps less a run of one, so start-up
-    cancels), and the predicted step time."""
-    times, cpu, predicted = [], [], None
-    report = os.path.join(work, "report.json")
+    cancels) and the predicted step time."""
 
-    def busiest_cpu(n):
-        run([exe, "--steps", str(n), "--lr", "0.01", "--seed", "1", "--report", report])
-        with open(report) as f:
+    def __init__(self, exe, report):
+        self.exe, self.report = exe, report
+        self.times, self.cpu, self.predicted = [], [], None
+
+    def busiest_cpu(self, n):
+        run([self.exe, "--steps", str(n), "--lr", "0.01", "--seed", "1",
+             "--report", self.report])
+        with open(self.report) as f:
             r = json.load(f)
         return max(r["cpu_time_s"]), r
 
-    for _ in range(runs):
-        c, r = busiest_cpu(steps)
-        c1, _ = busiest_cpu(1)
-        times += r["step_time_s"]
-        cpu.append((c - c1) / (steps - 1))
-        predicted = r["predicted_step_time_s"]
-    return statistics.median(times), statistics.median(cpu), predicted
+    def measure_once(self, steps):
+        c, r = self.busiest_cpu(steps)
+        c1, _ = self.busiest_cpu(1)
+        self.times += r["step_time_s"]
+        self.cpu.append((c - c1) / (steps - 1))
+        self.predicted = r["predicted_step_time_s"]
+
+    def medians(self):
+        return statistics.median(self.times), statistics.median(self.cpu), self.predicted
 
 
 def main():
@@ -81,19 +89,26 @@ def main():
               "| busiest CPU | predicted/CPU |")
         print("|---|--:|---|--:|--:|--:|--:|--:|")
         rankings = []
+        report = os.path.join(work, "report.json")
         for m in a.models:
-            rows = []
+            programs = []
             for n, strategies in ((1, ["accpar"]), (2, STRATEGIES)):
                 for s in strategies:
                     out = os.path.join(work, f"{m}.{n}.{s}")
                     run([accparc, "compile", os.path.join(work, m + ".onnx"), "--devices",
                          f"{dev}:{n}", "--strategy", s, "--mode", "train", "-o", out])
-                    t, c, p = measure(os.path.join(out, "model"), work, a.steps, a.runs)
-                    print(f"| {m} | {n} | {s if n > 1 else '-'} | {1e3 * p:.3f} | "
-                          f"{1e3 * t:.3f} | {p / t:.2f} | {1e3 * c:.3f} | {p / c:.2f} |",
-                          flush=True)
-                    if n == 2:
-                        rows.append((s, p, t, c))
+                    programs.append((n, s, Program(os.path.join(out, "model"), report)))
+            for _ in range(a.runs):
+                for _, _, prog in programs:
+                    prog.measure_once(a.steps)
+            rows = []
+            for n, s, prog in programs:
+                t, c, p = prog.medians()
+                print(f"| {m} | {n} | {s if n > 1 else '-'} | {1e3 * p:.3f} | "
+                      f"{1e3 * t:.3f} | {p / t:.2f} | {1e3 * c:.3f} | {p / c:.2f} |",
+                      flush=True)
+                if n == 2:
+                    rows.append((s, p, t, c))
             rankings.append((m, rows))
         print("\nTwo devices: the strategies fastest first by predicted and by measured time;"
               "\npairs: of the pairs of strategies whose predicted times differ by more than"

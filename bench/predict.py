@@ -11,7 +11,11 @@ step time (the program's --report, predicted_step_time_s) beside the median
 measured one (the report's step_time_s: from one step's loss to the next, as
 the slowest device ran it), their ratio, and whether the strategies rank the
 same by predicted and by measured time (pairs of plans the cost model tells
-apart by more than 5%; equal plans are noise). Beside them, the busiest
+apart by more than 5%; equal plans are noise). For each two-device plan,
+its speed-up over the one-device program, predicted and measured: the
+measured one is the median over rounds of the one-device program's step
+time over the plan's in the same round, so that the host's speed, which
+drifts over minutes (docs/partition.md), cancels. Beside them, the busiest
 device's CPU time per step (S steps less one step, start-up cancels), which
 other processes on the cores barely change: on one device it is the step's
 time; on several it leaves out the waits for messages. Figures are
@@ -45,6 +49,7 @@ class Program:
     def __init__(self, exe, report):
         self.exe, self.report = exe, report
         self.times, self.cpu, self.predicted = [], [], None
+        self.rounds = []  # the median step time of each run
 
     def busiest_cpu(self, n):
         run([self.exe, "--steps", str(n), "--lr", "0.01", "--seed", "1",
@@ -57,6 +62,7 @@ class Program:
         c, r = self.busiest_cpu(steps)
         c1, _ = self.busiest_cpu(1)
         self.times += r["step_time_s"]
+        self.rounds.append(statistics.median(r["step_time_s"]))
         self.cpu.append((c - c1) / (steps - 1))
         self.predicted = r["predicted_step_time_s"]
 
@@ -88,7 +94,7 @@ def main():
         print("| model | devices | strategy | predicted | measured | predicted/measured "
               "| busiest CPU | predicted/CPU |")
         print("|---|--:|---|--:|--:|--:|--:|--:|")
-        rankings = []
+        rankings, speedups = [], []
         report = os.path.join(work, "report.json")
         for m in a.models:
             programs = []
@@ -109,6 +115,10 @@ def main():
                       flush=True)
                 if n == 2:
                     rows.append((s, p, t, c))
+            one = programs[0][2]
+            for n, s, prog in programs[1:]:
+                measured = statistics.median(a1 / a2 for a1, a2 in zip(one.rounds, prog.rounds))
+                speedups.append((m, s, one.predicted / prog.predicted, measured))
             rankings.append((m, rows))
         print("\nTwo devices: the strategies fastest first by predicted and by measured time;"
               "\npairs: of the pairs of strategies whose predicted times differ by more than"
@@ -128,6 +138,12 @@ def main():
                         agree += (pi < pj) == (ti < tj)
                         agree_cpu += (pi < pj) == (ci < cj)
             print(f"| {m} | {by_p} | {by_t} | {agree}/{total} | {agree_cpu}/{total} |")
+        print("\nTwo devices over one: the speed-up predicted, and measured as the median"
+              "\nover rounds of the one-device step over the plan's in the same round.\n")
+        print("| model | strategy | predicted | measured | predicted/measured |")
+        print("|---|---|--:|--:|--:|")
+        for m, s, p, t in speedups:
+            print(f"| {m} | {s} | {p:.2f} | {t:.2f} | {p / t:.2f} |")
     return 0
 
 

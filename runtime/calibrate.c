@@ -14,11 +14,13 @@
  *                    large message, ping-pong between two devices, its
  *                    per-message cost taken out
  *   link_latency_s   half the round trip of an 8-byte message
- *   exp_s            one element of the loss's softmax: the vectorised exp
- *                    in double (apk_exp) kept as float, then summed; the
- *                    cost model prices Softmax's float exp with it too
+ *   exp_s            one element of the loss's softmax over a row: the
+ *                    row's maximum, the vectorised exp in double (apk_exp)
+ *                    kept as float, the sum; the cost model prices Softmax
+ *                    with it too
  *   tanh_s           one element of the element-wise loops' vectorised tanh
- *                    (apk_tanhf, which GELU's tanh form and Tanh call)
+ *                    (apk_tanhf, which GELU's tanh form and Tanh call; the
+ *                    cost model prices Sigmoid's and Exp's apk_expf with it)
  *   lower_row_s      the convolutions' lowering (apk_im2col, one image's
  *   lower_float_s    column matrix, which stays in the caches): its time per
  *                    row (one output row of one tap) and per float, from

@@ -392,7 +392,7 @@ static ap_status link_conv_spec(lb *L, ap_diag *d) {
    * refuses a callee whose features it cannot prove the caller's (LLVM 15
    * spells the host's otherwise than clang): a call per element kept
    * GPT-2 tiny's loss at 2.5 times the C backend's. */
-  static const char *const math[] = {"apk_tanhf", "apk_expf", "apk_exp"};
+  static const char *const math[] = {"apk_tanhf", "apk_expf_reduced", "apk_expf", "apk_exp"};
   static const char *const target_attrs[] = {"target-cpu", "target-features", "tune-cpu"};
   for (size_t m = 0; m < sizeof math / sizeof *math; m++) {
     LLVMValueRef fn = LLVMGetNamedFunction(L->m, math[m]);

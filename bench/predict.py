@@ -18,7 +18,10 @@ time over the plan's in the same round, so that the host's speed, which
 drifts over minutes (docs/partition.md), cancels. Beside them, the busiest
 device's CPU time per step (S steps less one step, start-up cancels), which
 other processes on the cores barely change: on one device it is the step's
-time; on several it leaves out the waits for messages. Figures are
+time; on several it leaves out the waits for messages. Last, each
+one-device program's rows (the plan's table: a layer with the weightless
+nodes it carries), predicted beside measured (the report's rows), where the
+step's time goes and where the cost model misses it. Figures are
 measurements of this machine, not assertions; nothing here is run by ctest.
 
 Usage: bench/predict.py [--build DIR] [--batch N] [--steps S] [--runs R]
@@ -50,6 +53,7 @@ class Program:
         self.exe, self.report = exe, report
         self.times, self.cpu, self.predicted = [], [], None
         self.rounds = []  # the median step time of each run
+        self.rows = {}    # node: (predicted, [a step's time on the busiest device, per run])
 
     def busiest_cpu(self, n):
         run([self.exe, "--steps", str(n), "--lr", "0.01", "--seed", "1",
@@ -60,11 +64,14 @@ class Program:
 
     def measure_once(self, steps):
         c, r = self.busiest_cpu(steps)
-        c1, _ = self.busiest_cpu(1)
+        c1, r1 = self.busiest_cpu(1)
         self.times += r["step_time_s"]
         self.rounds.append(statistics.median(r["step_time_s"]))
         self.cpu.append((c - c1) / (steps - 1))
         self.predicted = r["predicted_step_time_s"]
+        for row, row1 in zip(r["rows"], r1["rows"]):
+            t = max(a - b for a, b in zip(row["time_s"], row1["time_s"])) / (steps - 1)
+            self.rows.setdefault(row["node"], (row["predicted_step_s"], []))[1].append(t)
 
     def medians(self):
         return statistics.median(self.times), statistics.median(self.cpu), self.predicted
@@ -94,7 +101,7 @@ def main():
         print("| model | devices | strategy | predicted | measured | predicted/measured "
               "| busiest CPU | predicted/CPU |")
         print("|---|--:|---|--:|--:|--:|--:|--:|")
-        rankings, speedups = [], []
+        rankings, speedups, row_lines = [], [], []
         report = os.path.join(work, "report.json")
         for m in a.models:
             programs = []
@@ -116,6 +123,12 @@ def main():
                 if n == 2:
                     rows.append((s, p, t, c))
             one = programs[0][2]
+            for node, (p, ts) in one.rows.items():
+                t = statistics.median(ts)
+                if max(p, t) >= 0.05 * one.predicted:
+                    row_lines.append(f"| {m} | {node} | {1e3 * p:.3f} | {1e3 * t:.3f} | "
+                                     f"{p / t:.2f} |" if t > 0 else f"| {m} | {node} | "
+                                     f"{1e3 * p:.3f} | 0 | - |")
             for n, s, prog in programs[1:]:
                 measured = statistics.median(a1 / a2 for a1, a2 in zip(one.rounds, prog.rounds))
                 speedups.append((m, s, one.predicted / prog.predicted, measured))
@@ -144,6 +157,12 @@ def main():
         print("|---|---|--:|--:|--:|")
         for m, s, p, t in speedups:
             print(f"| {m} | {s} | {p:.2f} | {t:.2f} | {p / t:.2f} |")
+        print("\nOne device, by row of the plan's table (the report's rows: a row's steps,"
+              "\nits chain's and its loss's included; measured as the CPU figure is, the"
+              "\nmedian over runs); rows of at least 5% of the predicted step; in ms.\n")
+        print("| model | row | predicted | measured | predicted/measured |")
+        print("|---|---|--:|--:|--:|")
+        print("\n".join(row_lines))
     return 0
 
 

@@ -46,7 +46,7 @@ ap_status cg_lower_codegen(ap_graph *g, const ap_codegen_opts *o, cg_program **o
                       .export_weights = o->train,
                       .model_name = o->model_name,
                       .device_kind = o->device_kind,
-                      .predicted_step_time_s = o->predicted_step_time_s};
+                      .priced = o->priced};
   return cg_lower(g, &lo, out, d);
 }
 

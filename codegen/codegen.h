@@ -240,7 +240,7 @@ typedef struct cg_lower_opts {
                               last step left it, named as the weight, in value order */
   const char *model_name;  /* for the program's diagnostics ("mnist-8") */
   const char *device_kind; /* the one device's kind name when there is no plan ("cpu") */
-  double predicted_step_time_s; /* as ap_codegen_opts' */
+  const ap_graph *priced;  /* as ap_codegen_opts' */
 } cg_lower_opts;
 
 /* Where a buffer lives on its device. */
@@ -328,6 +328,8 @@ typedef struct cg_step {
   bool skip_local;          /* CG_S_XCHG: pieces a device sends itself are left out */
   int tag;                  /* communication steps: the message tag, equal on every device */
   uint8_t half;             /* communication steps: cg_half (overlap.c) */
+  int row;                  /* the plan's row whose time the step is (cg_program's
+                               rows); -1: none */
 } cg_step;
 
 /* An output a device writes after its steps: its box of the value. */
@@ -393,8 +395,13 @@ typedef struct cg_program {
   double *predicted_bytes;  /* per device: of an inference run (the distribution's
                                forward bytes) or of one training step (its steps') */
   double *plan_step_bytes;  /* training on several devices: the distribution's, per device */
-  double predicted_step_time_s; /* training: the cost model's step time (g's plan's, or
-                                   the option's without a plan); 0: none */
+  double predicted_step_time_s; /* training: the cost model's step time (the pricing
+                                   plan's: g's, or o.priced's); 0: none */
+  int n_rows;               /* the pricing plan's rows (its vertices), each program
+                               times its steps by (aprt_row); 0: no plan */
+  const char **row_names;   /* their nodes' names */
+  double *row_time_s;       /* training: what the plan predicts for each row; NULL
+                               for inference */
 } cg_program;
 
 /* Lowers g (after ap_run_pipeline; after ap_partition when the array has
@@ -411,6 +418,17 @@ static inline int cg_buf_root(const cg_device *D, int b) {
   while (D->bufs[b].st == CG_ALIAS)
     b = D->bufs[b].alias_of;
   return b;
+}
+
+/* Whether the program's row (cg_step.row) changes at step si of D, where
+ * the backends call aprt_row: at a step whose row differs from the step
+ * before's, and at si == D->n_steps (the end) when the last step has a
+ * row. Never without rows (p->n_rows 0). */
+static inline bool cg_row_changes(const cg_program *p, const cg_device *D, int si) {
+  if (!p->n_rows)
+    return false;
+  int before = si > 0 ? D->steps[si - 1].row : -1;
+  return si < D->n_steps ? D->steps[si].row != before : before >= 0;
 }
 
 /* ---- overlap.c: communication placed to overlap computation ----------------- */
@@ -539,8 +557,8 @@ typedef struct ap_codegen_opts {
   bool train;              /* a training program (codegen/train.h) */
   double momentum;         /* SGD momentum of a training program; 0: plain SGD */
   const char *device_kind; /* the one device's kind name ("cpu") */
-  double predicted_step_time_s; /* the cost model's time of a training step when g has
-                                   no plan (one device); with a plan, the plan's */
+  const ap_graph *priced;  /* the graph whose plan prices the program when g has none
+                              (one device: a planned copy of g); NULL: g's plan */
 } ap_codegen_opts;
 
 /* cg_lower then cg_print_c; a training program exports its updated
@@ -600,6 +618,7 @@ ap_status cg_llvm_build(const ap_build_opts *b, ap_diag *d);
   X(aprt_box_add_f32, "v", "ppp")                                     \
   X(aprt_phase_begin, "v", "pi")                                      \
   X(aprt_phase_end, "v", "p")                                         \
+  X(aprt_row, "v", "pi")                                              \
   X(aprt_rank, "i", "p")                                              \
   X(aprt_size, "i", "p")                                              \
   X(aprt_main, "i", "ipp")

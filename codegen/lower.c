@@ -524,7 +524,8 @@ static step_args new_step(cg_step_kind kind, cg_phase ph, int node, int value,
                           const char *what) {
   step_args sa;
   memset(&sa, 0, sizeof sa);
-  sa.s = (cg_step){.kind = kind, .phase = ph, .node = node, .value = value, .what = what};
+  sa.s = (cg_step){
+      .kind = kind, .phase = ph, .node = node, .value = value, .what = what, .row = -1};
   return sa;
 }
 
@@ -1828,6 +1829,43 @@ static ap_status lower_device(lgen *G) {
   return s;
 }
 
+/* Gives every step of every device the row of the pricing plan whose time
+ * it is (ap_plan_rows): its node's, else its value's (a weight's gradient
+ * sum and update, an error zeroed or added), else the loss's vertex for
+ * the loss; and the program the plan's rows, to report beside their
+ * measured times. */
+static ap_status time_by_rows(lgen *G, const ap_plan *plan) {
+  const ap_graph *g = G->g;
+  cg_program *p = G->p;
+  int *of_node = ap_arena_array(g->arena, (size_t)g->n_nodes + 1, sizeof *of_node);
+  int *of_value = ap_arena_array(g->arena, (size_t)g->n_values + 1, sizeof *of_value);
+  p->row_names = ap_arena_array(g->arena, (size_t)plan->n_vertices + 1, sizeof *p->row_names);
+  p->row_time_s = G->o->train ? ap_arena_array(g->arena, (size_t)plan->n_vertices + 1,
+                                                sizeof *p->row_time_s)
+                               : NULL;
+  if (!of_node || !of_value || !p->row_names || (G->o->train && !p->row_time_s))
+    return oom(G);
+  ap_plan_rows(plan, g, of_node, of_value);
+  p->n_rows = plan->n_vertices;
+  for (int v = 0; v < plan->n_vertices; v++) {
+    int n = plan->v[v].node;
+    p->row_names[v] = n < g->n_nodes ? g->nodes[n].name : "";
+    if (p->row_time_s)
+      p->row_time_s[v] = plan->row_time_s[v];
+  }
+  for (int dev = 0; dev < p->n_dev; dev++) {
+    cg_device *D = &p->devs[dev];
+    for (int si = 0; si < D->n_steps; si++) {
+      cg_step *st = &D->steps[si];
+      st->row = st->node >= 0 ? of_node[st->node]
+                : st->value >= 0 && st->value < g->n_values ? of_value[st->value]
+                : st->phase == CG_PH_LOSS ? plan->loss_vertex
+                                          : -1;
+    }
+  }
+  return AP_OK;
+}
+
 ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_diag *d) {
   lgen G = {.g = g, .d = d, .o = o, .nv = g->n_values};
   ap_graph_link(g);
@@ -1893,9 +1931,12 @@ ap_status cg_lower(ap_graph *g, const cg_lower_opts *o, cg_program **out, ap_dia
   }
   if (s == AP_OK && o->train && G.multi)
     p->plan_step_bytes = dist->step_bytes;
-  const ap_plan *plan = g->plan;
-  if (o->train)
-    p->predicted_step_time_s = plan ? plan->step_time_s : o->predicted_step_time_s;
+  const ap_plan *plan = o->priced ? o->priced->plan : g->plan;
+  if (s == AP_OK && plan) {
+    if (o->train)
+      p->predicted_step_time_s = plan->step_time_s;
+    s = time_by_rows(&G, plan);
+  }
   *out = p;
   return s;
 }

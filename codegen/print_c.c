@@ -416,10 +416,14 @@ static ap_status write_device(const cg_program *p, const cg_device *D, const cha
         fprintf(f, "%saprt_phase_end(c);\n", ind);
       fprintf(f, "%saprt_phase_begin(c, %s);\n", ind, phase_names[st->phase]);
     }
+    if (cg_row_changes(p, D, si))
+      fprintf(f, "%saprt_row(c, %d);\n", ind, st->row);
     put_step(&P, st, ind);
   }
   if (D->n_steps)
     fprintf(f, "%saprt_phase_end(c);\n", ind);
+  if (cg_row_changes(p, D, D->n_steps))
+    fprintf(f, "%saprt_row(c, -1);\n", ind);
   if (train)
     fprintf(f, "  }\n");
   for (int i = 0; i < D->n_outs; i++)
@@ -477,6 +481,21 @@ static ap_status write_main(const cg_program *p, const char *outdir, const char 
     }
     fprintf(f, "};\n\n");
   }
+  if (p->n_rows) {
+    fprintf(f, "static const char *const row_names[] = {");
+    for (int r = 0; r < p->n_rows; r++) {
+      fputs(r % 4 ? " " : "\n  ", f);
+      cg_put_cstring(f, p->row_names[r]);
+      fputc(',', f);
+    }
+    fprintf(f, "\n};\n\n");
+  }
+  if (p->n_rows && p->row_time_s) {
+    fprintf(f, "static const double predicted_row_time_s[] = {");
+    for (int r = 0; r < p->n_rows; r++)
+      fprintf(f, "%s%.9g,", r % 6 ? " " : "\n  ", p->row_time_s[r]);
+    fprintf(f, "\n};\n\n");
+  }
   cg_put_run(f, p->n_dev);
   fprintf(f, "static const aprt_program program = {\n  .name = ");
   cg_put_cstring(f, p->o.model_name ? p->o.model_name : "model");
@@ -489,6 +508,10 @@ static ap_status write_main(const cg_program *p, const char *outdir, const char 
           train ? "predicted_step_bytes" : "predicted_fixed_bytes", (long long)p->blob_bytes);
   if (p->predicted_step_time_s > 0)
     fprintf(f, "  .predicted_step_time_s = %.9g,\n", p->predicted_step_time_s);
+  if (p->n_rows)
+    fprintf(f, "  .n_rows = %d,\n  .row_names = row_names,\n", p->n_rows);
+  if (p->n_rows && p->row_time_s)
+    fprintf(f, "  .predicted_row_time_s = predicted_row_time_s,\n");
   fprintf(f, "};\n\n");
   fprintf(f, "int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }\n");
   return cg_write_text(g, d, outdir, "main.c", &t);
@@ -987,17 +1010,8 @@ ap_status cg_print_c(const cg_program *p, const char *outdir, const cg_emit_opts
 }
 
 ap_status ap_codegen_c(ap_graph *g, const ap_codegen_opts *o, ap_diag *d) {
-  /* A training program's updated weights are outputs, so runs on
-   * different arrays can be compared. */
-  cg_lower_opts lo = {.train = o->train,
-                      .loss = CG_LOSS_SOFTMAX_CE,
-                      .momentum = o->momentum,
-                      .export_weights = o->train,
-                      .model_name = o->model_name,
-                      .device_kind = o->device_kind,
-                      .predicted_step_time_s = o->predicted_step_time_s};
   cg_program *p = NULL;
-  ap_status s = cg_lower(g, &lo, &p, d);
+  ap_status s = cg_lower_codegen(g, o, &p, d);
   if (s == AP_OK)
     s = cg_print_c(p, o->outdir, NULL, d);
   return s;

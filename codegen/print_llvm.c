@@ -199,9 +199,10 @@ static void make_types(lb *L, LLVMTargetDataRef td) {
   LLVMTypeRef spec_f[] = {L->ptr, L->i32, L->i32, dims, L->i64, L->i64};
   LLVMStructSetBody(L->spec_t, spec_f, 6, 0);
   L->prog_t = LLVMStructCreateNamed(cx, "aprt_program");
-  LLVMTypeRef prog_f[] = {L->ptr, L->i32, L->ptr, L->i32, L->i32, L->ptr, L->i32,
-                          L->ptr, L->ptr, L->ptr, L->ptr, L->ptr, L->i64, L->f64};
-  LLVMStructSetBody(L->prog_t, prog_f, 14, 0);
+  LLVMTypeRef prog_f[] = {L->ptr, L->i32, L->ptr, L->i32, L->i32, L->ptr, L->i32, L->ptr,
+                          L->ptr, L->ptr, L->ptr, L->ptr, L->i64, L->f64, L->i32, L->ptr,
+                          L->ptr};
+  LLVMStructSetBody(L->prog_t, prog_f, 17, 0);
   L->tensor_t = LLVMStructCreateNamed(cx, "aprt_tensor");
   LLVMTypeRef tensor_f[] = {L->i32, L->i32, dims, L->ptr};
   LLVMStructSetBody(L->tensor_t, tensor_f, 4, 0);
@@ -220,7 +221,7 @@ static void make_types(lb *L, LLVMTargetDataRef td) {
                (size_t[]){OFF(aprt_tensor_spec, name), OFF(aprt_tensor_spec, dtype),
                           OFF(aprt_tensor_spec, ndim), OFF(aprt_tensor_spec, dims),
                           OFF(aprt_tensor_spec, classes), OFF(aprt_tensor_spec, ignore)});
-  check_layout(td, L->prog_t, "aprt_program", sizeof(aprt_program), 14,
+  check_layout(td, L->prog_t, "aprt_program", sizeof(aprt_program), 17,
                (size_t[]){OFF(aprt_program, name), OFF(aprt_program, ndev),
                           OFF(aprt_program, device_names), OFF(aprt_program, train),
                           OFF(aprt_program, n_inputs), OFF(aprt_program, inputs),
@@ -228,7 +229,9 @@ static void make_types(lb *L, LLVMTargetDataRef td) {
                           OFF(aprt_program, predicted_step_bytes),
                           OFF(aprt_program, predicted_fixed_bytes), OFF(aprt_program, run),
                           OFF(aprt_program, constants), OFF(aprt_program, constants_bytes),
-                          OFF(aprt_program, predicted_step_time_s)});
+                          OFF(aprt_program, predicted_step_time_s),
+                          OFF(aprt_program, n_rows), OFF(aprt_program, row_names),
+                          OFF(aprt_program, predicted_row_time_s)});
   check_layout(td, L->tensor_t, "aprt_tensor", sizeof(aprt_tensor), 4,
                (size_t[]){OFF(aprt_tensor, dtype), OFF(aprt_tensor, ndim), OFF(aprt_tensor, dims),
                           OFF(aprt_tensor, data)});
@@ -1330,10 +1333,18 @@ static LLVMValueRef build_device(lb *L, const cg_device *D) {
       LLVMValueRef a[] = {B.c, c_i32(L, phase_of[st->phase])};
       call_ext(L, EXT_aprt_phase_begin, a, 2);
     }
+    if (cg_row_changes(L->p, D, si)) {
+      LLVMValueRef a[] = {B.c, c_i32(L, st->row)};
+      call_ext(L, EXT_aprt_row, a, 2);
+    }
     step(&B, st);
   }
   if (D->n_steps)
     call_ext(L, EXT_aprt_phase_end, &B.c, 1);
+  if (cg_row_changes(L->p, D, D->n_steps)) {
+    LLVMValueRef a[] = {B.c, c_i32(L, -1)};
+    call_ext(L, EXT_aprt_row, a, 2);
+  }
   if (train) {
     LLVMValueRef s = LLVMBuildLoad2(b, L->i32, B.step, "");
     LLVMBuildStore(b, LLVMBuildNSWAdd(b, s, c_i32(L, 1), ""), B.step);
@@ -1391,6 +1402,23 @@ static void build_main(lb *L, LLVMValueRef *devices) {
     pb[dev] = LLVMConstInt(L->i64, (unsigned long long)p->predicted_bytes[dev], 0);
   LLVMValueRef predicted = array_global(L, L->i64, pb, p->n_dev, "predicted_bytes");
   free(pb);
+  /* The plan's rows: each one's node and predicted time. */
+  LLVMValueRef row_names = LLVMConstNull(L->ptr), row_time = LLVMConstNull(L->ptr);
+  if (p->n_rows) {
+    LLVMValueRef *rn = malloc((size_t)p->n_rows * sizeof *rn);
+    LLVMValueRef *rt = malloc((size_t)p->n_rows * sizeof *rt);
+    if (!rn || !rt)
+      ap_die("out of memory");
+    for (int r = 0; r < p->n_rows; r++) {
+      rn[r] = cstring(L, p->row_names[r]);
+      rt[r] = LLVMConstReal(L->f64, p->row_time_s ? p->row_time_s[r] : 0);
+    }
+    row_names = array_global(L, L->ptr, rn, p->n_rows, "row_names");
+    if (p->row_time_s)
+      row_time = array_global(L, L->f64, rt, p->n_rows, "predicted_row_time_s");
+    free(rn);
+    free(rt);
+  }
   /* run(): device aprt_rank(c) runs ap_device_<rank>. */
   LLVMTypeRef run_params[] = {L->ptr, L->ptr};
   LLVMValueRef run = LLVMAddFunction(L->m, "run", LLVMFunctionType(L->i32, run_params, 2, 0));
@@ -1427,9 +1455,12 @@ static void build_main(lb *L, LLVMValueRef *devices) {
                       run,
                       L->blob,
                       c_i64(L, p->blob_bytes),
-                      LLVMConstReal(L->f64, p->predicted_step_time_s)};
+                      LLVMConstReal(L->f64, p->predicted_step_time_s),
+                      c_i32(L, p->n_rows),
+                      row_names,
+                      row_time};
   LLVMValueRef prog = LLVMAddGlobal(L->m, L->prog_t, "ap_program");
-  LLVMSetInitializer(prog, LLVMConstNamedStruct(L->prog_t, f, 14));
+  LLVMSetInitializer(prog, LLVMConstNamedStruct(L->prog_t, f, 17));
   LLVMSetGlobalConstant(prog, 1);
   if (L->jit)
     return; /* the JIT's caller runs aprt_main on ap_program */

@@ -630,3 +630,32 @@ ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d) {
   }
   return AP_OK;
 }
+
+void ap_plan_rows(const ap_plan *p, const ap_graph *g, int *row_of_node, int *row_of_value) {
+  for (int n = 0; n < g->n_nodes; n++)
+    row_of_node[n] = -1;
+  for (int x = 0; x < g->n_values; x++)
+    row_of_value[x] = -1;
+  /* p may be a copy's plan (a one-device program's): g's indices only. */
+#define SET(a, n, i, v)                                                                    \
+  do {                                                                                    \
+    if ((i) >= 0 && (i) < (n))                                                            \
+      (a)[i] = (v);                                                                       \
+  } while (0)
+  for (int v = 0; v < p->n_vertices; v++) {
+    const ap_vertex *vx = &p->v[v];
+    SET(row_of_node, g->n_nodes, vx->node, v);
+    for (int k = 0; k < vx->n_chain; k++)
+      SET(row_of_node, g->n_nodes, vx->chain[k].node, v);
+    SET(row_of_value, g->n_values, vx->weight, v);
+    for (int k = 0; k < vx->n_wsum; k++)
+      SET(row_of_value, g->n_values, vx->wsum[k].value, v);
+  }
+  for (int j = 0; j < p->n_wjoint; j++)
+    if (p->wjoint[j].n_readers > 0)
+      SET(row_of_value, g->n_values, p->wjoint[j].value, p->wjoint[j].r[0].vertex);
+#undef SET
+  for (int x = 0; x < g->n_values; x++)
+    if (row_of_value[x] < 0 && g->values[x].producer >= 0)
+      row_of_value[x] = row_of_node[g->values[x].producer];
+}

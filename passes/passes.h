@@ -232,6 +232,14 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
 
 /* Builds the vertices, chain ops and edges of p from g (graph_build.c). */
 ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d);
+/* The row of the plan's table (a vertex, whose row_time_s prices it) of
+ * each node and weight, for the programs' timing by row: row_of_node[n]
+ * (g->n_nodes entries) is the vertex of which node n is the layer, the join
+ * or a chain op; row_of_value[x] (g->n_values entries) the vertex training
+ * weight x (its own, a wsum's, a joint weight's first reader) or the row
+ * of the node computing value x; -1 for the rest (graph inputs, shape
+ * computations). */
+void ap_plan_rows(const ap_plan *p, const ap_graph *g, int *row_of_node, int *row_of_value);
 /* Child i's ratio for vertex v in state s in a group of class c. */
 void ap_plan_ratio(const ap_plan *p, const ap_graph *g, const ap_class *c, int v, int s,
                    double *ratio);

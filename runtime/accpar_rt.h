@@ -102,6 +102,10 @@ const char *aprt_errmsg(const aprt_comm *c); /* "" while no error */
 
 void aprt_phase_begin(aprt_comm *c, aprt_phase p); /* nests up to 8 deep */
 void aprt_phase_end(aprt_comm *c);
+/* The rank's steps are now row `row` of the program's rows (< n_rows); -1:
+ * none. The time until the next call is that row's (what --report prints
+ * as "rows"), beside the phases: a row's time includes its communication. */
+void aprt_row(aprt_comm *c, int row);
 
 uint64_t aprt_bytes_sent(const aprt_comm *c);
 uint64_t aprt_messages_sent(const aprt_comm *c);
@@ -319,6 +323,11 @@ typedef struct aprt_program {
   size_t constants_bytes;                 /* populated before the first run */
   double predicted_step_time_s;           /* the cost model's time of one training
                                              step on the plan's devices; 0: none */
+  int n_rows;                             /* the rows of the plan's table, which the
+                                             program times its steps by (aprt_row) */
+  const char *const *row_names;           /* n_rows: each row's node */
+  const double *predicted_row_time_s;     /* n_rows: the cost model's time of each in one
+                                             training step; or NULL */
 } aprt_program;
 
 int aprt_main(int argc, char **argv, const aprt_program *prog);

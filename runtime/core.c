@@ -64,6 +64,7 @@ void aprt_comm_init(aprt_comm *c, int rank, int size, const aprt_transport *tp,
   c->tp_state = tp_state;
   c->timeout_s = timeout_s;
   c->phase_t0 = aprt_now_s();
+  c->row = -1;
 }
 
 int aprt_rank(const aprt_comm *c) { return c->tp->rank(c); }
@@ -101,6 +102,20 @@ void aprt_phase_end(aprt_comm *c) {
   c->phase_depth--;
 }
 
+/* This rank's seconds per row, or NULL when the program has no rows. */
+static double *rank_rows(const aprt_comm *c) {
+  const aprt_run_ctx *ctx = c->ctx;
+  return ctx && ctx->row_s ? ctx->row_s + (size_t)c->rank * (size_t)ctx->prog->n_rows : NULL;
+}
+
+void aprt_row(aprt_comm *c, int row) {
+  double now = aprt_now_s(), *rows = rank_rows(c);
+  if (rows && c->row >= 0)
+    rows[c->row] += now - c->row_t0;
+  c->row = rows && row >= 0 && row < c->ctx->prog->n_rows ? row : -1;
+  c->row_t0 = now;
+}
+
 static double thread_cpu_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -115,6 +130,10 @@ void aprt_comm_reset_stats(aprt_comm *c) {
   c->bytes_sent = 0;
   c->messages_sent = 0;
   memset(c->phase_s, 0, sizeof c->phase_s);
+  double *rows = rank_rows(c);
+  if (rows)
+    memset(rows, 0, sizeof *rows * (size_t)c->ctx->prog->n_rows);
+  c->row_t0 = aprt_now_s();
 }
 
 aprt_status aprt_barrier_untimed(aprt_comm *c) {
@@ -221,6 +240,7 @@ void *aprt_comm_scratch(aprt_comm *c, size_t bytes) {
 
 void aprt_comm_stats(aprt_comm *c, aprt_rank_stats *out) {
   phase_switch(c);
+  aprt_row(c, -1);
   memset(out, 0, sizeof *out);
   out->bytes_sent = c->bytes_sent;
   out->messages_sent = c->messages_sent;

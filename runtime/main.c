@@ -556,9 +556,11 @@ static int run_program(const aprt_program *prog, aprt_run_ctx *ctx, const char *
                            sizeof *ctx->run_time_s);
   ctx->warmup_s = -1;
   aprt_rank_stats *stats = calloc((size_t)ndev, sizeof *stats);
+  if (prog->n_rows > 0)
+    ctx->row_s = calloc((size_t)ndev * (size_t)prog->n_rows, sizeof *ctx->row_s);
   aprt_status s = APRT_OK;
   if (!ctx->inputs || !ctx->outputs || !ctx->output_written || !ctx->losses ||
-      !ctx->loss_at_s || !ctx->run_time_s || !stats) {
+      !ctx->loss_at_s || !ctx->run_time_s || !stats || (prog->n_rows > 0 && !ctx->row_s)) {
     aprt_errorf(&err, "out of memory");
     s = APRT_ERR_NOMEM;
   }
@@ -595,6 +597,7 @@ static int run_program(const aprt_program *prog, aprt_run_ctx *ctx, const char *
   free(ctx->losses);
   free(ctx->loss_at_s);
   free(ctx->run_time_s);
+  free(ctx->row_s);
   free(stats);
   free_pending_boxes();
   return s ? 1 : 0;

@@ -1,5 +1,6 @@
 /* The --report JSON of an executable: per device, the bytes it sent and the
- * bytes the plan predicted, and its time per phase; the loss of every step;
+ * bytes the plan predicted, and its time per phase and per row of the plan's
+ * table beside the row's predicted time; the loss of every step;
  * the wall time of every timed run.
  * Written to a temporary file renamed into place, so a failed run never
  * leaves a half-written report. */
@@ -106,7 +107,24 @@ static void write_body(FILE *f, const aprt_program *prog, const char *transport,
     }
     fputc(']', f);
   }
-  fputs("\n  }\n}\n", f);
+  /* Each row of the plan's table: what the cost model predicts for one
+   * training step, and each device's seconds in its steps over the run, as
+   * phase_time_s counts them. */
+  fputs("\n  },\n  \"rows\": [", f);
+  for (int r = 0; ctx->row_s && r < prog->n_rows; r++) {
+    fputs(r ? ",\n    {\"node\": " : "\n    {\"node\": ", f);
+    json_string(f, prog->row_names[r]);
+    fputs(", \"predicted_step_s\": ", f);
+    json_number(f, prog->train && prog->predicted_row_time_s ? prog->predicted_row_time_s[r]
+                                                              : NAN, 6);
+    fputs(", \"time_s\": [", f);
+    for (int d = 0; d < ndev; d++) {
+      fputs(d ? ", " : "", f);
+      json_number(f, ctx->row_s[(size_t)d * (size_t)prog->n_rows + (size_t)r], 6);
+    }
+    fputs("]}", f);
+  }
+  fputs(prog->n_rows > 0 && ctx->row_s ? "\n  ]\n}\n" : "]\n}\n", f);
 }
 
 aprt_status aprt_report_write(const char *path, const aprt_program *prog,

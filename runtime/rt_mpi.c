@@ -275,10 +275,14 @@ aprt_status aprt_run_mpi(const aprt_run_opts *opts, int size, aprt_rank_fn fn, v
   aprt_comm_stats(c, &mine);
   aprt_comm_release(c);
   /* Counters travel as control messages, so the report's bytes_sent does
-   * not include them. */
+   * not include them; each rank's row times follow its counters. */
+  size_t n_rows = ctx && ctx->row_s ? (size_t)ctx->prog->n_rows : 0;
   if (c->status == APRT_OK) {
     if (c->rank != 0) {
       aprt_send_ctl(c, 0, APRT_TAG_STATS, &mine, sizeof mine);
+      if (n_rows)
+        aprt_send_ctl(c, 0, APRT_TAG_STATS, ctx->row_s + (size_t)c->rank * n_rows,
+                      n_rows * sizeof *ctx->row_s);
     } else {
       if (stats)
         stats[0] = mine;
@@ -286,6 +290,9 @@ aprt_status aprt_run_mpi(const aprt_run_opts *opts, int size, aprt_rank_fn fn, v
         aprt_rank_stats theirs;
         if (aprt_recv_ctl(c, r, APRT_TAG_STATS, &theirs, sizeof theirs) == APRT_OK && stats)
           stats[r] = theirs;
+        if (n_rows)
+          aprt_recv_ctl(c, r, APRT_TAG_STATS, ctx->row_s + (size_t)r * n_rows,
+                        n_rows * sizeof *ctx->row_s);
       }
     }
   }

@@ -74,6 +74,9 @@ typedef struct aprt_run_ctx {
   double warmup_s;            /* the warm-up run's wall time; < 0 without --repeat */
   double *loss_at_s;          /* args.steps: when rank 0 added its own part of step s's
                                  loss (aprt_now_s) */
+  double *row_s;              /* [rank][prog->n_rows]: seconds in each row (aprt_row),
+                                 each rank's own (under MPI rank 0 receives the others'
+                                 when the run ends); NULL without rows */
   int quiet;                  /* do not print "step S loss L" (tests) */
 } aprt_run_ctx;
 
@@ -98,6 +101,8 @@ struct aprt_comm {
   int phase_stack[APRT_PHASE_DEPTH];
   int phase_depth;                  /* 0: APRT_PHASE_OTHER is current */
   double phase_t0;                  /* when the current phase was entered */
+  int row;                          /* aprt_row's current row; -1: none */
+  double row_t0;                    /* when it was entered */
   double cpu_t0;                    /* the rank's thread CPU clock when counting began */
   aprt_status status;               /* first error */
   char errmsg[APRT_ERR_MAX];

@@ -457,6 +457,64 @@ static double json_number_of(const char *json, const char *key) {
   return strtod(s + strlen(pat), NULL);
 }
 
+/* A --report's rows against the plan they were compiled from (plan, the
+ * JSON of `accparc plan --format json`): the plan's rows (its nodes with a
+ * time_s) in order, each with the plan's time as its prediction (NAN: an
+ * inference program, which predicts none), and on each of ndev devices the
+ * rows' times adding up to the phases of the steps (all but "other"), of
+ * which they are a division. */
+static void expect_rows_of_plan(const char *report, const char *plan, int ndev, bool train) {
+  const char *r = strstr(report, "\"rows\": [");
+  cr_assert(r, "no rows in\n%s", report);
+  double sum[8] = {0};
+  int n = 0;
+  for (const char *p = strstr(plan, "\"nodes\": ["); (p = strstr(p, "{\"name\": \"")); n++) {
+    p += strlen("{\"name\": \"");
+    const char *end = strchr(p, '}'), *t = strstr(p, "\"time_s\": ");
+    if (!t || t > end) {
+      n--;
+      continue;
+    }
+    char name[256], pat[300];
+    fmt(name, sizeof name, "%.*s", (int)(strchr(p, '"') - p), p);
+    fmt(pat, sizeof pat, "{\"node\": \"%s\", \"predicted_step_s\": ", name);
+    r = strstr(r, pat);
+    cr_assert(r, "row %d (%s) missing or out of order in\n%s", n, name, report);
+    r += strlen(pat);
+    double want = strtod(t + strlen("\"time_s\": "), NULL), got = NAN;
+    if (strncmp(r, "null", 4) != 0)
+      got = strtod(r, NULL);
+    if (train)
+      cr_expect(fabs(got - want) <= 1e-5 * want + 1e-12, "%s: %g, plan %g", name, got, want);
+    else
+      cr_expect(isnan(got), "%s: an inference program predicts %g", name, got);
+    const char *ts = strstr(r, "\"time_s\": [") + strlen("\"time_s\": [");
+    for (int d = 0; d < ndev; d++) {
+      char *next;
+      double x = strtod(ts, &next);
+      cr_expect(next != ts && x >= 0, "%s: device %d's time", name, d);
+      sum[d] += x;
+      ts = next + 1;
+    }
+  }
+  cr_assert_gt(n, 0);
+  const char *ph = strstr(report, "\"phase_time_s\": {");
+  cr_assert(ph);
+  double body[8] = {0};
+  for (const char *q = ph; (q = strstr(q, ": [")) && q < strstr(ph, "}"); q += 3) {
+    bool other = strncmp(q - 7, "\"other\"", 7) == 0;
+    char *at = (char *)q + 3;
+    for (int d = 0; d < ndev; d++) {
+      double x = strtod(at, &at);
+      body[d] += other ? 0 : x;
+      at++;
+    }
+  }
+  for (int d = 0; d < ndev; d++)
+    cr_expect(fabs(sum[d] - body[d]) <= 0.05 * body[d], "device %d: rows %g s, steps %g s\n%s",
+              d, sum[d], body[d], report);
+}
+
 /* accparc calibrate writes a device file that plans and programs use: its
  * kind plans two devices, a training program compiled for them reports the
  * plan's step time beside the measured steps (an inference program none),
@@ -494,7 +552,6 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
   char *plan = slurp(path);
   cr_assert(strstr(plan, "\"thishost\""), "%s", plan);
   double planned = json_number_of(plan, "step_time_s");
-  free(plan);
   cr_assert(planned > 0);
   fmt(cmd, sizeof cmd,
       "CFLAGS=-O1 '%s' compile '%s/lenet5.onnx' --devices '%s/host.dev:2' --mode train -o "
@@ -506,6 +563,7 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
   double predicted = json_number_of(report, "predicted_step_time_s");
   cr_assert(fabs(predicted - planned) <= 1e-5 * planned, "report %g, plan %g\n%s", predicted,
             planned, report);
+  expect_rows_of_plan(report, plan, 2, true);
   free(report);
   /* One device: priced without a plan, still reported. */
   fmt(cmd, sizeof cmd,
@@ -516,15 +574,16 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
   fmt(path, sizeof path, "%s/one.json", dir);
   report = slurp(path);
   predicted = json_number_of(report, "predicted_step_time_s");
-  free(report);
   fmt(cmd, sizeof cmd,
       "'%s' plan '%s/lenet5.onnx' --devices '%s/host.dev:1' --format json >'%s/plan1.json'",
       ACCPARC, dir, dir, dir);
   cr_assert_eq(sh(cmd), 0);
   fmt(path, sizeof path, "%s/plan1.json", dir);
-  plan = slurp(path);
-  planned = json_number_of(plan, "step_time_s");
-  free(plan);
+  char *plan1 = slurp(path);
+  planned = json_number_of(plan1, "step_time_s");
+  expect_rows_of_plan(report, plan1, 1, true);
+  free(plan1);
+  free(report);
   cr_assert(planned > 0 && fabs(predicted - planned) <= 1e-5 * planned, "report %g, plan %g",
             predicted, planned);
   fmt(cmd, sizeof cmd,
@@ -535,7 +594,9 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
   fmt(path, sizeof path, "%s/infer.json", dir);
   report = slurp(path);
   cr_assert(strstr(report, "\"predicted_step_time_s\": null"), "%s", report);
+  expect_rows_of_plan(report, plan, 2, false);
   free(report);
+  free(plan);
   /* Nothing half-written. */
   fmt(cmd, sizeof cmd, "'%s' calibrate --quick -o '%s/missing/host.dev' 2>'%s/err' >/dev/null",
       ACCPARC, dir, dir);

@@ -193,14 +193,14 @@ static ap_status cli_load_plan_text(ap_graph *g, const char *text, const char *p
   return AP_OK;
 }
 
-double cli_one_device_step_time(const ap_graph *g, const ap_devices *devs) {
+ap_graph *cli_one_device_plan(const ap_graph *g, const ap_devices *devs) {
   ap_graph *c = ap_graph_clone(g);
   if (!c)
-    return 0;
+    return NULL;
   ap_diag d = {0};
   ap_plan_opts po = {.devices = devs, .strategy = AP_STRATEGY_ACCPAR};
-  const ap_plan *p = ap_partition(c, &po, &d) == AP_OK ? c->plan : NULL;
-  double t = p ? p->step_time_s : 0;
+  if (ap_partition(c, &po, &d) == AP_OK)
+    return c;
   ap_graph_free(c);
-  return t;
+  return NULL;
 }

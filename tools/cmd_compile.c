@@ -179,7 +179,7 @@ int cmd_compile(int argc, char **argv) {
   cli_progress_start(&progress, "compile");
 
   ap_diag d = {0};
-  ap_graph *g = NULL;
+  ap_graph *g = NULL, *priced = NULL;
   cli_phase(&progress, "parse %s", model);
   if (ap_load_onnx(model, &g, &d) != AP_OK)
     return cli_fail(&d);
@@ -201,8 +201,7 @@ int cmd_compile(int argc, char **argv) {
       (!plan_file && devs.n_devices > 1 &&
        (cli_phase(&progress, "plan %d devices (%s)", devs.n_devices, ap_strategy_name(strat)),
         ap_partition(g, &popts, &d) != AP_OK)) ||
-      (opts.train && !g->plan &&
-       (opts.predicted_step_time_s = cli_one_device_step_time(g, &devs), false)) ||
+      (!g->plan && (opts.priced = priced = cli_one_device_plan(g, &devs), false)) ||
       (cli_phase(&progress, "generate %s in %s", strcmp(be->name, "llvm") == 0 ? "LLVM IR" : "C",
                  outdir),
        ap_codegen(g, &opts, be, &(cg_emit_opts){.emit_llvm = emit_llvm}, &d) != AP_OK)) {
@@ -230,6 +229,7 @@ int cmd_compile(int argc, char **argv) {
       rc = cli_fail(&d);
     }
   }
+  ap_graph_free(priced);
   ap_graph_free(g);
   if (rc == 0)
     cli_phase(&progress, "done");

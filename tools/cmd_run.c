@@ -140,7 +140,7 @@ int cmd_run(int argc, char **argv) {
     free(pargv);
     return rc;
   }
-  ap_graph *g = NULL;
+  ap_graph *g = NULL, *priced = NULL;
   if (ap_load_onnx(model, &g, &d) != AP_OK) {
     free(pargv);
     return cli_fail(&d);
@@ -160,8 +160,7 @@ int cmd_run(int argc, char **argv) {
       ap_check_input_dims(g, &d) != AP_OK ||
       ap_run_pipeline(g, NULL, &d) != AP_OK ||
       (devs.n_devices > 1 && ap_partition(g, &popts, &d) != AP_OK) ||
-      (opts.train && !g->plan &&
-       (opts.predicted_step_time_s = cli_one_device_step_time(g, &devs), false)) ||
+      (!g->plan && (opts.priced = priced = cli_one_device_plan(g, &devs), false)) ||
       cg_lower_codegen(g, &opts, &p, &d) != AP_OK) {
     rc = cli_fail(&d);
   } else {
@@ -172,6 +171,7 @@ int cmd_run(int argc, char **argv) {
     else
       rc = status;
   }
+  ap_graph_free(priced);
   ap_graph_free(g);
   free(pargv);
   return rc;

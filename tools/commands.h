@@ -92,10 +92,11 @@ int cli_parse_dim(const char *cmd, const char *text, cli_dims *dims);
 /* ap_bind_dim for each of dims. */
 ap_status cli_bind_dims(ap_graph *g, const cli_dims *dims, ap_diag *d);
 
-/* The cost model's time of a training step of g (after the pipeline) on the
- * one device of devs, for the --report of a program compiled without a
- * plan; 0 when it cannot be priced. g is left as it was. */
-double cli_one_device_step_time(const ap_graph *g, const ap_devices *devs);
+/* A copy of g (after the pipeline) planned on the one device of devs: what
+ * prices a program compiled without a plan (its step time and rows in
+ * --report; ap_codegen_opts.priced). NULL when it cannot be planned. g is
+ * left as it was; the caller frees the copy. */
+ap_graph *cli_one_device_plan(const ap_graph *g, const ap_devices *devs);
 /* Runs fn(ctx, stream) into memory and copies the result to out only when fn
  * succeeds, so a failure never leaves half a report behind. */
 int cli_emit(FILE *out, ap_status (*fn)(void *ctx, FILE *stream), void *ctx, ap_diag *d);

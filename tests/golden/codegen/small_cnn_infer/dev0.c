@@ -29,13 +29,16 @@ int ap_device_0(aprt_comm *c) {
   const void *in0 = aprt_input(c, 0)->data; /* 'x' */
   (void)in0;
   aprt_phase_begin(c, APRT_PHASE_FORWARD);
+  aprt_row(c, 0);
   /* fused relu Conv 'conv' */
   cgk_1(((float *)in0), ((float *)(packed + 0)), ((float *)(ap_blob + 192)), ((float *)(arena + 0)), work);
   /* forward MaxPool 'pool' */
   cgk_2(((float *)(arena + 0)), ((float *)(arena + 2048)));
+  aprt_row(c, 1);
   /* forward Gemm 'fc' */
   cgk_3(((float *)(arena + 2048)), ((float *)(ap_blob + 256)), ((float *)(ap_blob + 2816)), ((float *)(arena + 0)), work);
   aprt_phase_end(c);
+  aprt_row(c, -1);
   {
     static const int64_t shape[] = {2, 10}, start[] = {0, 0}, size[] = {2, 10};
     aprt_box box = aprt_box_dense(2, shape, start, size);

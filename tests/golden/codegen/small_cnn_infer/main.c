@@ -27,6 +27,10 @@ static const aprt_tensor_spec outputs[] = {
     {"y", (aprt_dtype)1, 2, {2, 10}, 0, 0},
 };
 
+static const char *const row_names[] = {
+  "conv", "fc",
+};
+
 static int run(aprt_comm *c, void *arg) {
   (void)arg;
   switch (aprt_rank(c)) {
@@ -49,6 +53,8 @@ static const aprt_program program = {
   .run = run,
   .constants = ap_blob,
   .constants_bytes = 2880,
+  .n_rows = 2,
+  .row_names = row_names,
 };
 
 int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }

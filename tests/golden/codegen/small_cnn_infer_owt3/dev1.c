@@ -36,10 +36,12 @@ int ap_device_1(aprt_comm *c) {
     aprt_box_pack(inbox + 0, in0, &b, 4);
   }
   aprt_phase_begin(c, APRT_PHASE_FORWARD);
+  aprt_row(c, 0);
   /* fused relu Conv 'conv' */
   cgk_6(((float *)(inbox + 0)), ((float *)(packed + 0)), ((float *)(ap_blob + 192)), ((float *)(arena + 0)), work);
   /* forward MaxPool 'pool' */
   cgk_7(((float *)(arena + 0)), ((float *)(arena + 2048)));
+  aprt_row(c, 1);
   /* transfer Gemm 'fc', of 'flat' */
   {
     static const aprt_xfer sends[] = {
@@ -68,6 +70,7 @@ int ap_device_1(aprt_comm *c) {
   /* bias Gemm 'fc' */
   cgk_4(((float *)(ap_blob + 1152)), ((float *)(arena + 384)));
   aprt_phase_end(c);
+  aprt_row(c, -1);
   {
     static const int64_t shape[] = {4, 10}, start[] = {0, 0}, size[] = {4, 10};
     aprt_box box = aprt_box_dense(2, shape, start, size);

@@ -50,10 +50,12 @@ int ap_device_0(aprt_comm *c) {
   }
   for (int step = 0; step < args->steps; step++) {
     aprt_phase_begin(c, APRT_PHASE_FORWARD);
+    aprt_row(c, 0);
     /* fused relu Conv 'conv' */
     cgk_0(((float *)(inbox + 64)), ((float *)(params + 0)), ((float *)(params + 192)), ((float *)(arena + 0)), work);
     /* forward MaxPool 'pool' */
     cgk_1(((float *)(arena + 0)), ((float *)(arena + 2048)));
+    aprt_row(c, 1);
     /* transfer Gemm 'fc', of 'flat' */
     {
       static const aprt_xfer sends[] = {
@@ -121,8 +123,10 @@ int ap_device_0(aprt_comm *c) {
       if (s != APRT_OK)
         goto done;
     }
+    aprt_row(c, 0);
     /* zero error 'flat' */
     memset(((float *)(arena + 2304)), 0, 512);
+    aprt_row(c, 1);
     /* error back Gemm 'fc', of 'flat', finish */
     {
       static const aprt_xfer recvs[] = {
@@ -142,6 +146,7 @@ int ap_device_0(aprt_comm *c) {
         part += aprt_box_volume(&adds[k]);
       }
     }
+    aprt_row(c, 0);
     /* backward Reshape 'reshape' */
     cgk_7(((float *)(arena + 2304)), ((float *)(arena + 2816)));
     /* backward MaxPool 'pool' */
@@ -166,6 +171,7 @@ int ap_device_0(aprt_comm *c) {
       if (s != APRT_OK)
         goto done;
     }
+    aprt_row(c, 1);
     /* all-reduce 'fc.b', start */
     {
       static const int group[] = {0, 1};
@@ -173,6 +179,7 @@ int ap_device_0(aprt_comm *c) {
       if (s != APRT_OK)
         goto done;
     }
+    aprt_row(c, 0);
     /* all-reduce 'conv.w', finish */
     {
       static const int group[] = {0, 1};
@@ -187,6 +194,7 @@ int ap_device_0(aprt_comm *c) {
       if (s != APRT_OK)
         goto done;
     }
+    aprt_row(c, 1);
     /* all-reduce 'fc.b', finish */
     {
       static const int group[] = {0, 1};
@@ -196,15 +204,18 @@ int ap_device_0(aprt_comm *c) {
     }
     aprt_phase_end(c);
     aprt_phase_begin(c, APRT_PHASE_UPDATE);
+    aprt_row(c, 0);
     /* sgd 'conv.w' */
     cgk_11(((float *)(params + 0)), ((float *)(arena + 0)), ((float *)(mom + 0)), lr);
     /* sgd 'conv.b' */
     cgk_12(((float *)(params + 192)), ((float *)(arena + 192)), ((float *)(mom + 192)), lr);
+    aprt_row(c, 1);
     /* sgd 'fc.w' */
     cgk_13(((float *)(params + 256)), ((float *)(arena + 3776)), ((float *)(mom + 256)), lr);
     /* sgd 'fc.b' */
     cgk_14(((float *)(params + 1536)), ((float *)(arena + 2240)), ((float *)(mom + 1536)), lr);
     aprt_phase_end(c);
+    aprt_row(c, -1);
   }
   {
     static const int64_t shape[] = {4, 10}, start[] = {0, 0}, size[] = {4, 10};

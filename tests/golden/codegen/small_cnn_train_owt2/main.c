@@ -34,6 +34,14 @@ static const aprt_tensor_spec outputs[] = {
     {"fc.b", (aprt_dtype)1, 1, {10}, 0, 0},
 };
 
+static const char *const row_names[] = {
+  "conv", "fc",
+};
+
+static const double predicted_row_time_s[] = {
+  2.41524888e-05, 4.05509241e-05,
+};
+
 static int run(aprt_comm *c, void *arg) {
   (void)arg;
   switch (aprt_rank(c)) {
@@ -59,6 +67,9 @@ static const aprt_program program = {
   .constants = ap_blob,
   .constants_bytes = 2880,
   .predicted_step_time_s = 6.4703413e-05,
+  .n_rows = 2,
+  .row_names = row_names,
+  .predicted_row_time_s = predicted_row_time_s,
 };
 
 int main(int argc, char **argv) { return aprt_main(argc, argv, &program); }

@@ -9,13 +9,6 @@
 
 #include "passes/passes.h"
 
-typedef struct preset {
-  const char *name;
-  double peak_flops, mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s;
-  double exp_s, tanh_s;
-  double lower_row_s, lower_float_s, lower_gather_s, direct_flops;
-  double pack_float_s, pack_transposed_s;
-} preset;
 
 /* Transcendental functions (exp_s, tanh_s). A TPU computes them on its
  * vector unit of 8 x 128 lanes (Jouppi et al., CACM 2020), at an assumed 10
@@ -42,26 +35,33 @@ typedef struct preset {
  * calibrate`'s on this host (2026-11-27): 0.1 ns a float copied from
  * contiguous rows, 0.2 ns gathered from a transposed operand. */
 
-static const preset presets[] = {
+#define KIND(n, flops, bw, mem, link, latency, exp, tanh, row, flt, gather, direct, pack, \
+             pack_t)                                                                         \
+  {.name = n, .peak_flops = flops, .mem_bw_bytes_s = bw, .mem_bytes = mem,                    \
+   .link_bw_bytes_s = link, .link_latency_s = latency, .exp_s = exp, .tanh_s = tanh,          \
+   .lower_row_s = row, .lower_float_s = flt, .lower_gather_s = gather, .direct_flops = direct, \
+   .pack_float_s = pack, .pack_transposed_s = pack_t}
+static const ap_device_kind presets[] = {
     /* Cloud TPU v2 chip: 45 TFLOP/s bf16, 16 GiB HBM at 600 GB/s; ICI links of
      * 496 Gbit/s (Jouppi et al., CACM 2020, table 3). */
-    {"tpuv2", 45e12, 600e9, 16.0 * 1073741824.0, 496e9 / 8, 1e-6, 1.4e-11, 1.4e-11,
-     0, 1.3e-11, 1.3e-11, 45e12, 2.0e-11, 2.0e-11},
+    KIND("tpuv2", 45e12, 600e9, 16.0 * 1073741824.0, 496e9 / 8, 1e-6, 1.4e-11, 1.4e-11,
+         0, 1.3e-11, 1.3e-11, 45e12, 2.0e-11, 2.0e-11),
     /* Cloud TPU v3 chip: 123 TFLOP/s bf16, 32 GiB HBM2 at 900 GB/s; ICI links
      * of 656 Gbit/s (same sources). */
-    {"tpuv3", 123e12, 900e9, 32.0 * 1073741824.0, 656e9 / 8, 1e-6, 1.0e-11, 1.0e-11,
-     0, 8.9e-12, 8.9e-12, 123e12, 1.3e-11, 1.3e-11},
+    KIND("tpuv3", 123e12, 900e9, 32.0 * 1073741824.0, 656e9 / 8, 1e-6, 1.0e-11, 1.0e-11,
+         0, 8.9e-12, 8.9e-12, 123e12, 1.3e-11, 1.3e-11),
     /* HyPar's evaluation: Eyeriss-like accelerators of 84 GOP/s, each with an
      * HMC cube (8 GiB, 320 GB/s) on an H-tree of 1.6 GB/s-per-direction links. */
-    {"eyeriss", 84e9, 320e9, 8.0 * 1073741824.0, 1.6e9, 1e-6, 1.2e-10, 1.2e-10,
-     0, 2.5e-11, 2.5e-11, 84e9, 3.8e-11, 3.8e-11},
+    KIND("eyeriss", 84e9, 320e9, 8.0 * 1073741824.0, 1.6e9, 1e-6, 1.2e-10, 1.2e-10,
+         0, 2.5e-11, 2.5e-11, 84e9, 3.8e-11, 3.8e-11),
     /* This host, measured by `plan_time --measure-cpu` (bench/plan_time.c,
      * 2026-11-21): one core's float32 matrix multiply (31 GFLOP/s) and copy
      * bandwidth (11.3 GB/s read+write); a link between threads is a copy,
      * half that; 4 GiB per device and 5 us per hand-off are assumptions. */
-    {"cpu", 3.1e10, 1.13e10, 4.0 * 1073741824.0, 5.66e9, 5e-6, 2.7e-9, 6.2e-10,
-     5.8e-9, 4.0e-11, 3.5e-10, 4.6e10, 1e-10, 2e-10},
+    KIND("cpu", 3.1e10, 1.13e10, 4.0 * 1073741824.0, 5.66e9, 5e-6, 2.7e-9, 6.2e-10,
+         5.8e-9, 4.0e-11, 3.5e-10, 4.6e10, 1e-10, 2e-10),
 };
+#undef KIND
 enum { N_PRESETS = sizeof presets / sizeof presets[0] };
 
 static const char *const preset_names[] = {"tpuv2", "tpuv3", "eyeriss", "cpu", NULL};
@@ -73,21 +73,7 @@ const char *const *ap_device_preset_names(void) { return preset_names; }
 bool ap_device_preset(const char *name, ap_device_kind *out) {
   for (int i = 0; i < N_PRESETS; i++)
     if (strcmp(presets[i].name, name) == 0) {
-      memset(out, 0, sizeof *out);
-      snprintf(out->name, sizeof out->name, "%s", name);
-      out->peak_flops = presets[i].peak_flops;
-      out->mem_bw_bytes_s = presets[i].mem_bw_bytes_s;
-      out->mem_bytes = presets[i].mem_bytes;
-      out->link_bw_bytes_s = presets[i].link_bw_bytes_s;
-      out->link_latency_s = presets[i].link_latency_s;
-      out->exp_s = presets[i].exp_s;
-      out->tanh_s = presets[i].tanh_s;
-      out->lower_row_s = presets[i].lower_row_s;
-      out->lower_float_s = presets[i].lower_float_s;
-      out->lower_gather_s = presets[i].lower_gather_s;
-      out->direct_flops = presets[i].direct_flops;
-      out->pack_float_s = presets[i].pack_float_s;
-      out->pack_transposed_s = presets[i].pack_transposed_s;
+      *out = presets[i];
       return true;
     }
   return false;
@@ -108,17 +94,10 @@ ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d)
     return ap_error(d, AP_ERR_IO, path, NULL, NULL, "cannot open device file: %s",
                     strerror(errno));
   memset(out, 0, sizeof *out);
-  struct { const char *key; double *field; } keys[] = {
-      {"peak_flops", &out->peak_flops},         {"mem_bw_bytes_s", &out->mem_bw_bytes_s},
-      {"mem_bytes", &out->mem_bytes},           {"link_bw_bytes_s", &out->link_bw_bytes_s},
-      {"link_latency_s", &out->link_latency_s}, {"exp_s", &out->exp_s},
-      {"tanh_s", &out->tanh_s},                 {"lower_row_s", &out->lower_row_s},
-      {"lower_float_s", &out->lower_float_s},   {"lower_gather_s", &out->lower_gather_s},
-      {"direct_flops", &out->direct_flops},     {"pack_float_s", &out->pack_float_s},
-      {"pack_transposed_s", &out->pack_transposed_s},
-  };
-  enum { N_KEYS = sizeof keys / sizeof keys[0], N_REQUIRED = 5 }; /* older files lack the
-                                                                     rest */
+#define KEY(f, required) {#f, &out->f, required},
+  struct { const char *key; double *field; bool required; } keys[] = {AP_DEVICE_FIGURES(KEY)};
+#undef KEY
+  enum { N_KEYS = sizeof keys / sizeof keys[0] };
   bool seen[N_KEYS] = {false};
   char line[512];
   int lineno = 0;
@@ -152,7 +131,7 @@ ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d)
       st = ap_error(d, AP_ERR_PARSE, path, NULL, NULL, "line %d: unknown key '%s'", lineno,
                     key);
     else if (end == val || *end || !(x >= 0) || isinf(x) ||
-             (x == 0 && k < N_REQUIRED && k != 4))
+             (x == 0 && keys[k].required && keys[k].field != &out->link_latency_s))
       st = ap_error(d, AP_ERR_PARSE, path, NULL, NULL,
                     "line %d: '%s' needs a positive number, got '%s'", lineno, key, val);
     else {
@@ -163,8 +142,8 @@ ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d)
   fclose(f);
   if (st != AP_OK)
     return st;
-  for (int k = 0; k < N_REQUIRED; k++)
-    if (!seen[k])
+  for (int k = 0; k < N_KEYS; k++)
+    if (keys[k].required && !seen[k])
       return ap_error(d, AP_ERR_PARSE, path, NULL, NULL, "missing key '%s'", keys[k].key);
   if (!out->name[0]) {
     const char *base = strrchr(path, '/');

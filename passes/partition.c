@@ -365,14 +365,17 @@ static double gemm_packing_s(const ap_graph *g, const ap_vertex *vx, double rows
   return t;
 }
 
-/* Seconds of a convolution's kernels in a training step (forward, backward
- * data unless the input is a graph input, backward weights) for the
+/* Seconds of kernel k of a convolution (passes.h, ap_conv_kernel_s) for the
  * device's box (batch n, input channels c, output channels m) of
- * convolution `whole`, each with the algorithm the kernel library picks for
- * that box (apk_conv2d_choose), priced as what it runs:
+ * convolution `whole`, with the algorithm the kernel library picks for that
+ * box (apk_conv2d_choose), priced as what it runs:
  * - the GEMM's products at peak_flops; Winograd's are its own, 16 products
- *   of m x c per 2x2 tile, plus its 4x4 transformed tiles stored and loaded
- *   on both sides at the memory bandwidth;
+ *   of m x c per 2x2 tile, plus wino_tile_s per 4x4 tile of each of its c
+ *   input and m output channels transformed, and per block of tiles
+ *   (apk_conv2d_wino_blocks: its 16 GEMMs read the whole transformed weight)
+ *   wino_block_s and wino_pair_s per pair of channels (calibrate fits the
+ *   three to three shapes); a device file without them prices the
+ *   transformed tiles as stored and loaded on both sides at mem_bw;
  * - the lowering of the column matrix (implicit forward and backward
  *   weights, block by block; backward data's col2im pass after the GEMM
  *   wrote the matrix whole): lower_row_s per row of the matrix (one output
@@ -389,8 +392,8 @@ static double gemm_packing_s(const ap_graph *g, const ap_vertex *vx, double rows
  * a store at mem_bw, no cost per row, and the direct loops at peak_flops.
  * The column matrix covers the device's whole input: splitting the output
  * channels leaves every device lowering all of it. */
-static double conv_kernels_s(const apk_conv2d *whole, bool first, int64_t n, int64_t c,
-                             int64_t m, const ap_device_kind *dk) {
+double ap_conv_kernel_s(const apk_conv2d *whole, int k, int64_t n, int64_t c, int64_t m,
+                        const ap_device_kind *dk) {
   if (n <= 0 || c <= 0 || m <= 0)
     return 0;
   apk_conv2d p = *whole;
@@ -409,28 +412,36 @@ static double conv_kernels_s(const apk_conv2d *whole, bool first, int64_t n, int
   double lowering = rows * dk->lower_row_s + col * (p.stride_w == 1 ? float_s : gather_s);
   double x = (double)n * (double)c * p.in_h * p.in_w, dy = (double)n * (double)m * oh * ow;
   double products = 2 * dy * (double)(c / p.groups) * taps; /* FLOPs of one kernel */
-  double t = 0;
-  for (int k = APK_CONV_FORWARD; k <= APK_CONV_BACKWARD_WEIGHTS; k++) {
-    if (k == APK_CONV_BACKWARD_DATA && first)
-      continue;
-    apk_conv_algo a = apk_conv2d_choose(&p, (apk_conv_kernel)k);
-    if (a == APK_CONV_WINOGRAD) {
-      bool fwd = k == APK_CONV_FORWARD;
-      double tiles = (double)n * ceil((fwd ? oh : p.in_h) / 2) * ceil((fwd ? ow : p.in_w) / 2);
-      t += 2 * 16 * tiles * (double)c * (double)m / dk->peak_flops +
-           2 * 16 * tiles * (double)(c + m) * access_s;
-    } else if (a == APK_CONV_IMPLICIT && k != APK_CONV_BACKWARD_DATA &&
-               apk_conv2d_is_direct(&p)) {
-      t += products / direct_flops;
-    } else if (pointwise) {
-      t += products / dk->peak_flops + 3 * (k == APK_CONV_BACKWARD_DATA ? dy : col) * access_s;
-    } else if (k == APK_CONV_BACKWARD_DATA) {
-      t += products / dk->peak_flops + lowering + x * access_s;
-    } else {
-      t += products / dk->peak_flops + lowering +
-           (k == APK_CONV_BACKWARD_WEIGHTS || a == APK_CONV_IM2COL ? col * access_s : 0);
+  apk_conv_algo a = apk_conv2d_choose(&p, (apk_conv_kernel)k);
+  if (a == APK_CONV_WINOGRAD) {
+    bool fwd = k == APK_CONV_FORWARD;
+    double tiles = (double)n * ceil((fwd ? oh : p.in_h) / 2) * ceil((fwd ? ow : p.in_w) / 2);
+    double wino_s = 2 * 16 * tiles * (double)c * (double)m / dk->peak_flops;
+    if (dk->wino_tile_s > 0) {
+      double blocks = (double)n * apk_conv2d_wino_blocks(&p, (apk_conv_kernel)k);
+      return wino_s + tiles * (double)(c + m) * dk->wino_tile_s +
+             blocks * (dk->wino_block_s + (double)c * (double)m * dk->wino_pair_s);
     }
+    return wino_s + 2 * 16 * tiles * (double)(c + m) * access_s;
   }
+  if (a == APK_CONV_IMPLICIT && k != APK_CONV_BACKWARD_DATA && apk_conv2d_is_direct(&p))
+    return products / direct_flops;
+  if (pointwise)
+    return products / dk->peak_flops + 3 * (k == APK_CONV_BACKWARD_DATA ? dy : col) * access_s;
+  if (k == APK_CONV_BACKWARD_DATA)
+    return products / dk->peak_flops + lowering + x * access_s;
+  return products / dk->peak_flops + lowering +
+         (k == APK_CONV_BACKWARD_WEIGHTS || a == APK_CONV_IM2COL ? col * access_s : 0);
+}
+
+/* A training step's kernels of a convolution: forward, backward data unless
+ * its input is a graph input (first), backward weights. */
+static double conv_kernels_s(const apk_conv2d *whole, bool first, int64_t n, int64_t c,
+                             int64_t m, const ap_device_kind *dk) {
+  double t = 0;
+  for (int k = APK_CONV_FORWARD; k <= APK_CONV_BACKWARD_WEIGHTS; k++)
+    if (k != APK_CONV_BACKWARD_DATA || !first)
+      t += ap_conv_kernel_s(whole, k, n, c, m, dk);
   return t;
 }
 

@@ -230,8 +230,24 @@ typedef struct ap_plan {
 ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *node_state,
                              int n_levels, const char *file, ap_diag *d);
 
+/* The figures of a device kind (ap_device_kind's fields), in the order of
+ * device files, calibrate's output and a plan's JSON: X(field, required),
+ * required for the five every file gives; older files and plans lack the
+ * rest, which read as 0 (absent). */
+#define AP_DEVICE_FIGURES(X)                                                               \
+  X(peak_flops, 1) X(mem_bw_bytes_s, 1) X(mem_bytes, 1) X(link_bw_bytes_s, 1)              \
+  X(link_latency_s, 1) X(exp_s, 0) X(tanh_s, 0) X(lower_row_s, 0) X(lower_float_s, 0)      \
+  X(lower_gather_s, 0) X(direct_flops, 0) X(pack_float_s, 0) X(pack_transposed_s, 0)       \
+  X(wino_block_s, 0) X(wino_pair_s, 0) X(wino_tile_s, 0)
+
 /* Builds the vertices, chain ops and edges of p from g (graph_build.c). */
 ap_status ap_plan_build(ap_plan *p, ap_graph *g, ap_diag *d);
+/* The cost model's seconds of kernel k (an apk_conv_kernel: forward,
+ * backward data, backward weights) of convolution `whole` on a device of kind dk holding batch n,
+ * input channels c and output channels m of it: what a vertex's compute
+ * sums for its convolution, exposed for bench-conv-price. */
+double ap_conv_kernel_s(const struct apk_conv2d *whole, int k, int64_t n, int64_t c,
+                        int64_t m, const ap_device_kind *dk);
 /* The row of the plan's table (a vertex, whose row_time_s prices it) of
  * each node and weight, for the programs' timing by row: row_of_node[n]
  * (g->n_nodes entries) is the vertex of which node n is the layer, the join

@@ -275,8 +275,6 @@ static ap_status read_devices(const loader *x, const jval *list, ap_devices *dv)
   memset(dv, 0, sizeof *dv);
   if (!list || list->kind != J_ARR || list->n < 1 || list->n > AP_MAX_KINDS)
     return bad(x, NULL, "\"devices\" must list 1 to 8 kinds of device");
-  static const char *const figures[] = {"peak_flops", "mem_bw_bytes_s", "mem_bytes",
-                                        "link_bw_bytes_s", "link_latency_s"};
   for (int k = 0; k < list->n; k++) {
     const jval *kind = member(list->item[k], "kind"), *count = member(list->item[k], "count");
     ap_device_kind *dk = &dv->kinds[k];
@@ -286,32 +284,21 @@ static ap_status read_devices(const loader *x, const jval *list, ap_devices *dv)
       return bad(x, NULL, "every device needs a \"kind\" name and a positive integer \"count\"");
     strcpy(dk->name, kind->str);
     dk->count = (int)count->num;
-    double *field[] = {&dk->peak_flops, &dk->mem_bw_bytes_s, &dk->mem_bytes,
-                       &dk->link_bw_bytes_s, &dk->link_latency_s};
-    for (int f = 0; f < 5; f++) {
-      const jval *num = member(list->item[k], figures[f]);
-      if (!num || num->kind != J_NUM || !(num->num >= 0) || isinf(num->num))
+    /* Plans written before the transcendentals, the convolutions' lowering,
+     * the GEMMs' packing and Winograd were priced lack those figures: 0, as
+     * in a device file. */
+#define FIGURE(f, required) {#f, &dk->f, required},
+    struct { const char *key; double *field; bool required; } figures[] = {
+        AP_DEVICE_FIGURES(FIGURE)};
+#undef FIGURE
+    for (size_t f = 0; f < sizeof figures / sizeof figures[0]; f++) {
+      const jval *num = member(list->item[k], figures[f].key);
+      if ((num || figures[f].required) &&
+          (!num || num->kind != J_NUM || !(num->num >= 0) || isinf(num->num)))
         return ap_error(x->d, AP_ERR_INVALID, x->file, NULL, NULL,
-                        "device kind '%s' has no number \"%s\"", dk->name, figures[f]);
-      *field[f] = num->num;
-    }
-    /* Plans written before the transcendentals, the convolutions' lowering and
-     * the GEMMs' packing were priced lack them: 0, as in a device file. */
-    static const char *const optional[] = {"exp_s",         "tanh_s",         "lower_row_s",
-                                           "lower_float_s", "lower_gather_s", "direct_flops",
-                                           "pack_float_s",  "pack_transposed_s"};
-    double *ofield[] = {&dk->exp_s,          &dk->tanh_s,          &dk->lower_row_s,
-                        &dk->lower_float_s,  &dk->lower_gather_s,  &dk->direct_flops,
-                        &dk->pack_float_s,   &dk->pack_transposed_s};
-    static_assert(sizeof optional / sizeof optional[0] == sizeof ofield / sizeof ofield[0],
-                  "one field per optional figure");
-    for (size_t f = 0; f < sizeof optional / sizeof optional[0]; f++) {
-      const jval *num = member(list->item[k], optional[f]);
-      if (num && (num->kind != J_NUM || !(num->num >= 0) || isinf(num->num)))
-        return ap_error(x->d, AP_ERR_INVALID, x->file, NULL, NULL,
-                        "device kind '%s' has no number \"%s\"", dk->name, optional[f]);
+                        "device kind '%s' has no number \"%s\"", dk->name, figures[f].key);
       if (num)
-        *ofield[f] = num->num;
+        *figures[f].field = num->num;
     }
     dv->n_kinds++;
     dv->n_devices += dk->count;

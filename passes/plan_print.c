@@ -292,15 +292,11 @@ static ap_status print_json(const ap_graph *g, FILE *out, bool with_boxes) {
     const ap_device_kind *dk = &p->dev.kinds[k];
     fprintf(out, "%s{\"kind\": ", k ? ", " : "");
     json_string(out, dk->name);
-    fprintf(out,
-            ", \"count\": %d, \"peak_flops\": %.6g, \"mem_bw_bytes_s\": %.6g, "
-            "\"mem_bytes\": %.6g, \"link_bw_bytes_s\": %.6g, \"link_latency_s\": %.6g, "
-            "\"exp_s\": %.6g, \"tanh_s\": %.6g, \"lower_row_s\": %.6g, "
-            "\"lower_float_s\": %.6g, \"lower_gather_s\": %.6g, \"direct_flops\": %.6g, "
-            "\"pack_float_s\": %.6g, \"pack_transposed_s\": %.6g}",
-            dk->count, dk->peak_flops, dk->mem_bw_bytes_s, dk->mem_bytes, dk->link_bw_bytes_s,
-            dk->link_latency_s, dk->exp_s, dk->tanh_s, dk->lower_row_s, dk->lower_float_s,
-            dk->lower_gather_s, dk->direct_flops, dk->pack_float_s, dk->pack_transposed_s);
+    fprintf(out, ", \"count\": %d", dk->count);
+#define FIGURE(f, required) fprintf(out, ", \"" #f "\": %.6g", dk->f);
+    AP_DEVICE_FIGURES(FIGURE)
+#undef FIGURE
+    fputc('}', out);
   }
   fprintf(out,
           "],\n  \"n_devices\": %d,\n  \"levels\": %d,\n  \"step_time_s\": %.9g,\n"

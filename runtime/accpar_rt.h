@@ -362,6 +362,13 @@ typedef struct aprt_calibrate_kernels {
    * stride), into dst of packed_b_floats(k, n) floats (apk_pack_b_all). */
   void (*pack_b)(int trans_b, int k, int n, const float *b, ptrdiff_t ldb, float *dst);
   size_t (*packed_b_floats)(int k, int n);
+  /* The F(2x2, 3x3) Winograd forward kernel: c input channels, m output
+   * channels, a 3x3 kernel at pad 1 on batch images of size x size, work of
+   * wino_work_floats floats. */
+  void (*wino)(int batch, int c, int size, int m, const float *x, const float *w, float *y,
+               float *work);
+  size_t (*wino_work_floats)(int batch, int c, int size, int m);
+  int (*wino_blocks)(int c, int size, int m); /* its blocks of tiles an image */
 } aprt_calibrate_kernels;
 int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k);
 

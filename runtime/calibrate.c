@@ -32,6 +32,12 @@
  *   pack_float_s     a GEMM's packing of its B operand (apk_pack_b_all),
  *   pack_transposed_s per float, from contiguous rows and from a transposed
  *                    operand: a layer's weight, held in the caches
+ *   wino_block_s     the F(2x2, 3x3) Winograd convolution's forward kernel
+ *   wino_pair_s      beyond its products at peak_flops: per block of tiles
+ *   wino_tile_s      (its 16 GEMMs), per block and pair of input and output
+ *                    channels (each GEMM reads the whole transformed weight)
+ *                    and per 4x4 tile and channel transformed, fitted to
+ *                    three shapes where each weighs most
  *   mem_bytes        physical memory over the processors online (devices
  *                    that are threads of one host share it)
  * Every figure is the fastest of several samples (other processes on the
@@ -104,7 +110,7 @@ static figure fastest(double *v, int n, int rate) {
  * one sample of many figures rather than every sample of one: calibrated
  * back to back on a shared host, figures sampled seven times in a row moved
  * by up to 1.6x between runs (docs/partition.md, "Calibrated in rounds"). */
-enum { N_SHAPES = 3, N_LOWERINGS = 3, TRANSCENDENTAL_N = 4096 };
+enum { N_SHAPES = 3, N_LOWERINGS = 3, N_WINO = 3, TRANSCENDENTAL_N = 4096 };
 
 typedef struct rig {
   const aprt_calibrate_kernels *k;
@@ -114,6 +120,7 @@ typedef struct rig {
   struct { int channels, size, stride; size_t rows; float *x, *col; } lower[N_LOWERINGS];
   float *cx, *cw, *cy, *cdw, *cwork; /* the direct convolution's */
   float *pb, *pdst;                  /* the packing's */
+  struct { float *x, *w, *y, *work; } wino[N_WINO];
   float tx[TRANSCENDENTAL_N], ty[TRANSCENDENTAL_N], ex[TRANSCENDENTAL_N];
 } rig;
 
@@ -135,6 +142,13 @@ enum { DIRECT_BATCH = 8, DIRECT_SIZE = 28, DIRECT_K = 5, DIRECT_M = 8,
  * strides of a multiple of 256 floats make them collide (docs/partition.md,
  * "Approximations, on purpose"). */
 enum { PACK_K = 576, PACK_N = 240 };
+/* Winograd's three shapes (channels in, size, channels out; 8 images each):
+ * 32 x 32 with 16 channels, 256 tiles an image whose 32 transformed
+ * channels weigh most; 8 x 8 with 64, 16 tiles an image in one block that
+ * reads 4096 pairs of channels of the weight; 8 x 8 with 16, where the cost
+ * of a block (its 16 small GEMM calls) weighs most. */
+static const int wino_shapes[N_WINO][3] = {{16, 32, 16}, {64, 8, 64}, {16, 8, 16}};
+enum { WINO_BATCH = 8 };
 
 static void rig_free(rig *r) {
   for (int s = 0; s < N_SHAPES; s++) {
@@ -156,6 +170,12 @@ static void rig_free(rig *r) {
   free(r->cwork);
   free(r->pb);
   free(r->pdst);
+  for (int i = 0; i < N_WINO; i++) {
+    free(r->wino[i].x);
+    free(r->wino[i].w);
+    free(r->wino[i].y);
+    free(r->wino[i].work);
+  }
 }
 
 /* Allocates and fills every operand and runs each kernel once; 0 when out
@@ -227,7 +247,23 @@ static int rig_init(rig *r, const aprt_calibrate_kernels *k, double quantum_s) {
       r->ex[i] = -8.0f * (float)i / TRANSCENDENTAL_N;
       r->tx[i] = 8.0f * (float)i / TRANSCENDENTAL_N - 4.0f;
     }
-  } else {
+  }
+  for (int i = 0; i < N_WINO && ok; i++) {
+    int c = wino_shapes[i][0], size = wino_shapes[i][1], m = wino_shapes[i][2];
+    size_t nx = (size_t)WINO_BATCH * c * size * size, ny = (size_t)WINO_BATCH * m * size * size;
+    r->wino[i].x = malloc(nx * sizeof(float));
+    r->wino[i].w = malloc((size_t)m * c * 9 * sizeof(float));
+    r->wino[i].y = malloc(ny * sizeof(float));
+    r->wino[i].work = malloc(k->wino_work_floats(WINO_BATCH, c, size, m) * sizeof(float) + 64);
+    if (!(ok = r->wino[i].x && r->wino[i].w && r->wino[i].y && r->wino[i].work))
+      break;
+    for (size_t j = 0; j < nx; j++)
+      r->wino[i].x[j] = (float)(j % 13) * 0.01f;
+    for (size_t j = 0; j < (size_t)m * c * 9; j++)
+      r->wino[i].w[j] = (float)(j % 7) * 0.02f;
+    k->wino(WINO_BATCH, c, size, m, r->wino[i].x, r->wino[i].w, r->wino[i].y, r->wino[i].work);
+  }
+  if (!ok) {
     rig_free(r);
   }
   return ok;
@@ -327,10 +363,39 @@ static double pack_sample(const rig *r, int trans_b) {
   return t / ((double)reps * PACK_K * PACK_N);
 }
 
+/* x solving a x = t (3 x 3, by Cramer's rule; the shapes keep it regular). */
+static void solve3(double a[3][3], const double t[3], double x[3]) {
+  double det = a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) -
+               a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
+               a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
+  for (int j = 0; j < 3; j++) {
+    double m[3][3];
+    for (int r = 0; r < 3; r++)
+      for (int c = 0; c < 3; c++)
+        m[r][c] = c == j ? t[r] : a[r][c];
+    x[j] = (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) -
+            m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+            m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])) /
+           det;
+  }
+}
+
+/* Seconds per image of Winograd's forward kernel on shape i. */
+static double wino_sample(const rig *r, int i) {
+  int c = wino_shapes[i][0], size = wino_shapes[i][1], m = wino_shapes[i][2];
+  long reps;
+  double t;
+  TIMED(r, reps, t,
+        r->k->wino(WINO_BATCH, c, size, m, r->wino[i].x, r->wino[i].w, r->wino[i].y,
+                   r->wino[i].work));
+  return t / ((double)reps * WINO_BATCH);
+}
+
 /* Samples of one round, at index s of each figure's array. */
 typedef struct samples {
   double gemm[N_SHAPES][SAMPLES], copy[SAMPLES], exp[SAMPLES], tanh[SAMPLES];
   double lower[N_LOWERINGS][SAMPLES], direct[SAMPLES], pack[2][SAMPLES];
+  double wino[N_WINO][SAMPLES];
 } samples;
 
 static void sample_round(rig *r, int s, samples *out) {
@@ -344,6 +409,8 @@ static void sample_round(rig *r, int s, samples *out) {
   out->direct[s] = direct_sample(r);
   for (int i = 0; i < 2; i++)
     out->pack[i][s] = pack_sample(r, i);
+  for (int i = 0; i < N_WINO; i++)
+    out->wino[i][s] = wino_sample(r, i);
 }
 
 /* ---- the threads transport ---- */
@@ -406,7 +473,8 @@ static int one_way(size_t bytes, int trips, int n, double *t, char *err, size_t 
 static int write_file(const char *path, const char *name, figure flops, figure bw,
                       double mem_bytes, figure link_bw, figure latency, figure exp_t,
                       figure tanh_t, figure row, figure flt, figure gather, figure direct,
-                      figure pack, figure pack_t, char *err, size_t err_len) {
+                      figure pack, figure pack_t, figure wino_block, figure wino_pair,
+                      figure wino_tile, char *err, size_t err_len) {
   size_t len = strlen(path) + 8;
   char *tmp = malloc(len);
   if (!tmp) {
@@ -450,13 +518,21 @@ static int write_file(const char *path, const char *name, figure flops, figure b
           "# a GEMM's packing of B from contiguous rows, per float; spread %.0f%%\n"
           "pack_float_s = %.4g\n"
           "# a GEMM's packing of a transposed B, per float; spread %.0f%%\n"
-          "pack_transposed_s = %.4g\n",
+          "pack_transposed_s = %.4g\n"
+          "# Winograd F(2x2, 3x3), per block of tiles (16 GEMM calls); spread %.0f%%\n"
+          "wino_block_s = %.4g\n"
+          "# Winograd F(2x2, 3x3), per block and pair of channels; spread %.0f%%\n"
+          "wino_pair_s = %.4g\n"
+          "# Winograd F(2x2, 3x3), per 4x4 tile and channel transformed; spread %.0f%%\n"
+          "wino_tile_s = %.4g\n",
           SAMPLES, name, 100 * flops.spread, flops.value, 100 * bw.spread, bw.value,
           mem_bytes, 100 * link_bw.spread, link_bw.value, 100 * latency.spread,
           latency.value, 100 * exp_t.spread, exp_t.value, 100 * tanh_t.spread,
           tanh_t.value, 100 * row.spread, row.value, 100 * flt.spread, flt.value,
           100 * gather.spread, gather.value, 100 * direct.spread, direct.value,
-          100 * pack.spread, pack.value, 100 * pack_t.spread, pack_t.value);
+          100 * pack.spread, pack.value, 100 * pack_t.spread, pack_t.value,
+          100 * wino_block.spread, wino_block.value, 100 * wino_pair.spread, wino_pair.value,
+          100 * wino_tile.spread, wino_tile.value);
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
@@ -533,6 +609,25 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   figure row = {fmax(t8.value - 8 * flt.value, 1e-12), t8.spread};
   figure gather = {fmax((t16.value - row.value) / 16, flt.value), t16.spread};
   figure pack = fastest(sm.pack[0], SAMPLES, 0), pack_t = fastest(sm.pack[1], SAMPLES, 0);
+  /* Winograd: an image of shape i takes, beyond its 32 tiles c m products
+   * at peak_flops, blocks (block_s + c m pair_s) + tiles (c + m) tile_s;
+   * the three shapes' fastest give the three. */
+  figure wt[N_WINO];
+  double a[N_WINO][N_WINO], tw[N_WINO], x[N_WINO];
+  for (int i = 0; i < N_WINO; i++) {
+    int c = wino_shapes[i][0], size = wino_shapes[i][1], m = wino_shapes[i][2];
+    double tiles = (double)(size / 2) * (size / 2), blocks = r.k->wino_blocks(c, size, m);
+    wt[i] = fastest(sm.wino[i], SAMPLES, 0);
+    tw[i] = wt[i].value - 32 * tiles * c * m / flops.value;
+    a[i][0] = blocks;
+    a[i][1] = blocks * c * m;
+    a[i][2] = tiles * (c + m);
+  }
+  solve3(a, tw, x);
+  /* Noise could make a figure 0 or less, which a device file reads as absent. */
+  figure wino_block = {fmax(x[0], 1e-12), wt[2].spread};
+  figure wino_pair = {fmax(x[1], 1e-15), wt[1].spread};
+  figure wino_tile = {fmax(x[2], 1e-13), wt[0].spread};
   figure latency = fastest(small, SAMPLES, 0);
   for (int s = 0; s < SAMPLES; s++) {
     double t = large[s] - latency.value;
@@ -544,7 +639,8 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
   double mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 4294967296.0;
   mem_bytes /= procs > 0 ? (double)procs : 1.0;
   if (!write_file(out, name, flops, bw, mem_bytes, link_bw, latency, exp_t, tanh_t, row, flt,
-                  gather, direct, pack, pack_t, err, sizeof err)) {
+                  gather, direct, pack, pack_t, wino_block, wino_pair, wino_tile, err,
+                  sizeof err)) {
     fprintf(stderr, "calibrate: %s\n", err);
     return 1;
   }
@@ -552,11 +648,15 @@ int aprt_calibrate_main(int argc, char **argv, const aprt_calibrate_kernels *k) 
          "link_bw %.4g B/s (%.0f%%), latency %.3g s (%.0f%%), exp %.3g s (%.0f%%), "
          "tanh %.3g s (%.0f%%), lowering %.3g s/row (%.0f%%) %.3g s/float (%.0f%%) "
          "%.3g s/gathered float (%.0f%%), direct %.4g FLOP/s (%.0f%%), "
-         "packing %.3g s/float (%.0f%%) %.3g s/transposed float (%.0f%%)\n",
+         "packing %.3g s/float (%.0f%%) %.3g s/transposed float (%.0f%%), "
+         "winograd %.3g s/block (%.0f%%) %.3g s/block pair (%.0f%%) "
+         "%.3g s/tile channel (%.0f%%)\n",
          flops.value, 100 * flops.spread, bw.value, 100 * bw.spread, link_bw.value,
          100 * link_bw.spread, latency.value, 100 * latency.spread, exp_t.value,
          100 * exp_t.spread, tanh_t.value, 100 * tanh_t.spread, row.value, 100 * row.spread,
          flt.value, 100 * flt.spread, gather.value, 100 * gather.spread, direct.value,
-         100 * direct.spread, pack.value, 100 * pack.spread, pack_t.value, 100 * pack_t.spread);
+         100 * direct.spread, pack.value, 100 * pack.spread, pack_t.value, 100 * pack_t.spread,
+         wino_block.value, 100 * wino_block.spread, wino_pair.value, 100 * wino_pair.spread,
+         wino_tile.value, 100 * wino_tile.spread);
   return 0;
 }

@@ -533,7 +533,8 @@ Test(cli, calibrate_writes_a_device_file_that_plans_use, .timeout = 300) {
                                      "link_bw_bytes_s", "link_latency_s", "exp_s",
                                      "tanh_s",          "lower_row_s",    "lower_float_s",
                                      "lower_gather_s",  "direct_flops",   "pack_float_s",
-                                     "pack_transposed_s"};
+                                     "pack_transposed_s", "wino_block_s", "wino_pair_s",
+                                     "wino_tile_s"};
   for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
     char pat[64];
     fmt(pat, sizeof pat, "\n%s = ", keys[k]);

@@ -252,6 +252,40 @@ Test(cost, convolution_lowering_and_direct_loops_are_priced_apart) {
   drop_graph();
 }
 
+/* A Winograd kernel (the F(2x2, 3x3) forward and backward data the kernel
+ * library picks for these 3x3 layers) is priced, with a device file's
+ * Winograd figures, beyond its 16 products of m x c per 2x2 output tile at
+ * peak_flops: per block of tiles (apk_conv2d_wino_blocks), per block and
+ * pair of channels, per 4x4 tile and channel transformed (docs/partition.md,
+ * "Cost model"). The first layer reads the graph input: no backward data. */
+Test(cost, winograd_kernels_are_priced_per_block_pair_and_tile) {
+  new_graph();
+  int64_t d[4] = {8, 16, 16, 16};
+  finish_graph(conv(conv(input(4, d), 16, 3, 1, 1), 16, 3, 1, 1));
+  apk_conv2d p = {8, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  cr_assert(apk_conv2d_choose(&p, APK_CONV_FORWARD) == APK_CONV_WINOGRAD &&
+                apk_conv2d_choose(&p, APK_CONV_BACKWARD_DATA) == APK_CONV_WINOGRAD,
+            "the kernel library no longer picks Winograd here");
+  /* Two forwards and one backward data, all of 16 channels on 16 x 16. */
+  double blocks = 8.0 * (2 * apk_conv2d_wino_blocks(&p, APK_CONV_FORWARD) +
+                         apk_conv2d_wino_blocks(&p, APK_CONV_BACKWARD_DATA));
+  double tiles = 3.0 * 8 * 8 * 8;
+  ap_device_kind k = round_kind("k", 1e9);
+  k.wino_block_s = 1e-6;
+  k.wino_pair_s = 1e-9;
+  k.wino_tile_s = 1e-9;
+  double base = one_device_compute_s(k);
+  k.wino_block_s = 2e-6;
+  cr_expect_float_eq(one_device_compute_s(k) - base, blocks * 1e-6, 1e-9 * base);
+  k.wino_block_s = 1e-6;
+  k.wino_pair_s = 3e-9;
+  cr_expect_float_eq(one_device_compute_s(k) - base, blocks * 256 * 2e-9, 1e-9 * base);
+  k.wino_pair_s = 1e-9;
+  k.wino_tile_s = 3e-9;
+  cr_expect_float_eq(one_device_compute_s(k) - base, tiles * 32 * 2e-9, 1e-9 * base);
+  drop_graph();
+}
+
 /* A GEMM's packing of its B operand is priced per float it packs
  * (docs/partition.md, "Cost model"), contiguous or transposed: a Gemm
  * (transB = 0) packs its weight forward and, unless it reads the graph
@@ -504,10 +538,12 @@ Test(devices, device_file) {
   cr_expect_eq(dv.kinds[0].lower_row_s, 0);
   cr_expect_eq(dv.kinds[0].direct_flops, 0);
   cr_expect_eq(dv.kinds[0].pack_float_s, 0);
+  cr_expect_eq(dv.kinds[0].wino_tile_s, 0);
   f = fopen(path, "a");
   fprintf(f, "exp_s = 5e-9\ntanh_s = 6e-10\nlower_row_s = 6e-9\nlower_float_s = 4e-11\n"
              "lower_gather_s = 3.5e-10\ndirect_flops = 4.6e10\npack_float_s = 9e-11\n"
-             "pack_transposed_s = 2e-10\n");
+             "pack_transposed_s = 2e-10\nwino_block_s = 6e-6\nwino_pair_s = 2e-11\n"
+             "wino_tile_s = 3e-10\n");
   fclose(f);
   cr_assert_eq(ap_devices_parse(spec, &dv, &d), AP_OK, "%s", d.message);
   cr_expect_eq(dv.kinds[0].exp_s, 5e-9);
@@ -518,6 +554,9 @@ Test(devices, device_file) {
   cr_expect_eq(dv.kinds[0].direct_flops, 4.6e10);
   cr_expect_eq(dv.kinds[0].pack_float_s, 9e-11);
   cr_expect_eq(dv.kinds[0].pack_transposed_s, 2e-10);
+  cr_expect_eq(dv.kinds[0].wino_block_s, 6e-6);
+  cr_expect_eq(dv.kinds[0].wino_pair_s, 2e-11);
+  cr_expect_eq(dv.kinds[0].wino_tile_s, 3e-10);
   f = fopen(path, "w");
   fprintf(f, "name = toy\npeak_flops = fast\n");
   fclose(f);

@@ -988,6 +988,12 @@ static apk_wino apk_wino_of(const apk_conv2d *p, apk_conv_algo algo, apk_conv_ke
                            2 - p->pad_top, 2 - p->pad_left);
 }
 
+APK_API int apk_conv2d_wino_blocks(const apk_conv2d *p, apk_conv_kernel which)
+{
+  apk_wino g = apk_wino_of(p, APK_CONV_WINOGRAD, which);
+  return (g.tiles + g.nt - 1) / g.nt;
+}
+
 static int apk_is_winograd(apk_conv_algo algo)
 {
   return algo == APK_CONV_WINOGRAD || algo == APK_CONV_WINOGRAD4;

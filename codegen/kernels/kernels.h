@@ -173,6 +173,12 @@ APK_API apk_conv_algo apk_conv2d_choose_packed(const apk_conv2d *p);
  * the cost model prices them apart (passes/partition.c). */
 APK_API int apk_conv2d_is_direct(const apk_conv2d *p);
 
+/* The blocks of tiles F(2x2, 3x3) Winograd's kernel `which` (forward or
+ * backward data) computes an image of p in: each transforms its tiles, runs
+ * 16 GEMMs of them by the whole transformed weight, transforms back. The
+ * cost model prices Winograd per block (passes/partition.c). */
+APK_API int apk_conv2d_wino_blocks(const apk_conv2d *p, apk_conv_kernel which);
+
 /* Workspace (in floats) the three convolution kernels need for p, each with
  * the algorithm apk_conv2d_choose picks. */
 APK_API size_t apk_conv2d_work_floats(const apk_conv2d *p);

@@ -43,6 +43,12 @@ typedef struct ap_device_kind {
    * 0: absent (docs/partition.md, "Cost model") */
   double pack_float_s;           /* copied from contiguous rows of op(B) */
   double pack_transposed_s;      /* gathered from strided columns (op(B) = B^T) */
+  /* The F(2x2, 3x3) Winograd convolution's kernels beyond their products
+   * (at peak_flops); 0: absent (their tiles streamed at mem_bw) */
+  double wino_block_s;           /* per block of tiles (apk_conv2d_wino_blocks) */
+  double wino_pair_s;            /* per block and pair of input and output channels
+                                    (the 16 GEMMs reading the transformed weight) */
+  double wino_tile_s;            /* per 4x4 tile and channel transformed, in or out */
   int count;                     /* devices of this kind in the array */
 } ap_device_kind;
 
@@ -63,7 +69,8 @@ AP_API ap_status ap_devices_parse(const char *spec, ap_devices *out, ap_diag *d)
 /* Reads one device file: "key = value" lines (name, peak_flops,
  * mem_bw_bytes_s, mem_bytes, link_bw_bytes_s, link_latency_s, and optionally
  * exp_s, tanh_s, lower_row_s, lower_float_s, lower_gather_s,
- * direct_flops, pack_float_s and pack_transposed_s, 0 when absent;
+ * direct_flops, pack_float_s, pack_transposed_s, wino_block_s,
+ * wino_pair_s and wino_tile_s, 0 when absent;
  * # comments). */
 AP_API ap_status ap_device_file_read(const char *path, ap_device_kind *out, ap_diag *d);
 

@@ -233,7 +233,8 @@ ap_status ap_partition_fixed(ap_graph *g, const ap_plan_opts *o, const uint8_t *
 /* The figures of a device kind (ap_device_kind's fields), in the order of
  * device files, calibrate's output and a plan's JSON: X(field, required),
  * required for the five every file gives; older files and plans lack the
- * rest, which read as 0 (absent). */
+ * rest, which read as 0 (absent). docs/plan.schema.json lists them too
+ * (the plan_schema test holds it to what plans print). */
 #define AP_DEVICE_FIGURES(X)                                                               \
   X(peak_flops, 1) X(mem_bw_bytes_s, 1) X(mem_bytes, 1) X(link_bw_bytes_s, 1)              \
   X(link_latency_s, 1) X(exp_s, 0) X(tanh_s, 0) X(lower_row_s, 0) X(lower_float_s, 0)      \
